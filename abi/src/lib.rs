@@ -1,0 +1,174 @@
+//! The stable C ABI of an aotc-compiled shared library.
+//!
+//! **API Boundary:** everything `#[repr(C)]` here, the symbol names in [`symbols`] and
+//! `include/aotc.h` must change together, and only with a bump of [`ABI_VERSION`].
+//!
+//! The crate also holds what the compiler and the support code inside every `.so` share:
+//! [`DType`], symbolic sizes ([`sym::SymExpr`]) and the embedded [`manifest::Manifest`].
+
+pub mod dtype;
+pub mod manifest;
+pub mod sym;
+
+pub use dtype::DType;
+
+use std::ffi::{c_char, c_void};
+
+/// Bumped on any incompatible change of the C ABI. `aotc_abi_version()` returns it.
+pub const ABI_VERSION: u32 = 1;
+
+/// Status codes returned by every fallible ABI function; `AOTC_OK` is success.
+pub mod status {
+    pub const OK: i32 = 0;
+    /// A null pointer, a bad device string, an out-of-range index.
+    pub const INVALID_ARGUMENT: i32 = 1;
+    pub const INPUT_COUNT: i32 = 2;
+    pub const DTYPE: i32 = 3;
+    pub const RANK: i32 = 4;
+    /// A static dimension differs, or two inputs disagree on a shared symbolic dimension.
+    pub const SHAPE: i32 = 5;
+    /// A dynamic dimension lies outside its range constraint.
+    pub const RANGE: i32 = 6;
+    /// A specialised constant input got another value.
+    pub const CONSTANT: i32 = 7;
+    pub const DEVICE: i32 = 8;
+    pub const NOT_FOUND: i32 = 9;
+    pub const OUT_OF_MEMORY: i32 = 10;
+    pub const INTERNAL: i32 = 11;
+
+    /// The name a status code has in `aotc.h`, for messages.
+    pub fn name(code: i32) -> &'static str {
+        match code {
+            OK => "AOTC_OK",
+            INVALID_ARGUMENT => "AOTC_ERR_INVALID_ARGUMENT",
+            INPUT_COUNT => "AOTC_ERR_INPUT_COUNT",
+            DTYPE => "AOTC_ERR_DTYPE",
+            RANK => "AOTC_ERR_RANK",
+            SHAPE => "AOTC_ERR_SHAPE",
+            RANGE => "AOTC_ERR_RANGE",
+            CONSTANT => "AOTC_ERR_CONSTANT",
+            DEVICE => "AOTC_ERR_DEVICE",
+            NOT_FOUND => "AOTC_ERR_NOT_FOUND",
+            OUT_OF_MEMORY => "AOTC_ERR_OUT_OF_MEMORY",
+            _ => "AOTC_ERR_INTERNAL",
+        }
+    }
+}
+
+/// DLPack `DLDevice`. Only `device_type == 1` (kDLCPU) is served by CPU builds.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DLDevice {
+    pub device_type: i32,
+    pub device_id: i32,
+}
+
+pub const DL_CPU: i32 = 1;
+
+/// DLPack `DLDataType`: code 0 int, 1 uint, 2 float, 4 bfloat, 6 bool; bits; lanes (1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DLDataType {
+    pub code: u8,
+    pub bits: u8,
+    pub lanes: u16,
+}
+
+/// DLPack `DLTensor`, field for field. `strides` (in elements) may be null for a
+/// contiguous tensor; a 0-dim tensor carries a python scalar input.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AotcTensor {
+    pub data: *mut c_void,
+    pub device: DLDevice,
+    pub ndim: i32,
+    pub dtype: DLDataType,
+    pub shape: *mut i64,
+    pub strides: *mut i64,
+    pub byte_offset: u64,
+}
+
+/// What an input, output or buffer is.
+pub mod value_kind {
+    pub const TENSOR: i32 = 0;
+    /// A python float that export specialised: pass a 0-dim float64 tensor.
+    pub const FLOAT: i32 = 1;
+    /// A python int that export specialised: pass a 0-dim int64 tensor.
+    pub const INT: i32 = 2;
+    /// A python bool that export specialised: pass a 0-dim bool tensor.
+    pub const BOOL: i32 = 3;
+}
+
+/// Metadata of one input, output or buffer; all pointers are owned by the model instance.
+/// `sizes[i] == -1` marks a dynamic dimension whose range is `[dim_min[i], dim_max[i]]`
+/// (`dim_max[i] == -1`: unbounded).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AotcValueInfo {
+    pub name: *const c_char,
+    pub kind: i32,
+    pub dtype: DLDataType,
+    pub ndim: i32,
+    pub sizes: *const i64,
+    pub dim_min: *const i64,
+    pub dim_max: *const i64,
+}
+
+/// Opaque model instance.
+#[repr(C)]
+pub struct AotcModel {
+    _private: [u8; 0],
+}
+
+/// The exported symbols, in the order of `aotc.h`. A compiled `.so` exports exactly these.
+pub mod symbols {
+    pub const ABI_VERSION: &str = "aotc_abi_version";
+    pub const LAST_ERROR: &str = "aotc_last_error";
+    pub const MODEL_CREATE: &str = "aotc_model_create";
+    pub const MODEL_DESTROY: &str = "aotc_model_destroy";
+    pub const METADATA_JSON: &str = "aotc_metadata_json";
+    pub const IN_SPEC: &str = "aotc_in_spec";
+    pub const OUT_SPEC: &str = "aotc_out_spec";
+    pub const INPUT_COUNT: &str = "aotc_input_count";
+    pub const INPUT_INFO: &str = "aotc_input_info";
+    pub const OUTPUT_COUNT: &str = "aotc_output_count";
+    pub const OUTPUT_INFO: &str = "aotc_output_info";
+    pub const BUFFER_COUNT: &str = "aotc_buffer_count";
+    pub const BUFFER_INFO: &str = "aotc_buffer_info";
+    pub const BUFFER_READ: &str = "aotc_buffer_read";
+    pub const BUFFER_WRITE: &str = "aotc_buffer_write";
+    pub const RUN: &str = "aotc_run";
+
+    pub const ALL: &[&str] = &[
+        ABI_VERSION, LAST_ERROR, MODEL_CREATE, MODEL_DESTROY, METADATA_JSON, IN_SPEC, OUT_SPEC,
+        INPUT_COUNT, INPUT_INFO, OUTPUT_COUNT, OUTPUT_INFO, BUFFER_COUNT, BUFFER_INFO,
+        BUFFER_READ, BUFFER_WRITE, RUN,
+    ];
+}
+
+/// Symbols shared by the generated object and the embedded support library; hidden from
+/// the `.so`'s dynamic symbol table by the version script.
+pub mod internal_symbols {
+    /// `void __aotc_graph_run(void **slots, const int64_t *dims)`: the generated driver.
+    pub const GRAPH_RUN: &str = "__aotc_graph_run";
+    /// The manifest as JSON bytes, and its length (a u64).
+    pub const MANIFEST: &str = "__aotc_manifest";
+    pub const MANIFEST_LEN: &str = "__aotc_manifest_len";
+    /// All weights and initial buffer values, 64-byte aligned each.
+    pub const WEIGHTS: &str = "__aotc_weights";
+}
+
+/// C function types of the exported symbols, for loaders.
+pub mod fn_types {
+    use super::*;
+    pub type AbiVersion = unsafe extern "C" fn() -> u32;
+    pub type LastError = unsafe extern "C" fn() -> *const c_char;
+    pub type ModelCreate = unsafe extern "C" fn(*const c_char, *mut *mut AotcModel) -> i32;
+    pub type ModelDestroy = unsafe extern "C" fn(*mut AotcModel);
+    pub type ModelStr = unsafe extern "C" fn(*const AotcModel) -> *const c_char;
+    pub type Count = unsafe extern "C" fn(*const AotcModel) -> i64;
+    pub type Info = unsafe extern "C" fn(*const AotcModel, i64, *mut AotcValueInfo) -> i32;
+    pub type BufferRead = unsafe extern "C" fn(*const AotcModel, *const c_char, *const AotcTensor) -> i32;
+    pub type BufferWrite = unsafe extern "C" fn(*mut AotcModel, *const c_char, *const AotcTensor) -> i32;
+    pub type Run = unsafe extern "C" fn(*mut AotcModel, *const AotcTensor, i64, *mut AotcTensor, i64) -> i32;
+}

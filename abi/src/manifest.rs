@@ -1,0 +1,108 @@
+//! The manifest: what the compiler tells the support code inside the `.so` about the
+//! program, embedded as JSON next to the generated code.
+//!
+//! The generated driver sees the program as a table of *slots* (one data pointer per
+//! tensor it touches) and a table of *dims* (symbolic sizes and strides, evaluated per
+//! call). The support code fills both before each call, as this manifest says.
+
+use crate::sym::SymExpr;
+use crate::DType;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    pub abi_version: u32,
+    /// The archive or file the program came from.
+    pub source: String,
+    /// pytree TreeSpecs, as JSON strings in torch.export's format.
+    pub in_spec: String,
+    pub out_spec: String,
+    /// Symbols of dynamic dimensions with their range constraints, indexed by `SymId`.
+    pub symbols: Vec<SymbolRange>,
+    /// Flattened user inputs, in call order.
+    pub inputs: Vec<InputSpec>,
+    /// Flattened user outputs.
+    pub outputs: Vec<TensorSpec>,
+    /// Mutable model state (buffers), each with its initial value in the weights blob.
+    pub buffers: Vec<BufferSpec>,
+    pub slots: Vec<Slot>,
+    /// Evaluated per call into the `dims` table the generated code reads.
+    pub dims: Vec<SymExpr>,
+    /// After each call, slot `.0` becomes the value of buffer `.1`.
+    pub buffer_mutations: Vec<(usize, usize)>,
+    /// After each call, slot `.0` is written back into the caller's input `.1`.
+    pub input_mutations: Vec<(usize, usize)>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SymbolRange {
+    /// The name torch.export gave it (`s77`).
+    pub name: String,
+    pub min: i64,
+    /// `None`: unbounded.
+    pub max: Option<i64>,
+}
+
+/// A tensor's name, element type and (possibly symbolic) contiguous sizes, plus the slot
+/// that holds its data.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TensorSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub sizes: Vec<SymExpr>,
+    pub slot: usize,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum InputSpec {
+    Tensor(TensorSpec),
+    /// A python scalar that export specialised into the program: checked, not used.
+    Constant { name: String, value: ConstValue },
+}
+
+impl InputSpec {
+    pub fn name(&self) -> &str {
+        match self {
+            InputSpec::Tensor(t) => &t.name,
+            InputSpec::Constant { name, .. } => name,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ConstValue {
+    Float(f64),
+    Int(i64),
+    Bool(bool),
+    None,
+    Str(String),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BufferSpec {
+    /// The fully qualified name (`calls`, `bn.running_mean`).
+    pub name: String,
+    pub dtype: DType,
+    pub sizes: Vec<i64>,
+    /// Byte offset of the initial value in the weights blob.
+    pub init_offset: u64,
+    pub slot: usize,
+}
+
+impl BufferSpec {
+    pub fn byte_len(&self) -> usize {
+        self.sizes.iter().product::<i64>() as usize * self.dtype.size()
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Slot {
+    /// Read-only data at this byte offset of the weights blob.
+    Weight { offset: u64 },
+    /// The instance's current value of buffer N.
+    Buffer(usize),
+    /// The caller's user input N (made contiguous first if it is not).
+    Input(usize),
+    /// Memory the instance owns: intermediates, outputs, mutated values.
+    Scratch { bytes: SymExpr },
+}

@@ -1,0 +1,245 @@
+//! Symbolic integers: sizes, strides and offsets that depend on dynamic input dimensions.
+//!
+//! The compiler builds them (from torch.export's sympy expressions and from shape rules);
+//! the support code in the `.so` evaluates them once per call from the bound symbols.
+//! The smart constructors fold constants, so a static model only ever sees `Int`.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Index of a symbol in the manifest's symbol table (`s77` in the export may become `Sym(0)`).
+pub type SymId = u32;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SymExpr {
+    Int(i64),
+    Sym(SymId),
+    Add(Vec<SymExpr>),
+    Mul(Vec<SymExpr>),
+    /// Python floor division.
+    FloorDiv(Box<SymExpr>, Box<SymExpr>),
+    /// Python modulo (the sign of the divisor).
+    Mod(Box<SymExpr>, Box<SymExpr>),
+    Max(Vec<SymExpr>),
+    Min(Vec<SymExpr>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EvalError {
+    DivisionByZero,
+    Overflow,
+    UnboundSymbol(SymId),
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvalError::DivisionByZero => f.write_str("division by zero in a symbolic size"),
+            EvalError::Overflow => f.write_str("integer overflow in a symbolic size"),
+            EvalError::UnboundSymbol(s) => write!(f, "symbol s{s} has no value"),
+        }
+    }
+}
+
+pub fn floor_div(a: i64, b: i64) -> Option<i64> {
+    if b == 0 {
+        return None;
+    }
+    let q = a.checked_div(b)?;
+    Some(if (a % b != 0) && ((a < 0) != (b < 0)) { q - 1 } else { q })
+}
+
+pub fn py_mod(a: i64, b: i64) -> Option<i64> {
+    let q = floor_div(a, b)?;
+    a.checked_sub(q.checked_mul(b)?)
+}
+
+impl SymExpr {
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            SymExpr::Int(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn is_static(&self) -> bool {
+        self.as_int().is_some()
+    }
+
+    /// Sum with constant folding and flattening.
+    pub fn add(terms: impl IntoIterator<Item = SymExpr>) -> SymExpr {
+        let mut c = 0i64;
+        let mut rest = Vec::new();
+        for t in terms {
+            match t {
+                SymExpr::Int(v) => c = c.wrapping_add(v),
+                SymExpr::Add(inner) => {
+                    for i in inner {
+                        match i {
+                            SymExpr::Int(v) => c = c.wrapping_add(v),
+                            other => rest.push(other),
+                        }
+                    }
+                }
+                other => rest.push(other),
+            }
+        }
+        if c != 0 || rest.is_empty() {
+            rest.push(SymExpr::Int(c));
+        }
+        if rest.len() == 1 { rest.pop().unwrap() } else { SymExpr::Add(rest) }
+    }
+
+    /// Product with constant folding and flattening.
+    pub fn mul(factors: impl IntoIterator<Item = SymExpr>) -> SymExpr {
+        let mut c = 1i64;
+        let mut rest = Vec::new();
+        for t in factors {
+            match t {
+                SymExpr::Int(v) => c = c.wrapping_mul(v),
+                SymExpr::Mul(inner) => {
+                    for i in inner {
+                        match i {
+                            SymExpr::Int(v) => c = c.wrapping_mul(v),
+                            other => rest.push(other),
+                        }
+                    }
+                }
+                other => rest.push(other),
+            }
+        }
+        if c == 0 {
+            return SymExpr::Int(0);
+        }
+        if c != 1 || rest.is_empty() {
+            rest.insert(0, SymExpr::Int(c));
+        }
+        if rest.len() == 1 { rest.pop().unwrap() } else { SymExpr::Mul(rest) }
+    }
+
+    pub fn floor_div(a: SymExpr, b: SymExpr) -> SymExpr {
+        match (&a, &b) {
+            (SymExpr::Int(x), SymExpr::Int(y)) if *y != 0 => SymExpr::Int(floor_div(*x, *y).unwrap_or(0)),
+            (_, SymExpr::Int(1)) => a,
+            _ if a == b => SymExpr::Int(1),
+            _ => SymExpr::FloorDiv(Box::new(a), Box::new(b)),
+        }
+    }
+
+    pub fn modulo(a: SymExpr, b: SymExpr) -> SymExpr {
+        match (&a, &b) {
+            (SymExpr::Int(x), SymExpr::Int(y)) if *y != 0 => SymExpr::Int(py_mod(*x, *y).unwrap_or(0)),
+            (_, SymExpr::Int(1)) => SymExpr::Int(0),
+            _ => SymExpr::Mod(Box::new(a), Box::new(b)),
+        }
+    }
+
+    pub fn max(a: SymExpr, b: SymExpr) -> SymExpr {
+        match (&a, &b) {
+            (SymExpr::Int(x), SymExpr::Int(y)) => SymExpr::Int(*x.max(y)),
+            _ if a == b => a,
+            _ => SymExpr::Max(vec![a, b]),
+        }
+    }
+
+    pub fn min(a: SymExpr, b: SymExpr) -> SymExpr {
+        match (&a, &b) {
+            (SymExpr::Int(x), SymExpr::Int(y)) => SymExpr::Int(*x.min(y)),
+            _ if a == b => a,
+            _ => SymExpr::Min(vec![a, b]),
+        }
+    }
+
+    pub fn product<'a>(dims: impl IntoIterator<Item = &'a SymExpr>) -> SymExpr {
+        SymExpr::mul(dims.into_iter().cloned())
+    }
+
+    /// Evaluates with `syms[id]` as the value of each symbol; overflow is an error.
+    pub fn eval(&self, syms: &[Option<i64>]) -> Result<i64, EvalError> {
+        let fold = |xs: &[SymExpr], init: i64, f: fn(i64, i64) -> Option<i64>| -> Result<i64, EvalError> {
+            xs.iter().try_fold(init, |acc, x| f(acc, x.eval(syms)?).ok_or(EvalError::Overflow))
+        };
+        match self {
+            SymExpr::Int(v) => Ok(*v),
+            SymExpr::Sym(s) => syms.get(*s as usize).copied().flatten().ok_or(EvalError::UnboundSymbol(*s)),
+            SymExpr::Add(xs) => fold(xs, 0, i64::checked_add),
+            SymExpr::Mul(xs) => fold(xs, 1, i64::checked_mul),
+            SymExpr::Max(xs) => fold(&xs[1..], xs[0].eval(syms)?, |a, b| Some(a.max(b))),
+            SymExpr::Min(xs) => fold(&xs[1..], xs[0].eval(syms)?, |a, b| Some(a.min(b))),
+            SymExpr::FloorDiv(a, b) => {
+                let (a, b) = (a.eval(syms)?, b.eval(syms)?);
+                if b == 0 { Err(EvalError::DivisionByZero) } else { floor_div(a, b).ok_or(EvalError::Overflow) }
+            }
+            SymExpr::Mod(a, b) => {
+                let (a, b) = (a.eval(syms)?, b.eval(syms)?);
+                if b == 0 { Err(EvalError::DivisionByZero) } else { py_mod(a, b).ok_or(EvalError::Overflow) }
+            }
+        }
+    }
+
+    /// Calls `f` on every symbol the expression mentions.
+    pub fn for_each_symbol(&self, f: &mut impl FnMut(SymId)) {
+        match self {
+            SymExpr::Int(_) => {}
+            SymExpr::Sym(s) => f(*s),
+            SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Max(xs) | SymExpr::Min(xs) => {
+                xs.iter().for_each(|x| x.for_each_symbol(f))
+            }
+            SymExpr::FloorDiv(a, b) | SymExpr::Mod(a, b) => {
+                a.for_each_symbol(f);
+                b.for_each_symbol(f);
+            }
+        }
+    }
+}
+
+impl From<i64> for SymExpr {
+    fn from(v: i64) -> Self {
+        SymExpr::Int(v)
+    }
+}
+
+impl fmt::Display for SymExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |f: &mut fmt::Formatter<'_>, xs: &[SymExpr], sep: &str| -> fmt::Result {
+            for (i, x) in xs.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(sep)?;
+                }
+                match x {
+                    SymExpr::Add(_) | SymExpr::Mul(_) => write!(f, "({x})")?,
+                    _ => write!(f, "{x}")?,
+                }
+            }
+            Ok(())
+        };
+        match self {
+            SymExpr::Int(v) => write!(f, "{v}"),
+            SymExpr::Sym(s) => write!(f, "s{s}"),
+            SymExpr::Add(xs) => list(f, xs, " + "),
+            SymExpr::Mul(xs) => list(f, xs, "*"),
+            SymExpr::FloorDiv(a, b) => write!(f, "floordiv({a}, {b})"),
+            SymExpr::Mod(a, b) => write!(f, "mod({a}, {b})"),
+            SymExpr::Max(xs) => { f.write_str("max(")?; list(f, xs, ", ")?; f.write_str(")") }
+            SymExpr::Min(xs) => { f.write_str("min(")?; list(f, xs, ", ")?; f.write_str(")") }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_constants_and_evaluates_python_semantics() {
+        let s = SymExpr::Sym(0);
+        let e = SymExpr::add([SymExpr::mul([s.clone(), 8.into()]), 0.into()]);
+        assert_eq!(e.to_string(), "8*s0");
+        assert_eq!(e.eval(&[Some(3)]), Ok(24));
+        assert_eq!(SymExpr::floor_div((-7).into(), 2.into()), SymExpr::Int(-4));
+        assert_eq!(SymExpr::modulo((-7).into(), 2.into()), SymExpr::Int(1));
+        assert_eq!(SymExpr::FloorDiv(Box::new(s.clone()), Box::new(0.into())).eval(&[Some(1)]), Err(EvalError::DivisionByZero));
+        assert_eq!(s.eval(&[None]), Err(EvalError::UnboundSymbol(0)));
+        assert_eq!(SymExpr::mul([s, i64::MAX.into()]).eval(&[Some(2)]), Err(EvalError::Overflow));
+    }
+}

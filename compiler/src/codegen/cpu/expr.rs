@@ -1,0 +1,299 @@
+//! Expression bodies to Cranelift values: each primitive for each dtype, scalar or as
+//! f32x4 vectors along one loop variable.
+
+use super::kernel::{clif_type, flags, Cx, R};
+use crate::ir::expr::{visit, Affine, ExprKind, Scalar, E};
+use crate::ir::{Expr, Prim};
+use aotc_abi::sym::SymExpr;
+use aotc_abi::DType;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// Scalar code, or four lanes along loop variable `.0` (which then holds the first lane's
+/// index).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Lanes {
+    Scalar,
+    X4(usize),
+}
+
+/// Prims the vector path implements (others are scalar only).
+fn vector_prim(op: Prim) -> bool {
+    use Prim::*;
+    !matches!(op, BitNot | BitAnd | BitOr | BitXor | Pow)
+}
+
+/// Can `body` run on f32x4 lanes along variable `var`? Every value must be f32 (or a
+/// comparison mask), every load contiguous or constant along `var`, and every index
+/// expression constant along it.
+pub fn vectorizable(body: &E, var: usize) -> bool {
+    let mut ok = true;
+    visit(body, &mut |e| {
+        ok &= match &e.kind {
+            ExprKind::Load { index, .. } => e.dtype == DType::F32 && matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1)),
+            ExprKind::Const(_) => e.dtype == DType::F32 || e.dtype == DType::Bool,
+            ExprKind::Index(_) => false,
+            ExprKind::Unary(op, x) => vector_prim(*op) && x.dtype == DType::F32 && (e.dtype == DType::F32 || *op == Prim::Not),
+            ExprKind::Binary(op, a, _) => vector_prim(*op) && (a.dtype == DType::F32 || (a.dtype == DType::Bool && matches!(op, Prim::And | Prim::Or))),
+            ExprKind::Where(c, a, _) => a.dtype == DType::F32 && c.dtype == DType::Bool,
+            ExprKind::Cast(x) => x.dtype == e.dtype,
+        };
+    });
+    ok
+}
+
+pub fn emit(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes) -> R<Value> {
+    let mut memo = HashMap::new();
+    go(cx, e, vars, lanes, &mut memo)
+}
+
+fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*const Expr, Value>) -> R<Value> {
+    if let Some(v) = memo.get(&Rc::as_ptr(e)) {
+        return Ok(*v);
+    }
+    let v = match &e.kind {
+        ExprKind::Load { buf, index } => {
+            let ty = clif_type(e.dtype)?;
+            let at = affine(cx, index, vars);
+            let addr = cx.elem_addr(*buf, at);
+            match lanes {
+                Lanes::X4(var) if index.coef(var) == SymExpr::Int(1) => cx.b.ins().load(types::F32X4, flags(), addr, 0),
+                Lanes::X4(_) => {
+                    let s = cx.b.ins().load(ty, flags(), addr, 0);
+                    cx.b.ins().splat(types::F32X4, s)
+                }
+                Lanes::Scalar => cx.b.ins().load(ty, flags(), addr, 0),
+            }
+        }
+        ExprKind::Const(c) => {
+            let s = constant(cx, *c, e.dtype)?;
+            match lanes {
+                Lanes::X4(_) if e.dtype == DType::Bool => {
+                    let wide = cx.b.ins().iconst(types::I32, if c.as_i64() != 0 { -1 } else { 0 });
+                    cx.b.ins().splat(types::I32X4, wide)
+                }
+                Lanes::X4(_) => cx.b.ins().splat(types::F32X4, s),
+                Lanes::Scalar => s,
+            }
+        }
+        ExprKind::Index(a) => affine(cx, a, vars),
+        ExprKind::Cast(x) => {
+            let xv = go(cx, x, vars, lanes, memo)?;
+            cast(cx, xv, x.dtype, e.dtype)?
+        }
+        ExprKind::Unary(op, x) => {
+            let xv = go(cx, x, vars, lanes, memo)?;
+            unary(cx, *op, xv, x.dtype, lanes)?
+        }
+        ExprKind::Binary(op, a, b) => {
+            let av = go(cx, a, vars, lanes, memo)?;
+            let bv = go(cx, b, vars, lanes, memo)?;
+            binary(cx, *op, av, bv, a.dtype, lanes)?
+        }
+        ExprKind::Where(c, a, b) => {
+            let cv = go(cx, c, vars, lanes, memo)?;
+            let av = go(cx, a, vars, lanes, memo)?;
+            let bv = go(cx, b, vars, lanes, memo)?;
+            match lanes {
+                Lanes::Scalar => cx.b.ins().select(cv, av, bv),
+                Lanes::X4(_) => {
+                    let mask = cx.b.ins().bitcast(types::F32X4, MemFlagsData::new().with_endianness(Endianness::Little), cv);
+                    cx.b.ins().bitselect(mask, av, bv)
+                }
+            }
+        }
+    };
+    memo.insert(Rc::as_ptr(e), v);
+    Ok(v)
+}
+
+/// `offset + sum(coef * var)` as an i64.
+fn affine(cx: &mut Cx, a: &Affine, vars: &[Value]) -> Value {
+    let mut acc = cx.sym(&a.offset);
+    for (v, c) in &a.terms {
+        let term = match c.as_int() {
+            Some(1) => vars[*v],
+            Some(k) => cx.b.ins().imul_imm_s(vars[*v], k),
+            None => {
+                let cv = cx.sym(c);
+                cx.b.ins().imul(vars[*v], cv)
+            }
+        };
+        acc = cx.b.ins().iadd(acc, term);
+    }
+    acc
+}
+
+fn constant(cx: &mut Cx, c: Scalar, d: DType) -> R<Value> {
+    let ty = clif_type(d)?;
+    Ok(match ty {
+        types::F32 => cx.b.ins().f32const(c.as_f64() as f32),
+        types::F64 => cx.b.ins().f64const(c.as_f64()),
+        _ => cx.b.ins().iconst(ty, c.as_i64()),
+    })
+}
+
+fn is_unsigned(d: DType) -> bool {
+    matches!(d, DType::U8 | DType::Bool)
+}
+
+fn cast(cx: &mut Cx, x: Value, from: DType, to: DType) -> R<Value> {
+    if from == to {
+        return Ok(x);
+    }
+    let (ft, tt) = (clif_type(from)?, clif_type(to)?);
+    let ins = cx.b.ins();
+    Ok(match (ft.is_float(), tt.is_float()) {
+        _ if to == DType::Bool => {
+            if ft.is_float() {
+                let zero = if ft == types::F32 { ins.f32const(0.0) } else { ins.f64const(0.0) };
+                cx.b.ins().fcmp(FloatCC::NotEqual, x, zero)
+            } else {
+                ins.icmp_imm_s(IntCC::NotEqual, x, 0)
+            }
+        }
+        (true, true) => if ft.bits() < tt.bits() { ins.fpromote(tt, x) } else { ins.fdemote(tt, x) },
+        (false, true) => if is_unsigned(from) { ins.fcvt_from_uint(tt, x) } else { ins.fcvt_from_sint(tt, x) },
+        (true, false) => {
+            // Saturating, then wrapped to the narrow type (torch's cast is undefined out of range).
+            let wide = ins.fcvt_to_sint_sat(types::I64, x);
+            if tt == types::I64 { wide } else { cx.b.ins().ireduce(tt, wide) }
+        }
+        (false, false) => match ft.bits().cmp(&tt.bits()) {
+            std::cmp::Ordering::Less => if is_unsigned(from) { ins.uextend(tt, x) } else { ins.sextend(tt, x) },
+            std::cmp::Ordering::Greater => ins.ireduce(tt, x),
+            std::cmp::Ordering::Equal => x,
+        },
+    })
+}
+
+/// A libm call, lane by lane for vectors.
+fn call_libm(cx: &mut Cx, name: &str, args: &[Value], d: DType, lanes: Lanes) -> R<Value> {
+    let ty = clif_type(d)?;
+    let symbol = if ty == types::F32 { format!("{name}f") } else { name.to_string() };
+    let f = cx.libm(&symbol, ty, args.len())?;
+    match lanes {
+        Lanes::Scalar => {
+            let call = cx.b.ins().call(f, args);
+            Ok(cx.b.inst_results(call)[0])
+        }
+        Lanes::X4(_) => {
+            let zero = cx.b.ins().f32const(0.0);
+            let mut out = cx.b.ins().splat(types::F32X4, zero);
+            for lane in 0..4u8 {
+                let lane_args: Vec<Value> = args.iter().map(|a| cx.b.ins().extractlane(*a, lane)).collect();
+                let call = cx.b.ins().call(f, &lane_args);
+                let r = cx.b.inst_results(call)[0];
+                out = cx.b.ins().insertlane(out, r, lane);
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn float_const(cx: &mut Cx, v: f64, ty: Type, lanes: Lanes) -> Value {
+    let s = if ty == types::F64 { cx.b.ins().f64const(v) } else { cx.b.ins().f32const(v as f32) };
+    match lanes {
+        Lanes::X4(_) => cx.b.ins().splat(types::F32X4, s),
+        Lanes::Scalar => s,
+    }
+}
+
+fn unary(cx: &mut Cx, op: Prim, x: Value, d: DType, lanes: Lanes) -> R<Value> {
+    let ty = clif_type(d)?;
+    let float = d.is_float();
+    let one = |cx: &mut Cx| float_const(cx, 1.0, ty, lanes);
+    Ok(match (op, float) {
+        (Prim::Neg, true) => cx.b.ins().fneg(x),
+        (Prim::Neg, false) => cx.b.ins().ineg(x),
+        (Prim::Abs, true) => cx.b.ins().fabs(x),
+        (Prim::Abs, false) => if is_unsigned(d) { x } else { cx.b.ins().iabs(x) },
+        (Prim::Sqrt, true) => cx.b.ins().sqrt(x),
+        (Prim::Rsqrt, true) => {
+            let s = cx.b.ins().sqrt(x);
+            let o = one(cx);
+            cx.b.ins().fdiv(o, s)
+        }
+        (Prim::Recip, true) => {
+            let o = one(cx);
+            cx.b.ins().fdiv(o, x)
+        }
+        (Prim::Floor, true) => cx.b.ins().floor(x),
+        (Prim::Ceil, true) => cx.b.ins().ceil(x),
+        (Prim::Trunc, true) => cx.b.ins().trunc(x),
+        (Prim::Round, true) => cx.b.ins().nearest(x),
+        (Prim::Exp, true) => call_libm(cx, "exp", &[x], d, lanes)?,
+        (Prim::Expm1, true) => call_libm(cx, "expm1", &[x], d, lanes)?,
+        (Prim::Log, true) => call_libm(cx, "log", &[x], d, lanes)?,
+        (Prim::Log1p, true) => call_libm(cx, "log1p", &[x], d, lanes)?,
+        (Prim::Sin, true) => call_libm(cx, "sin", &[x], d, lanes)?,
+        (Prim::Cos, true) => call_libm(cx, "cos", &[x], d, lanes)?,
+        (Prim::Tanh, true) => call_libm(cx, "tanh", &[x], d, lanes)?,
+        (Prim::Erf, true) => call_libm(cx, "erf", &[x], d, lanes)?,
+        // 1 / (1 + exp(-x))
+        (Prim::Sigmoid, true) => {
+            let n = cx.b.ins().fneg(x);
+            let e = call_libm(cx, "exp", &[n], d, lanes)?;
+            let o = one(cx);
+            let den = cx.b.ins().fadd(o, e);
+            let o = one(cx);
+            cx.b.ins().fdiv(o, den)
+        }
+        (Prim::Not, _) => match lanes {
+            Lanes::X4(_) => cx.b.ins().bnot(x),
+            Lanes::Scalar if d == DType::Bool => cx.b.ins().bxor_imm_s(x, 1),
+            Lanes::Scalar => {
+                let nz = cast(cx, x, d, DType::Bool)?;
+                cx.b.ins().bxor_imm_s(nz, 1)
+            }
+        },
+        (Prim::BitNot, false) => cx.b.ins().bnot(x),
+        (op, _) => return Err(format!("{} is not defined for {d}", op.name())),
+    })
+}
+
+fn binary(cx: &mut Cx, op: Prim, a: Value, b: Value, d: DType, lanes: Lanes) -> R<Value> {
+    let float = d.is_float();
+    let uns = is_unsigned(d);
+    // On f32x4 lanes a compare gives an i32x4 mask.
+    let fcmp = |cx: &mut Cx, cc: FloatCC| cx.b.ins().fcmp(cc, a, b);
+    let icmp = |cx: &mut Cx, s: IntCC, u: IntCC| cx.b.ins().icmp(if uns { u } else { s }, a, b);
+    Ok(match (op, float) {
+        (Prim::Add, true) => cx.b.ins().fadd(a, b),
+        (Prim::Add, false) => cx.b.ins().iadd(a, b),
+        (Prim::Sub, true) => cx.b.ins().fsub(a, b),
+        (Prim::Sub, false) => cx.b.ins().isub(a, b),
+        (Prim::Mul, true) => cx.b.ins().fmul(a, b),
+        (Prim::Mul, false) => cx.b.ins().imul(a, b),
+        (Prim::Div, true) => cx.b.ins().fdiv(a, b),
+        (Prim::Max, true) => cx.b.ins().fmax(a, b),
+        (Prim::Min, true) => cx.b.ins().fmin(a, b),
+        (Prim::Max, false) => if uns { cx.b.ins().umax(a, b) } else { cx.b.ins().smax(a, b) },
+        (Prim::Min, false) => if uns { cx.b.ins().umin(a, b) } else { cx.b.ins().smin(a, b) },
+        (Prim::Pow, true) => call_libm(cx, "pow", &[a, b], d, lanes)?,
+        (Prim::Eq, true) => fcmp(cx, FloatCC::Equal),
+        (Prim::Ne, true) => fcmp(cx, FloatCC::NotEqual),
+        (Prim::Lt, true) => fcmp(cx, FloatCC::LessThan),
+        (Prim::Le, true) => fcmp(cx, FloatCC::LessThanOrEqual),
+        (Prim::Gt, true) => fcmp(cx, FloatCC::GreaterThan),
+        (Prim::Ge, true) => fcmp(cx, FloatCC::GreaterThanOrEqual),
+        (Prim::Eq, false) => icmp(cx, IntCC::Equal, IntCC::Equal),
+        (Prim::Ne, false) => icmp(cx, IntCC::NotEqual, IntCC::NotEqual),
+        (Prim::Lt, false) => icmp(cx, IntCC::SignedLessThan, IntCC::UnsignedLessThan),
+        (Prim::Le, false) => icmp(cx, IntCC::SignedLessThanOrEqual, IntCC::UnsignedLessThanOrEqual),
+        (Prim::Gt, false) => icmp(cx, IntCC::SignedGreaterThan, IntCC::UnsignedGreaterThan),
+        (Prim::Ge, false) => icmp(cx, IntCC::SignedGreaterThanOrEqual, IntCC::UnsignedGreaterThanOrEqual),
+        (Prim::And, _) if d == DType::Bool => cx.b.ins().band(a, b),
+        (Prim::Or, _) if d == DType::Bool => cx.b.ins().bor(a, b),
+        (Prim::And | Prim::Or, _) => {
+            let (x, y) = (cast(cx, a, d, DType::Bool)?, cast(cx, b, d, DType::Bool)?);
+            if op == Prim::And { cx.b.ins().band(x, y) } else { cx.b.ins().bor(x, y) }
+        }
+        (Prim::BitAnd, false) => cx.b.ins().band(a, b),
+        (Prim::BitOr, false) => cx.b.ins().bor(a, b),
+        (Prim::BitXor, false) => cx.b.ins().bxor(a, b),
+        (op, _) => return Err(format!("{} is not defined for {d}", op.name())),
+    })
+}

@@ -1,0 +1,115 @@
+//! The CPU backend: Cranelift, host ISA, position-independent code.
+//!
+//! ```text
+//!  Program + Plan ──► one Cranelift function per kernel (kernel.rs, expr.rs, matmul.rs)
+//!                 ──► __aotc_graph_run(slots, dims): calls them in order
+//!                 ──► data: __aotc_manifest(+_len), __aotc_weights (64-byte aligned)
+//!                 ──► ObjectModule::finish() ──► .o bytes for the linker
+//! ```
+
+mod expr;
+mod kernel;
+mod matmul;
+
+use crate::error::{Error, Result};
+use crate::ir::{Kernel, Program};
+use crate::passes::plan::{Plan, WEIGHT_ALIGN};
+use aotc_abi::internal_symbols as sym;
+use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, UserFuncName};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::isa;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{DataDescription, FuncId, Linkage, Module};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+
+fn cg<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> Error + '_ {
+    move |e| Error::Codegen(format!("{what}: {e}"))
+}
+
+/// The host ISA with the settings the `.so` needs (see ../shared/notes/cranelift.md).
+pub fn host_isa() -> Result<isa::OwnedTargetIsa> {
+    let mut flags = settings::builder();
+    for (k, v) in [("is_pic", "true"), ("opt_level", "speed"), ("probestack_strategy", "inline"), ("unwind_info", "false")] {
+        flags.set(k, v).map_err(cg(k))?;
+    }
+    flags.set("enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" }).map_err(cg("enable_verifier"))?;
+    let builder = cranelift_native::builder().map_err(|e| Error::Codegen(format!("host ISA: {e}")))?;
+    builder.finish(settings::Flags::new(flags)).map_err(cg("ISA"))
+}
+
+/// `void f(void **slots, const int64_t *dims)`: the signature of kernels and the driver.
+fn kernel_signature(module: &ObjectModule) -> Signature {
+    let ptr = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    sig.params.push(AbiParam::new(ptr));
+    sig.params.push(AbiParam::new(ptr));
+    sig
+}
+
+fn define_data(module: &mut ObjectModule, name: &str, bytes: Vec<u8>, align: u64) -> Result<()> {
+    let id = module.declare_data(name, Linkage::Export, false, false).map_err(cg(name))?;
+    let mut desc = DataDescription::new();
+    desc.define(bytes.into_boxed_slice());
+    desc.set_align(align);
+    module.define_data(id, &desc).map_err(cg(name))
+}
+
+/// Compiles the program into an object file.
+pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
+    let isa = host_isa()?;
+    let builder = ObjectBuilder::new(isa, "aotc_model", cranelift_module::default_libcall_names()).map_err(cg("object"))?;
+    let mut module = ObjectModule::new(builder);
+    let mut fctx = FunctionBuilderContext::new();
+    let mut ctx = module.make_context();
+    let sig = kernel_signature(&module);
+
+    let mut kernel_ids: Vec<FuncId> = Vec::with_capacity(program.kernels.len());
+    for (i, k) in program.kernels.iter().enumerate() {
+        let name = format!("__aotc_kernel_{i}");
+        let id = module.declare_function(&name, Linkage::Local, &sig).map_err(cg(&name))?;
+        ctx.func.signature = sig.clone();
+        ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let what = match k {
+            Kernel::Pointwise { .. } => "pointwise",
+            Kernel::Reduction { .. } => "reduction",
+            Kernel::Matmul(_) => "matmul",
+        };
+        kernel::emit_kernel(&mut module, &mut ctx.func, &mut fctx, program, plan, k)
+            .map_err(|e| Error::Codegen(format!("kernel {i} ({what} writing {}): {e}", program.buffers[k.out()].name)))?;
+        module.define_function(id, &mut ctx).map_err(|e| Error::Codegen(format!("kernel {i} ({what}): {e:?}")))?;
+        module.clear_context(&mut ctx);
+        kernel_ids.push(id);
+    }
+
+    // The driver: every kernel in program order.
+    let driver = module.declare_function(sym::GRAPH_RUN, Linkage::Export, &sig).map_err(cg("driver"))?;
+    ctx.func.signature = sig.clone();
+    ctx.func.name = UserFuncName::user(0, driver.as_u32());
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        b.seal_block(entry);
+        let params = b.block_params(entry).to_vec();
+        for id in &kernel_ids {
+            let f = module.declare_func_in_func(*id, b.func);
+            b.ins().call(f, &params);
+        }
+        b.ins().return_(&[]);
+        b.finalize(module.target_config());
+    }
+    module.define_function(driver, &mut ctx).map_err(|e| Error::Codegen(format!("driver: {e:?}")))?;
+    module.clear_context(&mut ctx);
+
+    let manifest = serde_json::to_vec(&plan.manifest).map_err(cg("manifest"))?;
+    let len = (manifest.len() as u64).to_le_bytes().to_vec();
+    define_data(&mut module, sym::MANIFEST, manifest, 8)?;
+    define_data(&mut module, sym::MANIFEST_LEN, len, 8)?;
+    let mut weights = plan.weights_blob.clone();
+    if weights.is_empty() {
+        weights.push(0);
+    }
+    define_data(&mut module, sym::WEIGHTS, weights, WEIGHT_ALIGN as u64)?;
+    module.finish().emit().map_err(cg("object emission"))
+}

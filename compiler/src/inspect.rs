@@ -1,0 +1,93 @@
+//! `aotc inspect`: what a program or a compiled library takes, returns and holds.
+
+use crate::lower::{Lowered, LoweredInput};
+use crate::{frontend::Source, CompileOptions, Result};
+use aotc_abi::manifest::{InputSpec, Manifest};
+use aotc_abi::sym::SymExpr;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+
+fn shape(sizes: &[SymExpr], m: &[aotc_abi::manifest::SymbolRange]) -> String {
+    let dims: Vec<String> = sizes.iter().map(|s| match s {
+        SymExpr::Sym(i) => {
+            let r = &m[*i as usize];
+            format!("{}∈[{}, {}]", r.name, r.min, r.max.map(|x| x.to_string()).unwrap_or("inf".into()))
+        }
+        other => other.to_string(),
+    }).collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// Describes a compiled library from its embedded manifest.
+pub fn describe_manifest(m: &Manifest) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "compiled from: {} (ABI {})", m.source, m.abi_version);
+    let _ = writeln!(s, "inputs ({}):", m.inputs.len());
+    for (i, inp) in m.inputs.iter().enumerate() {
+        let _ = match inp {
+            InputSpec::Tensor(t) => writeln!(s, "  {i}: {} {}{}", t.name, t.dtype, shape(&t.sizes, &m.symbols)),
+            InputSpec::Constant { name, value } => writeln!(s, "  {i}: {name} = {value:?} (specialised constant)"),
+        };
+    }
+    let _ = writeln!(s, "outputs ({}):", m.outputs.len());
+    for (i, o) in m.outputs.iter().enumerate() {
+        let _ = writeln!(s, "  {i}: {} {}{}", o.name, o.dtype, shape(&o.sizes, &m.symbols));
+    }
+    let _ = writeln!(s, "buffers ({}):", m.buffers.len());
+    for b in &m.buffers {
+        let _ = writeln!(s, "  {} {}{:?} ({} bytes)", b.name, b.dtype, b.sizes, b.byte_len());
+    }
+    let _ = writeln!(s, "mutations: {} buffer(s), {} user input(s)", m.buffer_mutations.len(), m.input_mutations.len());
+    let _ = writeln!(s, "in_spec: {}\nout_spec: {}", m.in_spec, m.out_spec);
+    s
+}
+
+/// Describes a program (archive or JSON) before compilation.
+pub fn describe_program(src: &Source, l: &Lowered) -> String {
+    let mut s = String::new();
+    let p = &src.program;
+    let _ = writeln!(s, "program: {} (torch {}, schema {}.{})", src.path.display(), p.torch_version, p.schema_version.major, p.schema_version.minor);
+    let _ = writeln!(s, "inputs ({}):", l.inputs.len());
+    for (i, inp) in l.inputs.iter().enumerate() {
+        let _ = match inp {
+            LoweredInput::Tensor { name, dtype, sizes, .. } => writeln!(s, "  {i}: {name} {dtype}{}", shape(sizes, &l.symbols)),
+            LoweredInput::Constant { name, value } => writeln!(s, "  {i}: {name} = {value:?} (specialised constant)"),
+        };
+    }
+    let _ = writeln!(s, "outputs ({}):", l.outputs.len());
+    for (i, (name, b)) in l.outputs.iter().enumerate() {
+        let buf = &l.program.buffers[*b];
+        let _ = writeln!(s, "  {i}: {name} {}{}", buf.dtype, shape(&buf.sizes, &l.symbols));
+    }
+    let _ = writeln!(s, "buffers (mutable state): {}", l.buffers.iter().map(|b| b.fqn.as_str()).collect::<Vec<_>>().join(", "));
+    let mut ops: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in &p.graph_module.graph.nodes {
+        *ops.entry(&n.target).or_default() += 1;
+    }
+    let _ = writeln!(s, "ops used ({}):", ops.len());
+    for (op, n) in ops {
+        let _ = writeln!(s, "  {op} x{n}");
+    }
+    let total: usize = src.weights.values().chain(src.constants.values()).map(|t| t.data.len()).sum();
+    let _ = writeln!(s, "weights: {} tensors, {total} bytes", src.weights.len() + src.constants.len());
+    for (name, t) in src.weights.iter().chain(&src.constants) {
+        let _ = writeln!(s, "  {name} {}{:?} {} bytes", t.dtype, t.sizes, t.data.len());
+    }
+    let _ = writeln!(s, "kernels after lowering: {}", l.program.kernels.len());
+    s
+}
+
+/// `aotc inspect PATH`: a compiled library (ELF) or a program.
+pub fn inspect(path: &Path, opts: &CompileOptions) -> Result<String> {
+    let head = std::fs::read(path).map_err(|source| crate::Error::Io { path: path.into(), source })?;
+    if head.starts_with(b"\x7fELF") {
+        let model = aotc_runtime::Model::load(path, aotc_runtime::Device::Cpu)
+            .map_err(|e| crate::Error::Format { path: path.into(), message: e.to_string() })?;
+        let m: Manifest = serde_json::from_str(model.metadata_json())
+            .map_err(|e| crate::Error::Format { path: path.into(), message: format!("embedded manifest: {e}") })?;
+        return Ok(describe_manifest(&m));
+    }
+    let (src, lowered) = crate::lower_file(path, opts)?;
+    Ok(describe_program(&src, &lowered))
+}

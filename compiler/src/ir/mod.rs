@@ -1,0 +1,22 @@
+//! The loop IR that lowering produces and code generation consumes.
+//!
+//! A [`program::Program`] is a list of buffers (weights, state, inputs, scratch) and an
+//! ordered list of [`program::Kernel`]s that write them:
+//! - `Pointwise`: `out[i...] = body(i...)`, one scalar expression per output element;
+//! - `Reduction`: `out[i...] = combine_j body(i..., j...)`;
+//! - `Matmul`: an extern GEMM call on strided operands.
+//!
+//! Bodies are [`expr::Expr`] trees whose leaves load buffers at [`expr::Affine`] indices
+//! of the loop variables. Views (permute, expand, slice...) only rewrite those indices;
+//! fusion is substitution of one body into another's loads.
+//!
+//! **Architecture Invariant:** kernels write their `out` buffer contiguously and in full,
+//! and never read it; a buffer is written by exactly one kernel.
+
+pub mod expr;
+pub mod prims;
+pub mod program;
+
+pub use expr::{Affine, Expr, ExprKind, Scalar, E};
+pub use prims::Prim;
+pub use program::{BufId, BufKind, Buffer, Kernel, Matmul, Program, ReduceOp, StridedRef};

@@ -1,0 +1,170 @@
+//! Buffers and kernels: the lowered program.
+
+use super::expr::{visit, ExprKind, E};
+use aotc_abi::sym::SymExpr;
+use aotc_abi::DType;
+use cranelift_codegen::entity::{entity_impl, PrimaryMap};
+use std::fmt;
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufId(u32);
+entity_impl!(BufId, "buf");
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BufKind {
+    /// Read-only data embedded in the library (parameters, constants): index into
+    /// [`Program::weights`].
+    Weight(usize),
+    /// Mutable model state: index into the interface's buffers.
+    State(usize),
+    /// A user input tensor: index into the flat inputs.
+    Input(usize),
+    /// Written by one kernel of the program.
+    Scratch,
+}
+
+#[derive(Clone, Debug)]
+pub struct Buffer {
+    /// The graph value it holds, for messages and the text IR.
+    pub name: String,
+    pub dtype: DType,
+    /// Contiguous sizes.
+    pub sizes: Vec<SymExpr>,
+    pub kind: BufKind,
+}
+
+impl Buffer {
+    pub fn bytes(&self) -> SymExpr {
+        SymExpr::mul(self.sizes.iter().cloned().chain([SymExpr::Int(self.dtype.size() as i64)]))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    /// Index (int64) of the first maximum / minimum.
+    ArgMax,
+    ArgMin,
+}
+
+/// A strided window on a buffer, for extern kernels.
+#[derive(Clone, Debug)]
+pub struct StridedRef {
+    pub buf: BufId,
+    pub offset: SymExpr,
+    pub strides: Vec<SymExpr>,
+}
+
+/// `out[b] = alpha * a[b] @ b[b] (+ out[b] if accumulate)` for b in 0..batch; a is
+/// [batch, m, k], b is [batch, k, n] (strided), out is contiguous [batch, m, n].
+#[derive(Clone, Debug)]
+pub struct Matmul {
+    pub out: BufId,
+    pub dtype: DType,
+    pub batch: SymExpr,
+    pub m: SymExpr,
+    pub n: SymExpr,
+    pub k: SymExpr,
+    pub a: StridedRef,
+    pub b: StridedRef,
+    pub alpha: f64,
+    pub accumulate: bool,
+}
+
+#[derive(Clone, Debug)]
+pub enum Kernel {
+    Pointwise { out: BufId, ranges: Vec<SymExpr>, body: E },
+    /// Body variables: `ranges.len()` output variables, then `reduce.len()` reduction ones.
+    Reduction { out: BufId, ranges: Vec<SymExpr>, reduce: Vec<SymExpr>, op: ReduceOp, body: E },
+    Matmul(Matmul),
+}
+
+impl Kernel {
+    /// The buffers (output first) and the symbolic sizes the kernel touches: what its code
+    /// loads up front.
+    pub fn inputs(&self) -> (Vec<BufId>, Vec<SymExpr>) {
+        let k = self;
+    let mut bufs = vec![k.out()];
+    let mut syms: Vec<SymExpr> = vec![];
+    let add_sym = |s: &SymExpr, syms: &mut Vec<SymExpr>| if !s.is_static() && !syms.contains(s) { syms.push(s.clone()) };
+    let body_inputs = |body: &E, bufs: &mut Vec<BufId>, syms: &mut Vec<SymExpr>| visit(body, &mut |e| match &e.kind {
+        ExprKind::Load { buf, index } => {
+            if !bufs.contains(buf) { bufs.push(*buf) }
+            index.sym_parts().for_each(|s| add_sym(s, syms));
+        }
+        ExprKind::Index(index) => index.sym_parts().for_each(|s| add_sym(s, syms)),
+        _ => {}
+    });
+    match k {
+        Kernel::Pointwise { ranges, body, .. } => {
+            ranges.iter().for_each(|s| add_sym(s, &mut syms));
+            body_inputs(body, &mut bufs, &mut syms);
+        }
+        Kernel::Reduction { ranges, reduce, body, .. } => {
+            ranges.iter().chain(reduce).for_each(|s| add_sym(s, &mut syms));
+            body_inputs(body, &mut bufs, &mut syms);
+        }
+        Kernel::Matmul(m) => {
+            for b in [m.a.buf, m.b.buf] {
+                if !bufs.contains(&b) { bufs.push(b) }
+            }
+            for s in [&m.batch, &m.m, &m.n, &m.k, &m.a.offset, &m.b.offset].into_iter().chain(&m.a.strides).chain(&m.b.strides) {
+                add_sym(s, &mut syms);
+            }
+            add_sym(&SymExpr::mul([m.m.clone(), m.n.clone()]), &mut syms);
+        }
+    }
+    (bufs, syms)
+}
+
+    pub fn out(&self) -> BufId {
+        match self {
+            Kernel::Pointwise { out, .. } | Kernel::Reduction { out, .. } => *out,
+            Kernel::Matmul(m) => m.out,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Program {
+    pub buffers: PrimaryMap<BufId, Buffer>,
+    pub kernels: Vec<Kernel>,
+    /// Payloads of `BufKind::Weight` buffers (dense bytes), and initial values of state.
+    pub weights: Vec<Vec<u8>>,
+}
+
+impl Program {
+    pub fn add_buffer(&mut self, name: impl Into<String>, dtype: DType, sizes: Vec<SymExpr>, kind: BufKind) -> BufId {
+        self.buffers.push(Buffer { name: name.into(), dtype, sizes, kind })
+    }
+}
+
+fn list(xs: &[SymExpr]) -> String {
+    xs.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// The text IR: one line per buffer, one block per kernel.
+impl fmt::Display for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (id, b) in self.buffers.iter() {
+            writeln!(f, "{id} = {:?} {}[{}]  ; {}", b.kind, b.dtype, list(&b.sizes), b.name)?;
+        }
+        for k in &self.kernels {
+            match k {
+                Kernel::Pointwise { out, ranges, body } => writeln!(f, "pointwise {out}[{}] = {body}", list(ranges))?,
+                Kernel::Reduction { out, ranges, reduce, op, body } => {
+                    writeln!(f, "reduce.{op:?} {out}[{}] over [{}] = {body}", list(ranges), list(reduce))?
+                }
+                Kernel::Matmul(m) => writeln!(
+                    f, "matmul {} [{}x{}x{}x{}] = {} * {}{:?} @ {}{:?}{}",
+                    m.out, m.batch, m.m, m.k, m.n, m.alpha, m.a.buf, m.a.strides, m.b.buf, m.b.strides,
+                    if m.accumulate { " + out" } else { "" }
+                )?,
+            }
+        }
+        Ok(())
+    }
+}

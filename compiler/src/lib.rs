@@ -1,0 +1,69 @@
+//! aotc: compiles torch.export programs into self-contained native shared libraries.
+//!
+//! ```text
+//!  .pt2 / model.json ─► frontend ─► lower (aten → loop IR) ─► passes::plan ─► codegen::cpu ─► link ─► .so
+//!                       (Source)     (ir::Program)             (Manifest)      (object)       (cc)
+//! ```
+//! See ARCHITECTURE.md at the repository root for the invariants of each stage.
+
+pub mod codegen;
+pub mod error;
+pub mod frontend;
+pub mod inspect;
+pub mod ir;
+pub mod link;
+pub mod lower;
+pub mod passes;
+pub mod tensor_io;
+
+pub use error::{Error, Result};
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Default, Clone)]
+pub struct CompileOptions {
+    /// A safetensors file whose tensors (keyed by FQN) replace the archive's weights.
+    pub weights: Option<PathBuf>,
+}
+
+/// What a compilation did, for `aotc compile -v` and benchmarks.
+pub struct CompileReport {
+    pub kernels: usize,
+    pub weight_bytes: usize,
+    pub stages: Vec<(&'static str, Duration)>,
+    pub ir: String,
+}
+
+/// Parses and lowers `input` (no code generation): for inspection and tests.
+pub fn lower_file(input: &Path, opts: &CompileOptions) -> Result<(frontend::Source, lower::Lowered)> {
+    let src = frontend::load(input, opts.weights.as_deref())?;
+    let lowered = lower::lower(&src)?;
+    Ok((src, lowered))
+}
+
+/// Compiles `input` into the shared library `output`.
+pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<CompileReport> {
+    let mut stages = vec![];
+    let mut t = Instant::now();
+    let mut lap = |name, stages: &mut Vec<_>| {
+        stages.push((name, t.elapsed()));
+        t = Instant::now();
+    };
+    let src = frontend::load(input, opts.weights.as_deref())?;
+    lap("frontend", &mut stages);
+    let lowered = lower::lower(&src)?;
+    lap("lower", &mut stages);
+    let plan = passes::plan::plan(&lowered, &input.display().to_string());
+    lap("plan", &mut stages);
+    let object = codegen::cpu::emit_object(&lowered.program, &plan)?;
+    lap("codegen", &mut stages);
+    link::link(&object, output)?;
+    lap("link", &mut stages);
+    Ok(CompileReport {
+        kernels: lowered.program.kernels.len(),
+        weight_bytes: plan.weights_blob.len(),
+        stages,
+        ir: lowered.program.to_string(),
+    })
+}

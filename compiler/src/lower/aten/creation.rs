@@ -1,0 +1,78 @@
+//! Tensors made from nothing but sizes and values: full, arange, scalar_tensor.
+
+use super::registry::LowerFn;
+use crate::ir::expr::{self, binary, cast, constant, Affine};
+use crate::ir::{Prim, Scalar};
+use crate::lower::args::Args;
+use crate::lower::tensor::TensorValue;
+use crate::lower::Lowerer;
+use aotc_abi::sym::SymExpr;
+use aotc_abi::DType;
+
+type R = Result<Vec<TensorValue>, String>;
+
+pub const OPS: &[(&str, LowerFn)] = &[
+    ("full.default", full),
+    ("full_like.default", full_like),
+    ("zeros_like.default", |lw, a| fill_like(lw, a, Scalar::I(0))),
+    ("ones_like.default", |lw, a| fill_like(lw, a, Scalar::I(1))),
+    ("scalar_tensor.default", scalar_tensor),
+    ("arange.start_step", arange),
+    ("arange.start", arange),
+    ("arange.default", arange),
+];
+
+/// The dtype torch infers for a python number when none is given.
+fn default_dtype(s: Scalar) -> DType {
+    match s {
+        Scalar::F(_) => DType::F32,
+        Scalar::I(_) => DType::I64,
+        Scalar::B(_) => DType::Bool,
+    }
+}
+
+fn full(lw: &mut Lowerer, a: &Args) -> R {
+    let sizes = a.sym_ints(lw, "size")?;
+    let v = a.scalar("fill_value")?;
+    let d = a.opt_dtype("dtype")?.unwrap_or(default_dtype(v));
+    Ok(vec![TensorValue::lazy(d, sizes, constant(v, d))])
+}
+
+fn full_like(lw: &mut Lowerer, a: &Args) -> R {
+    let v = a.scalar("fill_value")?;
+    fill_like(lw, a, v)
+}
+
+fn fill_like(lw: &mut Lowerer, a: &Args, v: Scalar) -> R {
+    let x = a.tensor(lw, "self")?;
+    let d = a.opt_dtype("dtype")?.unwrap_or(x.dtype);
+    Ok(vec![TensorValue::lazy(d, x.sizes.clone(), constant(v, d))])
+}
+
+fn scalar_tensor(_lw: &mut Lowerer, a: &Args) -> R {
+    let v = a.scalar("s")?;
+    let d = a.opt_dtype("dtype")?.unwrap_or(DType::F32);
+    Ok(vec![TensorValue::lazy(d, vec![], constant(v, d))])
+}
+
+/// `start + i * step` for i in 0..ceil((end - start) / step).
+fn arange(_lw: &mut Lowerer, a: &Args) -> R {
+    let start = a.opt_scalar("start")?.unwrap_or(Scalar::I(0));
+    let end = a.scalar("end")?;
+    let step = a.opt_scalar("step")?.unwrap_or(Scalar::I(1));
+    let all_int = [start, end, step].iter().all(|s| matches!(s, Scalar::I(_)));
+    let d = a.opt_dtype("dtype")?.unwrap_or(if all_int { DType::I64 } else { DType::F32 });
+    let (s, e, st) = (start.as_f64(), end.as_f64(), step.as_f64());
+    if st == 0.0 {
+        return Err("arange step must be non-zero".into());
+    }
+    let n = ((e - s) / st).ceil().max(0.0) as i64;
+    let i = expr::index_value(Affine::var(0));
+    let body = if all_int && !d.is_float() {
+        cast(binary(Prim::Add, constant(start, DType::I64), binary(Prim::Mul, i, constant(step, DType::I64))), d)
+    } else {
+        let f = DType::F64;
+        cast(binary(Prim::Add, constant(Scalar::F(s), f), binary(Prim::Mul, cast(i, f), constant(Scalar::F(st), f))), d)
+    };
+    Ok(vec![TensorValue::lazy(d, vec![SymExpr::Int(n)], body)])
+}

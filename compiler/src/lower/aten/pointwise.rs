@@ -1,0 +1,224 @@
+//! Elementwise operators: unary math, arithmetic with alpha, comparisons, logic,
+//! where/clamp, activations and dtype conversion.
+
+use super::promote::{float_of, map, operand, result_type, Operand};
+use super::registry::LowerFn;
+use crate::ir::expr::{binary, cast, constant, select, unary, E};
+use crate::ir::{Prim, Scalar};
+use crate::lower::args::Args;
+use crate::lower::tensor::TensorValue;
+use crate::lower::Lowerer;
+use aotc_abi::DType;
+
+type R = Result<Vec<TensorValue>, String>;
+
+pub const OPS: &[(&str, LowerFn)] = &[
+    ("abs.default", |lw, a| same_type(lw, a, |x| unary(Prim::Abs, x.clone()))),
+    ("neg.default", |lw, a| same_type(lw, a, |x| unary(Prim::Neg, x.clone()))),
+    ("relu.default", |lw, a| same_type(lw, a, |x| binary(Prim::Max, x.clone(), constant(Scalar::I(0), x.dtype)))),
+    ("floor.default", |lw, a| same_type(lw, a, |x| round_like(Prim::Floor, x))),
+    ("ceil.default", |lw, a| same_type(lw, a, |x| round_like(Prim::Ceil, x))),
+    ("trunc.default", |lw, a| same_type(lw, a, |x| round_like(Prim::Trunc, x))),
+    ("round.default", |lw, a| same_type(lw, a, |x| round_like(Prim::Round, x))),
+    ("exp.default", |lw, a| float_unary(lw, a, Prim::Exp)),
+    ("expm1.default", |lw, a| float_unary(lw, a, Prim::Expm1)),
+    ("log.default", |lw, a| float_unary(lw, a, Prim::Log)),
+    ("log1p.default", |lw, a| float_unary(lw, a, Prim::Log1p)),
+    ("sqrt.default", |lw, a| float_unary(lw, a, Prim::Sqrt)),
+    ("rsqrt.default", |lw, a| float_unary(lw, a, Prim::Rsqrt)),
+    ("reciprocal.default", |lw, a| float_unary(lw, a, Prim::Recip)),
+    ("sin.default", |lw, a| float_unary(lw, a, Prim::Sin)),
+    ("cos.default", |lw, a| float_unary(lw, a, Prim::Cos)),
+    ("tanh.default", |lw, a| float_unary(lw, a, Prim::Tanh)),
+    ("erf.default", |lw, a| float_unary(lw, a, Prim::Erf)),
+    ("sigmoid.default", |lw, a| float_unary(lw, a, Prim::Sigmoid)),
+    ("silu.default", |lw, a| float_map(lw, a, |x| binary(Prim::Mul, x.clone(), unary(Prim::Sigmoid, x.clone())))),
+    ("gelu.default", gelu),
+    ("logical_not.default", |lw, a| bool_map(lw, a, &["self"], |x| unary(Prim::Not, x[0].clone()))),
+    ("logical_and.default", |lw, a| bool_map(lw, a, &["self", "other"], |x| binary(Prim::And, x[0].clone(), x[1].clone()))),
+    ("logical_or.default", |lw, a| bool_map(lw, a, &["self", "other"], |x| binary(Prim::Or, x[0].clone(), x[1].clone()))),
+    ("bitwise_not.default", |lw, a| same_type(lw, a, |x| if x.dtype == DType::Bool { unary(Prim::Not, x.clone()) } else { unary(Prim::BitNot, x.clone()) })),
+    ("bitwise_and.Tensor", |lw, a| arith(lw, a, Prim::BitAnd)),
+    ("bitwise_or.Tensor", |lw, a| arith(lw, a, Prim::BitOr)),
+    ("bitwise_xor.Tensor", |lw, a| arith(lw, a, Prim::BitXor)),
+    ("add.Tensor", |lw, a| add_sub(lw, a, Prim::Add)),
+    ("add.Scalar", |lw, a| add_sub(lw, a, Prim::Add)),
+    ("sub.Tensor", |lw, a| add_sub(lw, a, Prim::Sub)),
+    ("sub.Scalar", |lw, a| add_sub(lw, a, Prim::Sub)),
+    ("mul.Tensor", |lw, a| arith(lw, a, Prim::Mul)),
+    ("mul.Scalar", |lw, a| arith(lw, a, Prim::Mul)),
+    ("maximum.default", |lw, a| arith(lw, a, Prim::Max)),
+    ("minimum.default", |lw, a| arith(lw, a, Prim::Min)),
+    ("div.Tensor", true_div),
+    ("div.Scalar", true_div),
+    ("pow.Tensor_Scalar", pow),
+    ("pow.Tensor_Tensor", pow),
+    ("eq.Tensor", |lw, a| compare(lw, a, Prim::Eq)),
+    ("eq.Scalar", |lw, a| compare(lw, a, Prim::Eq)),
+    ("ne.Tensor", |lw, a| compare(lw, a, Prim::Ne)),
+    ("ne.Scalar", |lw, a| compare(lw, a, Prim::Ne)),
+    ("lt.Tensor", |lw, a| compare(lw, a, Prim::Lt)),
+    ("lt.Scalar", |lw, a| compare(lw, a, Prim::Lt)),
+    ("le.Tensor", |lw, a| compare(lw, a, Prim::Le)),
+    ("le.Scalar", |lw, a| compare(lw, a, Prim::Le)),
+    ("gt.Tensor", |lw, a| compare(lw, a, Prim::Gt)),
+    ("gt.Scalar", |lw, a| compare(lw, a, Prim::Gt)),
+    ("ge.Tensor", |lw, a| compare(lw, a, Prim::Ge)),
+    ("ge.Scalar", |lw, a| compare(lw, a, Prim::Ge)),
+    ("where.self", where_self),
+    ("clamp.default", clamp),
+    ("clamp.Tensor", clamp),
+    ("_to_copy.default", to_copy),
+    ("clone.default", |lw, a| Ok(vec![a.tensor(lw, "self")?])),
+    ("alias.default", |lw, a| Ok(vec![a.tensor(lw, "self")?])),
+    ("lift_fresh_copy.default", |lw, a| Ok(vec![a.tensor(lw, "self")?])),
+];
+
+fn one(v: TensorValue) -> R {
+    Ok(vec![v])
+}
+
+/// Ops that keep the input dtype (abs, neg, relu...).
+fn same_type(lw: &mut Lowerer, a: &Args, f: impl Fn(&E) -> E) -> R {
+    let x = Operand::T(a.tensor(lw, "self")?);
+    let d = result_type(&[&x]);
+    one(map(&[&x], d, d, |v| f(&v[0]))?)
+}
+
+/// Rounding is the identity on integers.
+fn round_like(op: Prim, x: &E) -> E {
+    if x.dtype.is_float() { unary(op, x.clone()) } else { x.clone() }
+}
+
+/// Ops that compute in floating point (integers promote to float32).
+fn float_map(lw: &mut Lowerer, a: &Args, f: impl Fn(&E) -> E) -> R {
+    let x = Operand::T(a.tensor(lw, "self")?);
+    let d = float_of(result_type(&[&x]));
+    one(map(&[&x], d, d, |v| f(&v[0]))?)
+}
+
+fn float_unary(lw: &mut Lowerer, a: &Args, op: Prim) -> R {
+    float_map(lw, a, |x| unary(op, x.clone()))
+}
+
+fn bool_map(lw: &mut Lowerer, a: &Args, names: &[&str], f: impl Fn(&[E]) -> E) -> R {
+    let ops = names.iter().map(|n| operand(lw, a, n)).collect::<Result<Vec<_>, _>>()?;
+    let refs: Vec<&Operand> = ops.iter().collect();
+    one(map(&refs, DType::Bool, DType::Bool, f)?)
+}
+
+fn arith(lw: &mut Lowerer, a: &Args, op: Prim) -> R {
+    let (x, y) = (operand(lw, a, "self")?, operand(lw, a, "other")?);
+    let d = result_type(&[&x, &y]);
+    // Arithmetic on bools is logical in torch (True + True == True).
+    let op = match (d, op) {
+        (DType::Bool, Prim::Add | Prim::Max | Prim::BitOr) => Prim::Or,
+        (DType::Bool, Prim::Mul | Prim::Min | Prim::BitAnd) => Prim::And,
+        (DType::Bool, Prim::BitXor) => Prim::Ne,
+        _ => op,
+    };
+    one(map(&[&x, &y], d, d, |v| binary(op, v[0].clone(), v[1].clone()))?)
+}
+
+/// `self + alpha * other` (and `-`).
+fn add_sub(lw: &mut Lowerer, a: &Args, op: Prim) -> R {
+    let (x, y) = (operand(lw, a, "self")?, operand(lw, a, "other")?);
+    let alpha = a.opt_scalar("alpha")?;
+    let d = result_type(&[&x, &y]);
+    one(map(&[&x, &y], d, d, |v| {
+        let rhs = match alpha {
+            Some(al) if al.as_f64() != 1.0 => binary(Prim::Mul, v[1].clone(), constant(al, d)),
+            _ => v[1].clone(),
+        };
+        binary(op, v[0].clone(), rhs)
+    })?)
+}
+
+fn true_div(lw: &mut Lowerer, a: &Args) -> R {
+    let (x, y) = (operand(lw, a, "self")?, operand(lw, a, "other")?);
+    if a.get("rounding_mode").is_some_and(|m| !matches!(m, crate::frontend::schema::Argument::None(_))) {
+        return Err("div with a rounding_mode is not supported yet".into());
+    }
+    let d = float_of(result_type(&[&x, &y]));
+    one(map(&[&x, &y], d, d, |v| binary(Prim::Div, v[0].clone(), v[1].clone()))?)
+}
+
+fn pow(lw: &mut Lowerer, a: &Args) -> R {
+    let (x, y) = (operand(lw, a, "self")?, operand(lw, a, "exponent")?);
+    let d = result_type(&[&x, &y]);
+    if let Operand::S(e) = y {
+        // Small integer powers are products: exact, and what PyTorch's kernels do.
+        let e = e.as_f64();
+        if e == 2.0 || e == 3.0 || e == 1.0 {
+            return one(map(&[&x], d, d, |v| (1..e as usize).fold(v[0].clone(), |acc, _| binary(Prim::Mul, acc, v[0].clone())))?);
+        }
+        if e == 0.5 && d.is_float() {
+            return one(map(&[&x], d, d, |v| unary(Prim::Sqrt, v[0].clone()))?);
+        }
+    }
+    if !d.is_float() {
+        return Err(format!("integer pow ({d}) is not supported yet"));
+    }
+    one(map(&[&x, &y], d, d, |v| binary(Prim::Pow, v[0].clone(), v[1].clone()))?)
+}
+
+fn compare(lw: &mut Lowerer, a: &Args, op: Prim) -> R {
+    let (x, y) = (operand(lw, a, "self")?, operand(lw, a, "other")?);
+    let d = result_type(&[&x, &y]);
+    one(map(&[&x, &y], d, DType::Bool, |v| binary(op, v[0].clone(), v[1].clone()))?)
+}
+
+fn where_self(lw: &mut Lowerer, a: &Args) -> R {
+    let c = Operand::T(a.tensor(lw, "condition")?);
+    let (x, y) = (operand(lw, a, "self")?, operand(lw, a, "other")?);
+    let d = result_type(&[&x, &y]);
+    let sizes = super::promote::out_shape(&[&c, &x, &y])?;
+    let idx = crate::lower::tensor::vars(sizes.len());
+    let load = |o: &Operand, dt| super::promote::load_as(o, &sizes, &idx, dt);
+    let body = select(load(&c, DType::Bool)?, load(&x, d)?, load(&y, d)?);
+    one(TensorValue::lazy(d, sizes, body))
+}
+
+fn clamp(lw: &mut Lowerer, a: &Args) -> R {
+    let x = Operand::T(a.tensor(lw, "self")?);
+    let lo = a.opt_scalar("min")?.map(Operand::S).or(a.opt_tensor(lw, "min")?.map(Operand::T));
+    let hi = a.opt_scalar("max")?.map(Operand::S).or(a.opt_tensor(lw, "max")?.map(Operand::T));
+    let mut all = vec![&x];
+    all.extend(lo.iter());
+    all.extend(hi.iter());
+    let d = result_type(&all);
+    let (has_lo, has_hi) = (lo.is_some(), hi.is_some());
+    one(map(&all, d, d, |v| {
+        let mut r = v[0].clone();
+        let mut k = 1;
+        if has_lo { r = binary(Prim::Max, r, v[k].clone()); k += 1; }
+        if has_hi { r = binary(Prim::Min, r, v[k].clone()); }
+        r
+    })?)
+}
+
+fn gelu(lw: &mut Lowerer, a: &Args) -> R {
+    let approximate = a.string_or("approximate", "none")?;
+    float_map(lw, a, |x| {
+        let c = |v: f64| constant(Scalar::F(v), x.dtype);
+        let inner = match approximate.as_str() {
+            // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+            "tanh" => {
+                let x3 = binary(Prim::Mul, binary(Prim::Mul, x.clone(), x.clone()), x.clone());
+                let poly = binary(Prim::Add, x.clone(), binary(Prim::Mul, c(0.044715), x3));
+                unary(Prim::Tanh, binary(Prim::Mul, c((2.0 / std::f64::consts::PI).sqrt()), poly))
+            }
+            // 0.5 * x * (1 + erf(x / sqrt(2)))
+            _ => unary(Prim::Erf, binary(Prim::Mul, x.clone(), c(std::f64::consts::FRAC_1_SQRT_2))),
+        };
+        binary(Prim::Mul, binary(Prim::Mul, x.clone(), c(0.5)), binary(Prim::Add, c(1.0), inner))
+    })
+}
+
+fn to_copy(lw: &mut Lowerer, a: &Args) -> R {
+    let x = a.tensor(lw, "self")?;
+    let d = a.opt_dtype("dtype")?.unwrap_or(x.dtype);
+    let sizes = x.sizes.clone();
+    let body = cast(x.load(&crate::lower::tensor::vars(x.rank())), d);
+    one(TensorValue::lazy(d, sizes, body))
+}

@@ -1,0 +1,158 @@
+//! Reductions (sum, mean, amax, argmax...) and the softmax family built from them.
+
+use super::promote::float_of;
+use super::registry::LowerFn;
+use crate::ir::expr::{self, binary, cast, unary, Affine};
+use crate::ir::{Kernel, Prim, ReduceOp};
+use crate::lower::args::Args;
+use crate::lower::tensor::{norm_dim, vars, TensorValue};
+use crate::lower::Lowerer;
+use aotc_abi::sym::SymExpr;
+use aotc_abi::DType;
+
+type R = Result<Vec<TensorValue>, String>;
+
+pub const OPS: &[(&str, LowerFn)] = &[
+    ("sum.dim_IntList", |lw, a| sum_mean(lw, a, false)),
+    ("sum.default", |lw, a| sum_mean(lw, a, false)),
+    ("mean.dim", |lw, a| sum_mean(lw, a, true)),
+    ("mean.default", |lw, a| sum_mean(lw, a, true)),
+    ("prod.default", |lw, a| simple(lw, a, ReduceOp::Prod)),
+    ("prod.dim_int", |lw, a| simple(lw, a, ReduceOp::Prod)),
+    ("amax.default", |lw, a| simple(lw, a, ReduceOp::Max)),
+    ("amin.default", |lw, a| simple(lw, a, ReduceOp::Min)),
+    ("argmax.default", |lw, a| arg(lw, a, ReduceOp::ArgMax)),
+    ("argmin.default", |lw, a| arg(lw, a, ReduceOp::ArgMin)),
+    ("any.dim", |lw, a| logical(lw, a, ReduceOp::Max)),
+    ("any.dims", |lw, a| logical(lw, a, ReduceOp::Max)),
+    ("any.default", |lw, a| logical(lw, a, ReduceOp::Max)),
+    ("all.dim", |lw, a| logical(lw, a, ReduceOp::Min)),
+    ("all.default", |lw, a| logical(lw, a, ReduceOp::Min)),
+    ("_softmax.default", |lw, a| softmax(lw, a, false)),
+    ("_log_softmax.default", |lw, a| softmax(lw, a, true)),
+];
+
+/// The reduced axes: `dim`/`dims` given as an int, a list, or absent/empty (= all).
+fn axes(a: &Args, rank: usize) -> Result<Vec<usize>, String> {
+    let list = match a.get("dim").or(a.get("dims")) {
+        None | Some(crate::frontend::schema::Argument::None(_)) => vec![],
+        Some(_) => a.ints(if a.get("dim").is_some() { "dim" } else { "dims" })?,
+    };
+    if list.is_empty() {
+        return Ok((0..rank).collect());
+    }
+    let mut out = list.iter().map(|&d| norm_dim(d, rank)).collect::<Result<Vec<_>, _>>()?;
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Reduces `x` over `axes` with `op`, into a new buffer of `dtype`; the body is `x`'s
+/// elements cast to `dtype`.
+pub fn reduce(lw: &mut Lowerer, x: &TensorValue, axes: &[usize], keepdim: bool, op: ReduceOp, dtype: DType, name: &str) -> TensorValue {
+    let rank = x.rank();
+    // Output variables cover the kept dims (and size-1 reduced dims when keepdim).
+    let mut out_sizes = vec![];
+    let mut index: Vec<Option<usize>> = vec![None; rank];
+    for (d, size) in x.sizes.iter().enumerate() {
+        if axes.contains(&d) {
+            if keepdim {
+                out_sizes.push(SymExpr::Int(1));
+            }
+        } else {
+            index[d] = Some(out_sizes.len());
+            out_sizes.push(size.clone());
+        }
+    }
+    let n_out = out_sizes.len();
+    let reduce: Vec<SymExpr> = axes.iter().map(|&d| x.sizes[d].clone()).collect();
+    let at: Vec<Affine> = (0..rank).map(|d| match index[d] {
+        Some(v) => Affine::var(v),
+        None => Affine::var(n_out + axes.iter().position(|&a| a == d).expect("reduced axis")),
+    }).collect();
+    let body = x.load(&at);
+    let body = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) { body } else { cast(body, dtype) };
+    let out = lw.new_reduction_out(name, dtype, out_sizes.clone());
+    lw.prog.kernels.push(Kernel::Reduction { out, ranges: out_sizes.clone(), reduce, op, body });
+    TensorValue::view_of(out, dtype, out_sizes)
+}
+
+fn node_name(a: &Args) -> String {
+    a.node.name.clone().unwrap_or_else(|| "reduction".into())
+}
+
+fn sum_mean(lw: &mut Lowerer, a: &Args, mean: bool) -> R {
+    let x = a.tensor(lw, "self")?;
+    let ax = axes(a, x.rank())?;
+    let keepdim = a.bool_or("keepdim", false)?;
+    let dtype = match a.opt_dtype("dtype")? {
+        Some(d) => d,
+        None if mean => x.dtype,
+        None if x.dtype.is_float() => x.dtype,
+        None => DType::I64,
+    };
+    if mean && !dtype.is_float() {
+        return Err(format!("mean of {dtype} is not defined (torch requires a floating dtype)"));
+    }
+    let s = reduce(lw, &x, &ax, keepdim, ReduceOp::Sum, dtype, &node_name(a));
+    if !mean {
+        return Ok(vec![s]);
+    }
+    let count = SymExpr::product(ax.iter().map(|&d| &x.sizes[d]));
+    let idx = vars(s.rank());
+    let body = binary(Prim::Div, s.load(&idx), cast(expr::index_value(Affine::constant(count)), dtype));
+    Ok(vec![TensorValue::lazy(dtype, s.sizes.clone(), body)])
+}
+
+fn simple(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
+    let x = a.tensor(lw, "self")?;
+    let ax = axes(a, x.rank())?;
+    let keepdim = a.bool_or("keepdim", false)?;
+    let dtype = a.opt_dtype("dtype")?.unwrap_or(if op == ReduceOp::Prod && !x.dtype.is_float() { DType::I64 } else { x.dtype });
+    Ok(vec![reduce(lw, &x, &ax, keepdim, op, dtype, &node_name(a))])
+}
+
+fn arg(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
+    let x = a.tensor(lw, "self")?;
+    let keepdim = a.bool_or("keepdim", false)?;
+    match a.opt_int("dim")? {
+        Some(d) => Ok(vec![reduce(lw, &x, &[norm_dim(d, x.rank())?], keepdim, op, DType::I64, &node_name(a))]),
+        None => {
+            // Over the flattened tensor: reshape to 1-D first.
+            let n = SymExpr::product(x.sizes.iter());
+            let flat = lw.reshape(&x, &[n], &node_name(a));
+            let r = reduce(lw, &flat, &[0], false, op, DType::I64, &node_name(a));
+            Ok(vec![if keepdim { lw.reshape(&r, &vec![SymExpr::Int(1); x.rank()], &node_name(a)) } else { r }])
+        }
+    }
+}
+
+/// any/all: max/min over the values as bools.
+fn logical(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
+    let x = a.tensor(lw, "self")?;
+    let ax = axes(a, x.rank())?;
+    let keepdim = a.bool_or("keepdim", false)?;
+    let b = TensorValue::lazy(DType::Bool, x.sizes.clone(), cast(x.load(&vars(x.rank())), DType::Bool));
+    Ok(vec![reduce(lw, &b, &ax, keepdim, op, DType::Bool, &node_name(a))])
+}
+
+/// softmax = exp(x - max) / sum(exp(x - max)); log_softmax = x - max - log(sum(...)).
+fn softmax(lw: &mut Lowerer, a: &Args, log: bool) -> R {
+    let x = a.tensor(lw, "self")?;
+    let dim = norm_dim(a.int("dim")?, x.rank())?;
+    let d = float_of(x.dtype);
+    let name = node_name(a);
+    let m = reduce(lw, &x, &[dim], true, ReduceOp::Max, d, &format!("{name}.max"));
+    let idx = vars(x.rank());
+    let mx = m.expand(&x.sizes)?.load(&idx);
+    let shifted = binary(Prim::Sub, cast(x.load(&idx), d), mx);
+    let e = TensorValue::lazy(d, x.sizes.clone(), unary(Prim::Exp, shifted.clone()));
+    let s = reduce(lw, &e, &[dim], true, ReduceOp::Sum, d, &format!("{name}.sum"));
+    let sum = s.expand(&x.sizes)?.load(&idx);
+    let body = if log {
+        binary(Prim::Sub, shifted, unary(Prim::Log, sum))
+    } else {
+        binary(Prim::Div, unary(Prim::Exp, shifted), sum)
+    };
+    Ok(vec![TensorValue::lazy(d, x.sizes.clone(), body)])
+}

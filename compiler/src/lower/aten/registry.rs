@@ -1,0 +1,26 @@
+//! The one registry of lowerings.
+
+use super::super::args::Args;
+use super::super::tensor::TensorValue;
+use super::super::Lowerer;
+
+/// Lowers one node: its results, in the order of the node's (flattened) outputs.
+pub type LowerFn = fn(&mut Lowerer, &Args) -> Result<Vec<TensorValue>, String>;
+
+const FAMILIES: &[&[(&str, LowerFn)]] = &[
+    super::pointwise::OPS,
+    super::reduction::OPS,
+    super::view::OPS,
+    super::linalg::OPS,
+    super::creation::OPS,
+];
+
+pub fn lookup(target: &str) -> Option<LowerFn> {
+    let op = target.strip_prefix("torch.ops.aten.")?;
+    FAMILIES.iter().flat_map(|f| f.iter()).find(|(name, _)| *name == op).map(|(_, f)| *f)
+}
+
+/// Every supported target, for `aotc inspect` and tests.
+pub fn supported() -> impl Iterator<Item = &'static str> {
+    FAMILIES.iter().flat_map(|f| f.iter()).map(|(name, _)| *name)
+}

@@ -1,0 +1,416 @@
+//! Lowering: the torch.export graph becomes the loop IR.
+//!
+//! Walks the signature (parameters, buffers, constants, user inputs), then every node in
+//! order through the one registry of lowerings ([`aten::registry`]), then the outputs and
+//! mutations. Each node's result is checked against the shape and dtype torch.export
+//! recorded for it. Pointwise results stay lazy (fused into their consumers) unless they
+//! have several users or are large, in which case they are realized into a buffer.
+
+pub mod args;
+pub mod aten;
+pub mod tensor;
+
+use crate::error::{Error, Result};
+use crate::frontend::schema::{self, Argument, InputSpec, OutputSpec, SymInt, SymIntArgument};
+use crate::frontend::{sympy, Source};
+use crate::ir::expr::{self, E};
+use crate::ir::{BufId, BufKind, Kernel, Program, StridedRef};
+use aotc_abi::manifest::{ConstValue, SymbolRange};
+use aotc_abi::sym::{SymExpr, SymId};
+use aotc_abi::DType;
+use std::collections::{BTreeMap, HashMap};
+use tensor::{contiguous_strides, vars, Repr, TensorValue};
+
+/// A lazy body larger than this many nodes is realized even with a single user, to
+/// bound code size.
+const MAX_FUSED_NODES: usize = 256;
+
+pub enum LoweredInput {
+    Tensor { name: String, dtype: DType, sizes: Vec<SymExpr>, buf: BufId },
+    Constant { name: String, value: ConstValue },
+}
+
+pub struct LoweredBuffer {
+    pub fqn: String,
+    pub buf: BufId,
+}
+
+/// The program plus everything the interface of the library needs.
+pub struct Lowered {
+    pub program: Program,
+    pub symbols: Vec<SymbolRange>,
+    pub inputs: Vec<LoweredInput>,
+    pub outputs: Vec<(String, BufId)>,
+    pub buffers: Vec<LoweredBuffer>,
+    pub buffer_mutations: Vec<(BufId, usize)>,
+    pub input_mutations: Vec<(BufId, usize)>,
+    pub in_spec: String,
+    pub out_spec: String,
+}
+
+pub struct Lowerer<'s> {
+    pub prog: Program,
+    src: &'s Source,
+    env: HashMap<String, TensorValue>,
+    symbols: Vec<SymbolRange>,
+    hints: Vec<Option<i64>>,
+    users: HashMap<String, usize>,
+}
+
+/// Nodes that carry no tensor computation: SymInt arithmetic (whose values torch.export
+/// also records in `sym_int_values`) and runtime asserts. Asserts on tensor metadata are
+/// proven by the static types; asserts on sizes are the range checks the library runs
+/// on every call.
+fn is_bookkeeping(target: &str) -> bool {
+    target.starts_with("_operator.")
+        || target == "<built-in function getitem>"
+        || target.starts_with("torch.ops.aten.sym_")
+        || target.starts_with("torch.ops.aten._assert_")
+        || target.starts_with("torch.sym_")
+        || target.starts_with("math.")
+}
+
+pub fn lower(src: &Source) -> Result<Lowered> {
+    let graph = &src.program.graph_module.graph;
+    check_supported(graph)?;
+    let mut lw = Lowerer { prog: Program::default(), src, env: HashMap::new(), symbols: vec![], hints: vec![], users: HashMap::new() };
+    for n in &graph.nodes {
+        for a in &n.inputs {
+            for name in tensor_names(&a.arg) {
+                *lw.users.entry(name).or_default() += 1;
+            }
+        }
+    }
+    for o in &graph.outputs {
+        for name in tensor_names(o) {
+            *lw.users.entry(name).or_default() += 1;
+        }
+    }
+    for (name, rc) in &src.program.range_constraints {
+        lw.symbol_id(name);
+        let id = lw.symbol_id(name) as usize;
+        lw.symbols[id].min = rc.min_val.unwrap_or(0);
+        lw.symbols[id].max = rc.max_val.filter(|&m| m < i64::MAX / 2);
+    }
+    let sig = &src.program.graph_module.signature;
+    let (inputs, buffers) = lw.lower_inputs(sig)?;
+
+    for node in &graph.nodes {
+        if is_bookkeeping(&node.target) {
+            continue;
+        }
+        let name = node.name.clone().unwrap_or_else(|| output_names(node).join(","));
+        let lower_fn = aten::registry::lookup(&node.target).expect("checked by check_supported");
+        let err = |message: String| Error::Lower { node: name.clone(), target: node.target.clone(), message };
+        let results = lower_fn(&mut lw, &args::Args { node }).map_err(err)?;
+        let names = output_names(node);
+        if results.len() != names.len() {
+            return Err(err(format!("lowering produced {} results for {} outputs", results.len(), names.len())));
+        }
+        for (out_name, value) in names.into_iter().zip(results) {
+            if out_name.is_empty() {
+                continue;
+            }
+            lw.check_meta(&out_name, &value).map_err(err)?;
+            let value = lw.schedule(&out_name, value);
+            lw.env.insert(out_name, value);
+        }
+    }
+    let (outputs, buffer_mutations, input_mutations) = lw.lower_outputs(sig, &inputs, &buffers)?;
+    let (in_spec, out_spec) = call_spec(src);
+    Ok(Lowered { program: lw.prog, symbols: lw.symbols, inputs, outputs, buffers, buffer_mutations, input_mutations, in_spec, out_spec })
+}
+
+fn call_spec(src: &Source) -> (String, String) {
+    let mcg = &src.program.graph_module.module_call_graph;
+    match mcg.iter().find(|e| e.fqn.is_empty()).and_then(|e| e.signature.as_ref()) {
+        Some(s) => (s.in_spec.clone(), s.out_spec.clone()),
+        None => (String::new(), String::new()),
+    }
+}
+
+/// One error listing every unsupported target with the nodes that use it.
+fn check_supported(graph: &schema::Graph) -> Result<()> {
+    let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for n in &graph.nodes {
+        if !is_bookkeeping(&n.target) && aten::registry::lookup(&n.target).is_none() {
+            missing.entry(n.target.clone()).or_default().push(n.name.clone().unwrap_or_else(|| output_names(n).join(",")));
+        }
+    }
+    if missing.is_empty() { Ok(()) } else { Err(Error::UnsupportedOps(missing.into_iter().collect())) }
+}
+
+fn tensor_names(a: &Argument) -> Vec<String> {
+    match a {
+        Argument::Tensor(t) => vec![t.name.clone()],
+        Argument::Tensors(ts) => ts.iter().map(|t| t.name.clone()).collect(),
+        Argument::OptionalTensor(schema::OptionalTensorArgument::Tensor(t)) => vec![t.name.clone()],
+        Argument::OptionalTensors(ts) => ts.iter().filter_map(|t| match t {
+            schema::OptionalTensorArgument::Tensor(t) => Some(t.name.clone()),
+            _ => None,
+        }).collect(),
+        _ => vec![],
+    }
+}
+
+/// The tensor names a node defines, flattened; "" for an output slot torch left empty.
+fn output_names(node: &schema::Node) -> Vec<String> {
+    node.outputs.iter().flat_map(|o| match o {
+        Argument::Tensor(t) => vec![t.name.clone()],
+        Argument::Tensors(ts) => ts.iter().map(|t| t.name.clone()).collect(),
+        Argument::OptionalTensors(ts) => ts.iter().map(|t| match t {
+            schema::OptionalTensorArgument::Tensor(t) => t.name.clone(),
+            _ => String::new(),
+        }).collect(),
+        _ => vec![],
+    }).collect()
+}
+
+impl<'s> Lowerer<'s> {
+    pub fn value(&self, name: &str) -> std::result::Result<TensorValue, String> {
+        self.env.get(name).cloned().ok_or_else(|| format!("tensor '{name}' is not defined before its use"))
+    }
+
+    fn symbol_id(&mut self, name: &str) -> SymId {
+        if let Some(i) = self.symbols.iter().position(|s| s.name == name) {
+            return i as SymId;
+        }
+        self.symbols.push(SymbolRange { name: name.into(), min: 0, max: None });
+        self.hints.push(None);
+        (self.symbols.len() - 1) as SymId
+    }
+
+    pub fn parse_sym(&mut self, s: &SymInt) -> std::result::Result<SymExpr, String> {
+        match s {
+            SymInt::Int(v) => Ok(SymExpr::Int(*v)),
+            SymInt::Expr(e) => {
+                let parsed = sympy::parse(&e.expr_str, &mut |n| self.symbol_id(n)).map_err(|m| format!("symbolic size {}: {m}", e.expr_str))?;
+                if let (SymExpr::Sym(id), Some(h)) = (&parsed, e.hint.as_ref().and_then(|h| h.get("as_int")).and_then(|v| v.as_i64())) {
+                    self.hints[*id as usize] = Some(h);
+                }
+                Ok(parsed)
+            }
+        }
+    }
+
+    pub fn sym_arg(&self, s: &SymIntArgument) -> std::result::Result<SymExpr, String> {
+        match s {
+            SymIntArgument::Int(v) => Ok(SymExpr::Int(*v)),
+            SymIntArgument::Name(n) => {
+                let v = self.src.program.graph_module.graph.sym_int_values.get(n).ok_or_else(|| format!("SymInt '{n}' has no recorded value"))?;
+                let mut ids: Vec<(String, SymId)> = self.symbols.iter().enumerate().map(|(i, s)| (s.name.clone(), i as SymId)).collect();
+                match v {
+                    SymInt::Int(v) => Ok(SymExpr::Int(*v)),
+                    SymInt::Expr(e) => sympy::parse(&e.expr_str, &mut |name| {
+                        ids.iter().find(|(n, _)| n == name).map(|(_, i)| *i).unwrap_or(u32::MAX)
+                    }).and_then(|x| {
+                        let mut unknown = false;
+                        x.for_each_symbol(&mut |i| unknown |= i == u32::MAX);
+                        if unknown { Err(format!("SymInt '{n}' ({}) uses a symbol no input defines", e.expr_str)) } else { Ok(x) }
+                    }).map(|x| { ids.clear(); x }),
+                }
+            }
+        }
+    }
+
+    fn meta(&self, name: &str) -> std::result::Result<&'s schema::TensorMeta, String> {
+        self.src.program.graph_module.graph.tensor_values.get(name).ok_or_else(|| format!("no tensor_values entry for '{name}'"))
+    }
+
+    fn meta_sizes(&mut self, name: &str) -> std::result::Result<(DType, Vec<SymExpr>), String> {
+        let m = self.meta(name)?;
+        let dtype = DType::from_torch_code(m.dtype).ok_or_else(|| format!("'{name}' has unsupported dtype code {}", m.dtype))?;
+        let sizes = m.sizes.iter().map(|s| self.parse_sym(s)).collect::<std::result::Result<_, _>>()?;
+        Ok((dtype, sizes))
+    }
+
+    /// The lowering's shape and dtype must be the ones torch.export recorded.
+    fn check_meta(&mut self, name: &str, v: &TensorValue) -> std::result::Result<(), String> {
+        let (dtype, sizes) = self.meta_sizes(name)?;
+        let same = sizes.len() == v.sizes.len() && sizes.iter().zip(&v.sizes).all(|(a, b)| a == b || a.eval(&self.hints).ok().is_some_and(|x| Ok(x) == b.eval(&self.hints)));
+        if dtype != v.dtype || !same {
+            let show = |s: &[SymExpr]| s.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ");
+            return Err(format!("lowering gives {}[{}] for '{name}', torch.export recorded {dtype}[{}]", v.dtype, show(&v.sizes), show(&sizes)));
+        }
+        Ok(())
+    }
+
+    /// Decides whether a lazy value is realized now (the fusion policy).
+    fn schedule(&mut self, name: &str, v: TensorValue) -> TensorValue {
+        match &v.repr {
+            Repr::Lazy(body) if self.users.get(name).copied().unwrap_or(0) > 1 || expr::size(body) > MAX_FUSED_NODES => self.realize(&v, name),
+            _ => v,
+        }
+    }
+
+    /// Writes `v` into a new contiguous scratch buffer.
+    pub fn materialize(&mut self, v: &TensorValue, name: &str) -> BufId {
+        let out = self.prog.add_buffer(name, v.dtype, v.sizes.clone(), BufKind::Scratch);
+        let body = v.load(&vars(v.rank()));
+        self.prog.kernels.push(Kernel::Pointwise { out, ranges: v.sizes.clone(), body });
+        out
+    }
+
+    /// A view for `v`: itself if it is one, else a new buffer holding it.
+    pub fn realize(&mut self, v: &TensorValue, name: &str) -> TensorValue {
+        match &v.repr {
+            Repr::View(_) => v.clone(),
+            Repr::Lazy(_) => TensorValue::view_of(self.materialize(v, name), v.dtype, v.sizes.clone()),
+        }
+    }
+
+    /// A strided reference to `v`'s data, realizing it if lazy.
+    pub fn strided(&mut self, v: &TensorValue, name: &str) -> (TensorValue, StridedRef) {
+        let v = self.realize(v, name);
+        let Repr::View(r) = &v.repr else { unreachable!("realize returns a view") };
+        let r = r.clone();
+        (v, r)
+    }
+
+    /// A contiguous view of `v` with `sizes` (torch's view/reshape), copying only when needed.
+    pub fn reshape(&mut self, v: &TensorValue, sizes: &[SymExpr], name: &str) -> TensorValue {
+        if let Some(r) = v.reshape_view(sizes) {
+            return r;
+        }
+        let buf = self.materialize(v, name);
+        TensorValue::view_of(buf, v.dtype, sizes.to_vec())
+    }
+
+    pub fn new_reduction_out(&mut self, name: &str, dtype: DType, sizes: Vec<SymExpr>) -> BufId {
+        self.prog.add_buffer(name, dtype, sizes, BufKind::Scratch)
+    }
+
+    fn add_weight(&mut self, name: &str, kind_state: Option<usize>, dtype: DType, sizes: Vec<SymExpr>, data: Vec<u8>) -> BufId {
+        let idx = self.prog.weights.len();
+        self.prog.weights.push(data);
+        let kind = match kind_state { Some(_) => BufKind::State(idx), None => BufKind::Weight(idx) };
+        self.prog.add_buffer(name, dtype, sizes, kind)
+    }
+
+    fn lower_inputs(&mut self, sig: &schema::GraphSignature) -> Result<(Vec<LoweredInput>, Vec<LoweredBuffer>)> {
+        let mutated: Vec<&str> = sig.output_specs.iter().filter_map(|o| match o {
+            OutputSpec::BufferMutation { buffer_name, .. } => Some(buffer_name.as_str()),
+            _ => None,
+        }).collect();
+        let mut inputs = vec![];
+        let mut buffers = vec![];
+        for spec in &sig.input_specs {
+            let (graph_name, fqn, payloads, what) = match spec {
+                InputSpec::Parameter { arg, parameter_name } => (&arg.name, parameter_name, &self.src.weights, "parameter"),
+                InputSpec::Buffer { arg, buffer_name, persistent } => {
+                    (&arg.name, buffer_name, if *persistent { &self.src.weights } else { &self.src.constants }, "buffer")
+                }
+                InputSpec::TensorConstant { arg, tensor_constant_name } => (&arg.name, tensor_constant_name, &self.src.constants, "constant"),
+                InputSpec::UserInput { arg } => {
+                    inputs.push(self.lower_user_input(arg, inputs.len())?);
+                    continue;
+                }
+                InputSpec::ConstantInput { name, value } => {
+                    inputs.push(LoweredInput::Constant { name: name.clone(), value: const_value(value) });
+                    continue;
+                }
+                InputSpec::CustomObj(_) => return Err(Error::Unsupported("the program takes a custom object (torchbind); aotc cannot compile custom objects".into())),
+                InputSpec::Token(_) => return Err(Error::Unsupported("the program uses effect tokens (side-effecting ops)".into())),
+            };
+            let (dtype, sizes) = self.meta_sizes(graph_name).map_err(|m| Error::Weight { name: fqn.clone(), message: m })?;
+            let t = payloads.get(fqn).ok_or_else(|| Error::Weight { name: fqn.clone(), message: format!("{what} is missing from the weights (graph input '{graph_name}')") })?;
+            let want: Vec<i64> = sizes.iter().map(|s| s.as_int().unwrap_or(-1)).collect();
+            if t.dtype != dtype || t.sizes != want {
+                return Err(Error::Weight { name: fqn.clone(), message: format!("the graph expects {dtype}{want:?}, the payload is {}{:?}", t.dtype, t.sizes) });
+            }
+            let state = if what == "buffer" && mutated.contains(&fqn.as_str()) { Some(buffers.len()) } else { None };
+            let buf = self.add_weight(fqn, state, dtype, sizes.clone(), t.data.clone());
+            if state.is_some() {
+                buffers.push(LoweredBuffer { fqn: fqn.clone(), buf });
+            }
+            self.env.insert(graph_name.clone(), TensorValue::view_of(buf, dtype, sizes));
+        }
+        Ok((inputs, buffers))
+    }
+
+    fn lower_user_input(&mut self, arg: &Argument, index: usize) -> Result<LoweredInput> {
+        let value = match arg {
+            Argument::Tensor(t) => {
+                let (dtype, sizes) = self.meta_sizes(&t.name).map_err(Error::Unsupported)?;
+                let buf = self.prog.add_buffer(&t.name, dtype, sizes.clone(), BufKind::Input(index));
+                self.env.insert(t.name.clone(), TensorValue::view_of(buf, dtype, sizes.clone()));
+                return Ok(LoweredInput::Tensor { name: t.name.clone(), dtype, sizes, buf });
+            }
+            Argument::Float(v) => ConstValue::Float(*v),
+            Argument::Int(v) => ConstValue::Int(*v),
+            Argument::Bool(v) => ConstValue::Bool(*v),
+            Argument::String(s) => ConstValue::Str(s.clone()),
+            Argument::None(_) => ConstValue::None,
+            other => return Err(Error::Unsupported(format!("user input of kind {other:?}"))),
+        };
+        Ok(LoweredInput::Constant { name: "constant".into(), value })
+    }
+
+    /// Every graph output gets a buffer of its own (a copy when it is an input, a weight, a
+    /// view or shared), so outputs never alias model memory the next call rewrites.
+    #[allow(clippy::type_complexity)]
+    fn lower_outputs(&mut self, sig: &schema::GraphSignature, inputs: &[LoweredInput], buffers: &[LoweredBuffer])
+        -> Result<(Vec<(String, BufId)>, Vec<(BufId, usize)>, Vec<(BufId, usize)>)> {
+        let mut claimed: Vec<BufId> = vec![];
+        let mut outputs = vec![];
+        let mut buffer_mutations = vec![];
+        let mut input_mutations = vec![];
+        for spec in &sig.output_specs {
+            let (name, kind) = match spec {
+                OutputSpec::UserOutput { arg } => match arg {
+                    Argument::Tensor(t) => (t.name.clone(), 0),
+                    Argument::None(_) => continue,
+                    other => return Err(Error::Unsupported(format!("a non-tensor user output ({other:?})"))),
+                },
+                OutputSpec::BufferMutation { arg, .. } => (arg.name.clone(), 1),
+                OutputSpec::UserInputMutation { arg, .. } => (arg.name.clone(), 2),
+                OutputSpec::LossOutput { arg } => (arg.name.clone(), 0),
+                OutputSpec::ParameterMutation { parameter_name, .. } => {
+                    return Err(Error::Unsupported(format!("the program mutates parameter '{parameter_name}'")))
+                }
+                OutputSpec::GradientToParameter(_) | OutputSpec::GradientToUserInput(_) => {
+                    return Err(Error::Unsupported("training programs (gradient outputs) are not supported".into()))
+                }
+                OutputSpec::Token(_) => return Err(Error::Unsupported("the program uses effect tokens".into())),
+            };
+            let v = self.value(&name).map_err(Error::Unsupported)?;
+            let own = match &v.repr {
+                Repr::View(r) if self.prog.buffers[r.buf].kind == BufKind::Scratch && !claimed.contains(&r.buf)
+                    && r.offset == SymExpr::Int(0) && r.strides == contiguous_strides(&v.sizes)
+                    && self.prog.buffers[r.buf].sizes == v.sizes => Some(r.buf),
+                _ => None,
+            };
+            let buf = own.unwrap_or_else(|| self.materialize(&v, &name));
+            claimed.push(buf);
+            match (kind, spec) {
+                (1, OutputSpec::BufferMutation { buffer_name, .. }) => {
+                    let i = buffers.iter().position(|b| &b.fqn == buffer_name)
+                        .ok_or_else(|| Error::Unsupported(format!("mutation of unknown buffer '{buffer_name}'")))?;
+                    buffer_mutations.push((buf, i));
+                }
+                (2, OutputSpec::UserInputMutation { user_input_name, .. }) => {
+                    let i = inputs.iter().position(|inp| matches!(inp, LoweredInput::Tensor { name, .. } if name == user_input_name))
+                        .ok_or_else(|| Error::Unsupported(format!("mutation of unknown user input '{user_input_name}'")))?;
+                    input_mutations.push((buf, i));
+                }
+                _ => outputs.push((name, buf)),
+            }
+        }
+        Ok((outputs, buffer_mutations, input_mutations))
+    }
+}
+
+fn const_value(v: &schema::ConstantValue) -> ConstValue {
+    match v {
+        schema::ConstantValue::None(_) => ConstValue::None,
+        schema::ConstantValue::Int(i) => ConstValue::Int(*i),
+        schema::ConstantValue::Float(f) => ConstValue::Float(*f),
+        schema::ConstantValue::String(s) => ConstValue::Str(s.clone()),
+        schema::ConstantValue::Bool(b) => ConstValue::Bool(*b),
+    }
+}
+
+/// Shorthand for lowerings: a pointwise body over `sizes`.
+pub fn pointwise(dtype: DType, sizes: Vec<SymExpr>, body: E) -> TensorValue {
+    TensorValue::lazy(dtype, sizes, body)
+}

@@ -1,0 +1,191 @@
+//! A tensor value during lowering: either a strided view of a buffer, or a lazy pointwise
+//! body not yet written anywhere. View ops remap indices and never copy.
+
+use crate::ir::expr::{self, substitute, Affine, E};
+use crate::ir::{BufId, StridedRef};
+use aotc_abi::sym::SymExpr;
+use aotc_abi::DType;
+
+#[derive(Clone, Debug)]
+pub enum Repr {
+    View(StridedRef),
+    /// A body over loop variables `0..rank`.
+    Lazy(E),
+}
+
+#[derive(Clone, Debug)]
+pub struct TensorValue {
+    pub dtype: DType,
+    pub sizes: Vec<SymExpr>,
+    pub repr: Repr,
+}
+
+pub fn contiguous_strides(sizes: &[SymExpr]) -> Vec<SymExpr> {
+    let mut strides = vec![SymExpr::Int(1); sizes.len()];
+    for d in (0..sizes.len().saturating_sub(1)).rev() {
+        strides[d] = SymExpr::mul([strides[d + 1].clone(), sizes[d + 1].clone()]);
+    }
+    strides
+}
+
+pub fn vars(rank: usize) -> Vec<Affine> {
+    (0..rank).map(Affine::var).collect()
+}
+
+/// Wraps a negative dimension index the python way.
+pub fn norm_dim(d: i64, rank: usize) -> Result<usize, String> {
+    let r = rank.max(1) as i64;
+    let n = if d < 0 { d + r } else { d };
+    if n < 0 || n >= r {
+        return Err(format!("dimension {d} out of range for rank {rank}"));
+    }
+    Ok(n as usize)
+}
+
+impl TensorValue {
+    pub fn view_of(buf: BufId, dtype: DType, sizes: Vec<SymExpr>) -> TensorValue {
+        let strides = contiguous_strides(&sizes);
+        TensorValue { dtype, sizes, repr: Repr::View(StridedRef { buf, offset: SymExpr::Int(0), strides }) }
+    }
+
+    pub fn lazy(dtype: DType, sizes: Vec<SymExpr>, body: E) -> TensorValue {
+        TensorValue { dtype, sizes, repr: Repr::Lazy(expr::cast(body, dtype)) }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// The element at `index` (one affine index per dimension).
+    pub fn load(&self, index: &[Affine]) -> E {
+        debug_assert_eq!(index.len(), self.rank(), "wrong number of indices");
+        match &self.repr {
+            Repr::View(r) => {
+                let at = index.iter().zip(&r.strides).fold(Affine::constant(r.offset.clone()), |acc, (i, s)| acc.plus(&i.scale(s)));
+                expr::load(r.buf, self.dtype, at)
+            }
+            Repr::Lazy(body) => substitute(body, index),
+        }
+    }
+
+    /// A new value of `sizes` whose element at index `i` is this one's element at `map(i)`.
+    /// Stays a view when this is one: composing affine maps never copies.
+    pub fn remap(&self, sizes: Vec<SymExpr>, map: &dyn Fn(&[Affine]) -> Vec<Affine>) -> TensorValue {
+        let old_index = map(&vars(sizes.len()));
+        let repr = match &self.repr {
+            Repr::View(r) => {
+                let at = old_index.iter().zip(&r.strides).fold(Affine::constant(r.offset.clone()), |acc, (i, s)| acc.plus(&i.scale(s)));
+                Repr::View(StridedRef { buf: r.buf, offset: at.offset.clone(), strides: (0..sizes.len()).map(|v| at.coef(v)).collect() })
+            }
+            Repr::Lazy(body) => Repr::Lazy(substitute(body, &old_index)),
+        };
+        TensorValue { dtype: self.dtype, sizes, repr }
+    }
+
+    pub fn permute(&self, dims: &[usize]) -> Result<TensorValue, String> {
+        let mut seen = vec![false; self.rank()];
+        if dims.len() != self.rank() || dims.iter().any(|&d| d >= self.rank() || std::mem::replace(&mut seen[d], true)) {
+            return Err(format!("{dims:?} is not a permutation of {} dimensions", self.rank()));
+        }
+        let sizes = dims.iter().map(|&d| self.sizes[d].clone()).collect();
+        let dims = dims.to_vec();
+        Ok(self.remap(sizes, &|v| {
+            let mut old = vec![Affine::constant(SymExpr::Int(0)); dims.len()];
+            for (j, &d) in dims.iter().enumerate() {
+                old[d] = v[j].clone();
+            }
+            old
+        }))
+    }
+
+    /// Broadcasts to `sizes` (numpy rules; `-1` in torch's expand arrives resolved).
+    pub fn expand(&self, sizes: &[SymExpr]) -> Result<TensorValue, String> {
+        if sizes.len() < self.rank() {
+            return Err(format!("cannot expand rank {} to rank {}", self.rank(), sizes.len()));
+        }
+        let lead = sizes.len() - self.rank();
+        for (d, s) in self.sizes.iter().enumerate() {
+            if *s != sizes[lead + d] && *s != SymExpr::Int(1) {
+                return Err(format!("cannot expand size {s} to {} at dimension {}", sizes[lead + d], lead + d));
+            }
+        }
+        let old_sizes = self.sizes.clone();
+        let target = sizes.to_vec();
+        Ok(self.remap(sizes.to_vec(), &|v| {
+            old_sizes.iter().enumerate().map(|(d, s)| {
+                if *s == SymExpr::Int(1) && target[lead + d] != SymExpr::Int(1) { Affine::constant(SymExpr::Int(0)) } else { v[lead + d].clone() }
+            }).collect()
+        }))
+    }
+
+    pub fn unsqueeze(&self, dim: usize) -> TensorValue {
+        let mut sizes = self.sizes.clone();
+        sizes.insert(dim, SymExpr::Int(1));
+        self.remap(sizes, &|v| v.iter().enumerate().filter(|(j, _)| *j != dim).map(|(_, a)| a.clone()).collect())
+    }
+
+    /// Removes the given dimensions, which must have size 1 (others are kept, as torch does).
+    pub fn squeeze(&self, dims: &[usize]) -> TensorValue {
+        let drop: Vec<bool> = (0..self.rank()).map(|d| dims.contains(&d) && self.sizes[d] == SymExpr::Int(1)).collect();
+        let sizes = self.sizes.iter().zip(&drop).filter(|(_, &x)| !x).map(|(s, _)| s.clone()).collect();
+        self.remap(sizes, &|v| {
+            let mut it = v.iter();
+            drop.iter().map(|&x| if x { Affine::constant(SymExpr::Int(0)) } else { it.next().expect("kept dims").clone() }).collect()
+        })
+    }
+
+    pub fn select(&self, dim: usize, index: SymExpr) -> TensorValue {
+        let mut sizes = self.sizes.clone();
+        sizes.remove(dim);
+        self.remap(sizes, &|v| {
+            let mut old: Vec<Affine> = v.to_vec();
+            old.insert(dim, Affine::constant(index.clone()));
+            old
+        })
+    }
+
+    /// Elements `start, start+step, ...` of `dim`, `len` of them.
+    pub fn slice(&self, dim: usize, start: SymExpr, len: SymExpr, step: i64) -> TensorValue {
+        let mut sizes = self.sizes.clone();
+        sizes[dim] = len;
+        self.remap(sizes, &|v| {
+            let mut old = v.to_vec();
+            old[dim] = Affine::constant(start.clone()).plus(&v[dim].scale(&SymExpr::Int(step)));
+            old
+        })
+    }
+
+    /// For a view of contiguous memory, the same memory seen with `sizes`; `None` when the
+    /// layout needs a copy first.
+    pub fn reshape_view(&self, sizes: &[SymExpr]) -> Option<TensorValue> {
+        match &self.repr {
+            Repr::View(r) if r.strides == contiguous_strides(&self.sizes) || self.sizes.iter().all(|s| *s == SymExpr::Int(1)) => {
+                Some(TensorValue {
+                    dtype: self.dtype,
+                    sizes: sizes.to_vec(),
+                    repr: Repr::View(StridedRef { buf: r.buf, offset: r.offset.clone(), strides: contiguous_strides(sizes) }),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The broadcast shape of several operands (numpy rules).
+pub fn broadcast_shapes(shapes: &[&[SymExpr]]) -> Result<Vec<SymExpr>, String> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![SymExpr::Int(1); rank];
+    for s in shapes {
+        let lead = rank - s.len();
+        for (d, x) in s.iter().enumerate() {
+            let o = &mut out[lead + d];
+            if *o == SymExpr::Int(1) {
+                *o = x.clone();
+            } else if *x != SymExpr::Int(1) && x != o {
+                return Err(format!("shapes {:?} do not broadcast (dimension {}: {o} vs {x})",
+                    shapes.iter().map(|s| s.iter().map(|e| e.to_string()).collect::<Vec<_>>()).collect::<Vec<_>>(), lead + d));
+            }
+        }
+    }
+    Ok(out)
+}

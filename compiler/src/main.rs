@@ -1,0 +1,112 @@
+//! The `aotc` command line: compile, run, inspect.
+
+use aotc::{compile, inspect, tensor_io, CompileOptions};
+use aotc_abi::manifest::Manifest;
+use aotc_runtime::{Device, Model, Value};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "aotc", version, about = "Compile torch.export programs into self-contained native shared libraries")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compile a .pt2 archive (or a bare model.json) into a shared library.
+    Compile {
+        model: PathBuf,
+        #[arg(short, long)]
+        output: PathBuf,
+        /// safetensors file of weights keyed by FQN (overrides the archive's).
+        #[arg(long)]
+        weights: Option<PathBuf>,
+        /// Print stage timings and the loop IR.
+        #[arg(short, long)]
+        verbose: bool,
+    },
+    /// Run a compiled library on fixture-layout inputs, one call per file, in order.
+    Run {
+        library: PathBuf,
+        #[arg(long = "input", required = true)]
+        inputs: Vec<PathBuf>,
+        #[arg(long)]
+        output_dir: PathBuf,
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Print every output.
+        #[arg(long)]
+        print: bool,
+    },
+    /// Describe a program or a compiled library.
+    Inspect {
+        path: PathBuf,
+        #[arg(long)]
+        weights: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Compile { model, output, weights, verbose } => {
+            let t = Instant::now();
+            let report = compile(&model, &output, &CompileOptions { weights }).map_err(|e| e.to_string())?;
+            let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+            println!("compiled {} -> {} in {:.1} ms ({} kernels, {} weight bytes, {} byte library)",
+                model.display(), output.display(), t.elapsed().as_secs_f64() * 1e3, report.kernels, report.weight_bytes, size);
+            if verbose {
+                for (stage, d) in &report.stages {
+                    println!("  {stage:<9} {:8.2} ms", d.as_secs_f64() * 1e3);
+                }
+                print!("{}", report.ir);
+            }
+            Ok(())
+        }
+        Command::Run { library, inputs, output_dir, device, print } => {
+            let device = Device::parse(&device).map_err(|e| e.to_string())?;
+            let mut model = Model::load(&library, device).map_err(|e| e.to_string())?;
+            let manifest: Manifest = serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
+            std::fs::create_dir_all(&output_dir).map_err(|e| format!("{}: {e}", output_dir.display()))?;
+            for (call, file) in inputs.iter().enumerate() {
+                let mut values = tensor_io::read_inputs(file, model.inputs().len())?;
+                let outputs = model.run(&mut values).map_err(|e| format!("call {call} ({}): {e}", file.display()))?;
+                let named: Vec<(String, &aotc_runtime::Tensor)> = outputs.iter().enumerate().map(|(i, t)| (i.to_string(), t)).collect();
+                tensor_io::write(&output_dir.join(format!("outputs_{call}.safetensors")), &named)?;
+                let mutated: Vec<(String, &aotc_runtime::Tensor)> = manifest.input_mutations.iter().filter_map(|&(_, i)| match &values[i] {
+                    Value::Tensor(t) => Some((i.to_string(), t)),
+                    _ => None,
+                }).collect();
+                if !mutated.is_empty() {
+                    tensor_io::write(&output_dir.join(format!("mutated_{call}.safetensors")), &mutated)?;
+                }
+                println!("call {call}: {} output(s)", outputs.len());
+                if print {
+                    for (i, t) in outputs.iter().enumerate() {
+                        let v = t.to_f64_vec();
+                        let shown: Vec<String> = v.iter().take(16).map(|x| format!("{x:.6}")).collect();
+                        println!("  output {i}: {}{:?} [{}{}]", t.dtype, t.shape, shown.join(", "), if v.len() > 16 { ", ..." } else { "" });
+                    }
+                }
+            }
+            Ok(())
+        }
+        Command::Inspect { path, weights } => {
+            print!("{}", inspect::inspect(&path, &CompileOptions { weights }).map_err(|e| e.to_string())?);
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! The memory and interface plan: slots, weights layout, dims table, manifest.
+
+use crate::ir::{BufId, BufKind};
+use crate::lower::{Lowered, LoweredInput};
+use aotc_abi::manifest::{BufferSpec, InputSpec, Manifest, Slot, TensorSpec};
+use aotc_abi::sym::SymExpr;
+use std::collections::HashMap;
+
+/// Weights are 64-byte aligned inside the blob (and the blob itself is 64-byte aligned).
+pub const WEIGHT_ALIGN: usize = 64;
+
+pub struct Plan {
+    pub manifest: Manifest,
+    pub weights_blob: Vec<u8>,
+    /// Position in the dims table of each symbolic (non-constant) size the kernels use.
+    pub dim_index: HashMap<SymExpr, usize>,
+}
+
+impl Plan {
+    /// The slot of a buffer: slots are numbered like buffers.
+    pub fn slot(&self, b: BufId) -> usize {
+        cranelift_codegen::entity::EntityRef::index(b)
+    }
+}
+
+pub fn plan(l: &Lowered, source: &str) -> Plan {
+    let p = &l.program;
+    let mut weights_blob = Vec::new();
+    let mut offsets = Vec::with_capacity(p.weights.len());
+    for w in &p.weights {
+        weights_blob.resize(weights_blob.len().next_multiple_of(WEIGHT_ALIGN), 0);
+        offsets.push(weights_blob.len() as u64);
+        weights_blob.extend_from_slice(w);
+    }
+    let state_index = |b: BufId| l.buffers.iter().position(|x| x.buf == b).expect("state buffers are listed");
+    let slots = p.buffers.iter().map(|(id, b)| match b.kind {
+        BufKind::Weight(w) => Slot::Weight { offset: offsets[w] },
+        BufKind::State(_) => Slot::Buffer(state_index(id)),
+        BufKind::Input(i) => Slot::Input(i),
+        BufKind::Scratch => Slot::Scratch { bytes: b.bytes() },
+    }).collect();
+
+    let mut dims = Vec::new();
+    let mut dim_index = HashMap::new();
+    for k in &p.kernels {
+        for e in k.inputs().1 {
+            if !dim_index.contains_key(&e) {
+                dim_index.insert(e.clone(), dims.len());
+                dims.push(e);
+            }
+        }
+    }
+
+    let index = |b: BufId| cranelift_codegen::entity::EntityRef::index(b);
+    let manifest = Manifest {
+        abi_version: aotc_abi::ABI_VERSION,
+        source: source.into(),
+        in_spec: l.in_spec.clone(),
+        out_spec: l.out_spec.clone(),
+        symbols: l.symbols.clone(),
+        inputs: l.inputs.iter().map(|i| match i {
+            LoweredInput::Tensor { name, dtype, sizes, buf } => InputSpec::Tensor(TensorSpec { name: name.clone(), dtype: *dtype, sizes: sizes.clone(), slot: index(*buf) }),
+            LoweredInput::Constant { name, value } => InputSpec::Constant { name: name.clone(), value: value.clone() },
+        }).collect(),
+        outputs: l.outputs.iter().map(|(name, b)| {
+            let buf = &p.buffers[*b];
+            TensorSpec { name: name.clone(), dtype: buf.dtype, sizes: buf.sizes.clone(), slot: index(*b) }
+        }).collect(),
+        buffers: l.buffers.iter().map(|lb| {
+            let b = &p.buffers[lb.buf];
+            let BufKind::State(w) = b.kind else { unreachable!("state buffers have BufKind::State") };
+            BufferSpec {
+                name: lb.fqn.clone(),
+                dtype: b.dtype,
+                sizes: b.sizes.iter().map(|s| s.as_int().expect("buffers have static sizes")).collect(),
+                init_offset: offsets[w],
+                slot: index(lb.buf),
+            }
+        }).collect(),
+        slots,
+        dims,
+        buffer_mutations: l.buffer_mutations.iter().map(|(b, i)| (index(*b), *i)).collect(),
+        input_mutations: l.input_mutations.iter().map(|(b, i)| (index(*b), *i)).collect(),
+    };
+    Plan { manifest, weights_blob, dim_index }
+}

@@ -1,0 +1,193 @@
+//! The exported C functions of `aotc.h`. Each one checks its pointers, runs inside
+//! [`guard`] and reports failure as a status code plus a thread-local message.
+
+use crate::model::{c_str_ptr, err, program, Error, Model, Result, ValueInfoStore};
+use aotc_abi::{status, AotcModel, AotcTensor, AotcValueInfo, ABI_VERSION};
+use std::cell::RefCell;
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_error(message: &str) {
+    let c = CString::new(message.replace('\0', "")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+/// Runs `f`, turning an error or a panic into a status code and the last-error message.
+fn guard(f: impl FnOnce() -> Result<()>) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => status::OK,
+        Ok(Err(e)) => {
+            set_error(&e.message);
+            e.code
+        }
+        Err(panic) => {
+            let what = panic.downcast_ref::<&str>().map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            set_error(&format!("internal error: {what}"));
+            status::INTERNAL
+        }
+    }
+}
+
+fn model_ref<'a>(m: *const AotcModel) -> Result<&'a Model> {
+    // SAFETY: a non-null handle comes from aotc_model_create and stays valid until destroy.
+    unsafe { (m as *const Model).as_ref() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
+}
+
+fn model_mut<'a>(m: *mut AotcModel) -> Result<&'a mut Model> {
+    // SAFETY: as model_ref; the caller does not share an instance across threads during a call.
+    unsafe { (m as *mut Model).as_mut() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
+}
+
+fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
+    if p.is_null() {
+        return err(status::INVALID_ARGUMENT, format!("{what} is a null pointer"));
+    }
+    // SAFETY: a non-null C string argument is NUL-terminated by contract.
+    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| Error { code: status::INVALID_ARGUMENT, message: format!("{what} is not UTF-8") })
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_abi_version() -> u32 {
+    ABI_VERSION
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_model_create(device: *const c_char, out: *mut *mut AotcModel) -> i32 {
+    guard(|| {
+        if out.is_null() {
+            return err(status::INVALID_ARGUMENT, "out is a null pointer");
+        }
+        let model = Model::new(c_str(device, "device")?)?;
+        // SAFETY: out was checked non-null.
+        unsafe { *out = Box::into_raw(Box::new(model)) as *mut AotcModel };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_model_destroy(m: *mut AotcModel) {
+    if !m.is_null() {
+        // SAFETY: m came from Box::into_raw in aotc_model_create and is destroyed once.
+        guard(|| { drop(unsafe { Box::from_raw(m as *mut Model) }); Ok(()) });
+    }
+}
+
+/// The embedded manifest as JSON (null, with the last error set, if it is unreadable).
+#[no_mangle]
+pub extern "C" fn aotc_metadata_json() -> *const c_char {
+    let mut p = std::ptr::null();
+    guard(|| { p = c_str_ptr(&program()?.manifest_json); Ok(()) });
+    p
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_in_spec(m: *const AotcModel) -> *const c_char {
+    let mut p = std::ptr::null();
+    guard(|| { p = c_str_ptr(&model_ref(m)?.program().in_spec); Ok(()) });
+    p
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_out_spec(m: *const AotcModel) -> *const c_char {
+    let mut p = std::ptr::null();
+    guard(|| { p = c_str_ptr(&model_ref(m)?.program().out_spec); Ok(()) });
+    p
+}
+
+fn count(m: *const AotcModel, which: fn(&Model) -> usize) -> i64 {
+    let mut n = -1;
+    guard(|| { n = which(model_ref(m)?) as i64; Ok(()) });
+    n
+}
+
+fn info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo, what: &str, which: fn(&Model) -> &[ValueInfoStore]) -> i32 {
+    guard(|| {
+        let list = which(model_ref(m)?);
+        if out.is_null() {
+            return err(status::INVALID_ARGUMENT, "out is a null pointer");
+        }
+        let item = usize::try_from(i).ok().and_then(|i| list.get(i))
+            .ok_or(Error { code: status::INVALID_ARGUMENT, message: format!("{what} index {i} out of range 0..{}", list.len()) })?;
+        // SAFETY: out was checked non-null.
+        unsafe { *out = item.info() };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_input_count(m: *const AotcModel) -> i64 {
+    count(m, |m| m.program().inputs.len())
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_input_info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo) -> i32 {
+    info(m, i, out, "input", |m| &m.program().inputs)
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_output_count(m: *const AotcModel) -> i64 {
+    count(m, |m| m.program().outputs.len())
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_output_info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo) -> i32 {
+    info(m, i, out, "output", |m| &m.program().outputs)
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_buffer_count(m: *const AotcModel) -> i64 {
+    count(m, |m| m.program().buffers.len())
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_buffer_info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo) -> i32 {
+    info(m, i, out, "buffer", |m| &m.program().buffers)
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_buffer_read(m: *const AotcModel, name: *const c_char, dst: *const AotcTensor) -> i32 {
+    guard(|| {
+        let model = model_ref(m)?;
+        // SAFETY: a non-null tensor pointer points to a valid AotcTensor by contract.
+        let dst = unsafe { dst.as_ref() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "dst is a null pointer".into() })?;
+        model.read_buffer(c_str(name, "name")?, dst)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_buffer_write(m: *mut AotcModel, name: *const c_char, src: *const AotcTensor) -> i32 {
+    guard(|| {
+        let model = model_mut(m)?;
+        // SAFETY: as in aotc_buffer_read.
+        let src = unsafe { src.as_ref() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "src is a null pointer".into() })?;
+        model.write_buffer(c_str(name, "name")?, src)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_run(m: *mut AotcModel, inputs: *const AotcTensor, n_inputs: i64, outputs: *mut AotcTensor, n_outputs: i64) -> i32 {
+    guard(|| {
+        let model = model_mut(m)?;
+        let (Ok(n_in), Ok(n_out)) = (usize::try_from(n_inputs), usize::try_from(n_outputs)) else {
+            return err(status::INVALID_ARGUMENT, "negative input or output count");
+        };
+        if (inputs.is_null() && n_in > 0) || (outputs.is_null() && n_out > 0) {
+            return err(status::INVALID_ARGUMENT, "inputs or outputs is a null pointer");
+        }
+        // SAFETY: the caller passes arrays of n_inputs and n_outputs tensors.
+        let ins = if n_in == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(inputs, n_in) } };
+        let outs = if n_out == 0 { &mut [][..] } else { unsafe { std::slice::from_raw_parts_mut(outputs, n_out) } };
+        model.run(ins, outs)
+    })
+}

@@ -1,0 +1,323 @@
+//! aotc-runtime: loads an aotc-compiled `.so` and runs it, the way
+//! `torch._export.aot_load` does.
+//!
+//! ```no_run
+//! use aotc_runtime::{Device, Model, Tensor, Value};
+//! let mut model = Model::load("model.so", Device::Cpu)?;
+//! let x = Tensor::from_f32(&[4, 16], &[0.0; 64]);
+//! let outputs = model.run(&mut [Value::Tensor(x)])?;
+//! # Ok::<(), aotc_runtime::Error>(())
+//! ```
+//! [`Model::call`] takes python-like `(args, kwargs)` trees instead and rebuilds the output
+//! tree with the program's call spec ([`pytree`]).
+
+pub mod pytree;
+mod tensor;
+
+pub use aotc_abi::DType;
+pub use tensor::Tensor;
+
+use aotc_abi::{fn_types as ft, status, symbols, AotcModel, AotcTensor, AotcValueInfo, DLDevice, DL_CPU};
+use libloading::Library;
+use std::ffi::{c_char, CStr, CString};
+use std::fmt;
+use std::path::Path;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    Cpu,
+    Cuda(i32),
+}
+
+impl Device {
+    /// Parses "cpu", "cuda" or "cuda:N".
+    pub fn parse(s: &str) -> Result<Device, Error> {
+        match s {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            _ => s.strip_prefix("cuda:").and_then(|n| n.parse().ok()).map(Device::Cuda)
+                .ok_or_else(|| Error::new(status::INVALID_ARGUMENT, format!("unknown device '{s}' (expected cpu, cuda or cuda:N)"))),
+        }
+    }
+
+    fn as_str(self) -> String {
+        match self {
+            Device::Cpu => "cpu".into(),
+            Device::Cuda(i) => format!("cuda:{i}"),
+        }
+    }
+}
+
+/// A failure: the library's status code (see `aotc.h`) and its message.
+#[derive(Debug, Clone)]
+pub struct Error {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(code: i32, message: impl Into<String>) -> Error {
+        Error { code, message: message.into() }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, status::name(self.code))
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// An input value: a tensor, or a python scalar export specialised.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Tensor(Tensor),
+    Float(f64),
+    Int(i64),
+    Bool(bool),
+}
+
+/// Metadata of an input, output or buffer. `sizes[i] == -1` marks a dynamic dimension
+/// with range `dim_min[i]..=dim_max[i]` (`dim_max == -1`: unbounded).
+#[derive(Clone, Debug)]
+pub struct ValueInfo {
+    pub name: String,
+    pub kind: i32,
+    pub dtype: Option<DType>,
+    pub sizes: Vec<i64>,
+    pub dim_min: Vec<i64>,
+    pub dim_max: Vec<i64>,
+}
+
+struct Fns {
+    last_error: ft::LastError,
+    destroy: ft::ModelDestroy,
+    run: ft::Run,
+    buffer_read: ft::BufferRead,
+    buffer_write: ft::BufferWrite,
+}
+
+pub struct Model {
+    fns: Fns,
+    handle: *mut AotcModel,
+    inputs: Vec<ValueInfo>,
+    outputs: Vec<ValueInfo>,
+    buffers: Vec<ValueInfo>,
+    in_spec: String,
+    out_spec: String,
+    metadata: String,
+    // Dropped last: the functions above point into it.
+    _lib: Library,
+}
+
+fn sym<T: Copy>(lib: &Library, name: &str) -> Result<T, Error> {
+    // SAFETY: T is the function type aotc.h declares for `name`.
+    unsafe { lib.get::<T>(name.as_bytes()).map(|s| *s) }
+        .map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("not an aotc library (missing {name}): {e}")))
+}
+
+fn owned(p: *const c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: the library returns NUL-terminated strings it owns.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+impl Model {
+    /// Loads the library at `path` and creates an instance on `device`.
+    pub fn load(path: impl AsRef<Path>, device: Device) -> Result<Model, Error> {
+        let path = path.as_ref();
+        // SAFETY: loading runs the library's initialisers; an aotc .so has none beyond libc's.
+        let lib = unsafe { Library::new(path) }.map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("{}: {e}", path.display())))?;
+        let version: ft::AbiVersion = sym(&lib, symbols::ABI_VERSION)?;
+        // SAFETY: calling a symbol with its declared signature.
+        let v = unsafe { version() };
+        if v != aotc_abi::ABI_VERSION {
+            return Err(Error::new(status::INVALID_ARGUMENT, format!("{}: ABI version {v}, this runtime speaks {}", path.display(), aotc_abi::ABI_VERSION)));
+        }
+        let fns = Fns {
+            last_error: sym(&lib, symbols::LAST_ERROR)?,
+            destroy: sym(&lib, symbols::MODEL_DESTROY)?,
+            run: sym(&lib, symbols::RUN)?,
+            buffer_read: sym(&lib, symbols::BUFFER_READ)?,
+            buffer_write: sym(&lib, symbols::BUFFER_WRITE)?,
+        };
+        let create: ft::ModelCreate = sym(&lib, symbols::MODEL_CREATE)?;
+        let dev = CString::new(device.as_str()).expect("no NUL in device names");
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: valid C string and out pointer.
+        let rc = unsafe { create(dev.as_ptr(), &mut handle) };
+        if rc != status::OK {
+            // SAFETY: last_error returns a valid C string.
+            return Err(Error::new(rc, owned(unsafe { (fns.last_error)() })));
+        }
+        let mut model = Model { fns, handle, inputs: vec![], outputs: vec![], buffers: vec![], in_spec: String::new(), out_spec: String::new(), metadata: String::new(), _lib: lib };
+        model.inputs = model.infos(symbols::INPUT_COUNT, symbols::INPUT_INFO)?;
+        model.outputs = model.infos(symbols::OUTPUT_COUNT, symbols::OUTPUT_INFO)?;
+        model.buffers = model.infos(symbols::BUFFER_COUNT, symbols::BUFFER_INFO)?;
+        let spec = |name| -> Result<String, Error> {
+            let f: ft::ModelStr = sym(&model._lib, name)?;
+            // SAFETY: valid handle.
+            Ok(owned(unsafe { f(model.handle) }))
+        };
+        model.in_spec = spec(symbols::IN_SPEC)?;
+        model.out_spec = spec(symbols::OUT_SPEC)?;
+        let meta: unsafe extern "C" fn() -> *const c_char = sym(&model._lib, symbols::METADATA_JSON)?;
+        // SAFETY: no arguments; returns a library-owned string.
+        model.metadata = owned(unsafe { meta() });
+        Ok(model)
+    }
+
+    fn last_error(&self, code: i32) -> Error {
+        // SAFETY: last_error returns a valid C string.
+        Error::new(code, owned(unsafe { (self.fns.last_error)() }))
+    }
+
+    fn infos(&self, count: &str, info: &str) -> Result<Vec<ValueInfo>, Error> {
+        let count: ft::Count = sym(&self._lib, count)?;
+        let info: ft::Info = sym(&self._lib, info)?;
+        // SAFETY: valid handle.
+        let n = unsafe { count(self.handle) };
+        (0..n.max(0)).map(|i| {
+            let mut v = std::mem::MaybeUninit::<AotcValueInfo>::uninit();
+            // SAFETY: valid handle and out pointer.
+            let rc = unsafe { info(self.handle, i, v.as_mut_ptr()) };
+            if rc != status::OK {
+                return Err(self.last_error(rc));
+            }
+            // SAFETY: filled on success; the arrays hold ndim entries owned by the model.
+            let v = unsafe { v.assume_init() };
+            let arr = |p: *const i64| if v.ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(p, v.ndim as usize).to_vec() } };
+            Ok(ValueInfo { name: owned(v.name), kind: v.kind, dtype: DType::from_dlpack(v.dtype), sizes: arr(v.sizes), dim_min: arr(v.dim_min), dim_max: arr(v.dim_max) })
+        }).collect()
+    }
+
+    pub fn inputs(&self) -> &[ValueInfo] {
+        &self.inputs
+    }
+
+    pub fn outputs(&self) -> &[ValueInfo] {
+        &self.outputs
+    }
+
+    pub fn buffers(&self) -> &[ValueInfo] {
+        &self.buffers
+    }
+
+    pub fn in_spec(&self) -> &str {
+        &self.in_spec
+    }
+
+    pub fn out_spec(&self) -> &str {
+        &self.out_spec
+    }
+
+    /// The manifest the compiler embedded (JSON).
+    pub fn metadata_json(&self) -> &str {
+        &self.metadata
+    }
+
+    /// Runs one call on flat inputs (the leaves of in_spec). Tensors the program mutates
+    /// are updated in place; buffers keep their new values for the next call.
+    pub fn run(&mut self, inputs: &mut [Value]) -> Result<Vec<Tensor>, Error> {
+        let mut shapes: Vec<Vec<i64>> = Vec::with_capacity(inputs.len());
+        let mut scalars: Vec<[u8; 8]> = Vec::with_capacity(inputs.len());
+        for v in inputs.iter() {
+            match v {
+                Value::Tensor(t) => {
+                    shapes.push(t.shape.clone());
+                    scalars.push([0; 8]);
+                }
+                Value::Float(f) => { shapes.push(vec![]); scalars.push(f.to_le_bytes()) }
+                Value::Int(i) => { shapes.push(vec![]); scalars.push(i.to_le_bytes()) }
+                Value::Bool(b) => { shapes.push(vec![]); scalars.push([*b as u8, 0, 0, 0, 0, 0, 0, 0]) }
+            }
+        }
+        let cpu = DLDevice { device_type: DL_CPU, device_id: 0 };
+        let raw: Vec<AotcTensor> = inputs.iter_mut().zip(shapes.iter_mut()).zip(scalars.iter_mut()).map(|((v, shape), scalar)| {
+            let (data, dtype) = match v {
+                Value::Tensor(t) => (t.data.as_mut_ptr(), t.dtype),
+                Value::Float(_) => (scalar.as_mut_ptr(), DType::F64),
+                Value::Int(_) => (scalar.as_mut_ptr(), DType::I64),
+                Value::Bool(_) => (scalar.as_mut_ptr(), DType::Bool),
+            };
+            AotcTensor { data: data.cast(), device: cpu, ndim: shape.len() as i32, dtype: dtype.to_dlpack(), shape: shape.as_mut_ptr(), strides: std::ptr::null_mut(), byte_offset: 0 }
+        }).collect();
+        let empty = AotcTensor { data: std::ptr::null_mut(), device: cpu, ndim: 0, dtype: DType::F32.to_dlpack(), shape: std::ptr::null_mut(), strides: std::ptr::null_mut(), byte_offset: 0 };
+        let mut outs = vec![empty; self.outputs.len()];
+        // SAFETY: arrays of the stated lengths; the input tensors' memory outlives the call.
+        let rc = unsafe { (self.fns.run)(self.handle, raw.as_ptr(), raw.len() as i64, outs.as_mut_ptr(), outs.len() as i64) };
+        if rc != status::OK {
+            return Err(self.last_error(rc));
+        }
+        outs.iter().map(|t| {
+            let dtype = DType::from_dlpack(t.dtype).ok_or_else(|| Error::new(status::INTERNAL, "output of unknown dtype"))?;
+            // SAFETY: on success each output points to ndim sizes and contiguous data owned by
+            // the model, valid until the next call.
+            let shape = if t.ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(t.shape, t.ndim as usize).to_vec() } };
+            let n = shape.iter().product::<i64>() as usize * dtype.size();
+            let data = if n == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(t.data as *const u8, n).to_vec() } };
+            Ok(Tensor { dtype, shape, data })
+        }).collect()
+    }
+
+    /// aot_load-style call: flattens `(args, kwargs)` with in_spec, runs, and rebuilds the
+    /// outputs with out_spec. Mutated input tensors are updated inside `args`/`kwargs`.
+    pub fn call(&mut self, args: &mut pytree::PyValue, kwargs: &mut pytree::PyValue) -> Result<pytree::PyValue, Error> {
+        let spec = pytree::TreeSpec::parse(&self.in_spec).map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("in_spec: {e}")))?;
+        let mut call = pytree::PyValue::Tuple(vec![std::mem::take(args), std::mem::take(kwargs)]);
+        let result = (|| {
+            let mut leaves = pytree::flatten(&call, &spec).map_err(|e| Error::new(status::INPUT_COUNT, e))?;
+            let outs = self.run(&mut leaves)?;
+            pytree::write_back(&mut call, &spec, &leaves);
+            let out_spec = pytree::TreeSpec::parse(&self.out_spec).map_err(|e| Error::new(status::INTERNAL, format!("out_spec: {e}")))?;
+            pytree::unflatten(&out_spec, outs).map_err(|e| Error::new(status::INTERNAL, e))
+        })();
+        if let pytree::PyValue::Tuple(mut parts) = call {
+            *kwargs = parts.pop().unwrap_or_default();
+            *args = parts.pop().unwrap_or_default();
+        }
+        result
+    }
+
+    fn buffer_info(&self, name: &str) -> Result<&ValueInfo, Error> {
+        self.buffers.iter().find(|b| b.name == name).ok_or_else(|| Error::new(status::NOT_FOUND, format!("no buffer named '{name}'")))
+    }
+
+    /// The current value of a buffer (model state).
+    pub fn read_buffer(&self, name: &str) -> Result<Tensor, Error> {
+        let info = self.buffer_info(name)?;
+        let dtype = info.dtype.ok_or_else(|| Error::new(status::INTERNAL, "buffer of unknown dtype"))?;
+        let mut t = Tensor::zeros(dtype, &info.sizes);
+        let c = CString::new(name).map_err(|_| Error::new(status::INVALID_ARGUMENT, "name holds a NUL byte"))?;
+        let raw = t.as_raw();
+        // SAFETY: raw describes t's memory, which matches the buffer's shape.
+        let rc = unsafe { (self.fns.buffer_read)(self.handle, c.as_ptr(), &raw) };
+        if rc != status::OK {
+            return Err(self.last_error(rc));
+        }
+        Ok(t)
+    }
+
+    /// Overwrites a buffer (model state) for the next calls.
+    pub fn write_buffer(&mut self, name: &str, value: &Tensor) -> Result<(), Error> {
+        let c = CString::new(name).map_err(|_| Error::new(status::INVALID_ARGUMENT, "name holds a NUL byte"))?;
+        let mut v = value.clone();
+        let raw = v.as_raw();
+        // SAFETY: raw describes v's memory; the library copies from it.
+        let rc = unsafe { (self.fns.buffer_write)(self.handle, c.as_ptr(), &raw) };
+        if rc != status::OK {
+            return Err(self.last_error(rc));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from aotc_model_create and is destroyed once.
+        unsafe { (self.fns.destroy)(self.handle) }
+    }
+}
