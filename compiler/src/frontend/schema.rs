@@ -2,11 +2,41 @@
 //! Field names follow `../shared/reference/torch_export_schema.yaml`; fields aotc does not
 //! use are left out (serde ignores them).
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
 pub const SCHEMA_MAJOR: i64 = 8;
+
+/// torch.export writes non-finite floats as the strings "Infinity", "-Infinity", "NaN".
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum JsonFloat {
+    Number(f64),
+    Text(String),
+}
+
+impl JsonFloat {
+    fn value<E: serde::de::Error>(self) -> Result<f64, E> {
+        match self {
+            JsonFloat::Number(v) => Ok(v),
+            JsonFloat::Text(s) => match s.as_str() {
+                "Infinity" | "inf" => Ok(f64::INFINITY),
+                "-Infinity" | "-inf" => Ok(f64::NEG_INFINITY),
+                "NaN" | "nan" => Ok(f64::NAN),
+                other => Err(E::custom(format!("expected a float, got \"{other}\""))),
+            },
+        }
+    }
+}
+
+fn float<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    JsonFloat::deserialize(d)?.value()
+}
+
+fn floats<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    Vec::<JsonFloat>::deserialize(d)?.into_iter().map(JsonFloat::value).collect()
+}
 
 #[derive(Debug, Deserialize)]
 pub struct ExportedProgram {
@@ -110,9 +140,9 @@ pub enum Argument {
     #[serde(rename = "as_ints")]
     Ints(Vec<i64>),
     #[serde(rename = "as_float")]
-    Float(f64),
+    Float(#[serde(deserialize_with = "float")] f64),
     #[serde(rename = "as_floats")]
-    Floats(Vec<f64>),
+    Floats(#[serde(deserialize_with = "floats")] Vec<f64>),
     #[serde(rename = "as_string")]
     String(String),
     #[serde(rename = "as_strings")]
@@ -219,7 +249,7 @@ pub enum ConstantValue {
     #[serde(rename = "as_int")]
     Int(i64),
     #[serde(rename = "as_float")]
-    Float(f64),
+    Float(#[serde(deserialize_with = "float")] f64),
     #[serde(rename = "as_string")]
     String(String),
     #[serde(rename = "as_bool")]

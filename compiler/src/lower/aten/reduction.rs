@@ -30,6 +30,7 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("all.default", |lw, a| logical(lw, a, ReduceOp::Min)),
     ("_softmax.default", |lw, a| softmax(lw, a, false)),
     ("_log_softmax.default", |lw, a| softmax(lw, a, true)),
+    ("native_layer_norm.default", layer_norm),
 ];
 
 /// The reduced axes: `dim`/`dims` given as an int, a list, or absent/empty (= all).
@@ -155,4 +156,37 @@ fn softmax(lw: &mut Lowerer, a: &Args, log: bool) -> R {
         binary(Prim::Div, unary(Prim::Exp, shifted), sum)
     };
     Ok(vec![TensorValue::lazy(d, x.sizes.clone(), body)])
+}
+
+/// (out, mean, rstd) over the trailing `normalized_shape` dims:
+/// out = (x - mean) * rsqrt(var + eps) * weight + bias, with the biased variance.
+fn layer_norm(lw: &mut Lowerer, a: &Args) -> R {
+    let x = a.tensor(lw, "input")?;
+    let norm = a.ints("normalized_shape")?.len();
+    let (w, b) = (a.opt_tensor(lw, "weight")?, a.opt_tensor(lw, "bias")?);
+    let eps = a.scalar("eps")?.as_f64();
+    let d = float_of(x.dtype);
+    let name = node_name(a);
+    let rank = x.rank();
+    let axes: Vec<usize> = (rank - norm..rank).collect();
+    let count = cast(expr::index_value(Affine::constant(SymExpr::product(axes.iter().map(|&i| &x.sizes[i])))), d);
+    let idx = vars(rank);
+    let sum = reduce(lw, &x, &axes, true, ReduceOp::Sum, d, &format!("{name}.sum"));
+    let mean = TensorValue::lazy(d, sum.sizes.clone(), binary(Prim::Div, sum.load(&vars(rank)), count.clone()));
+    let mean = lw.realize(&mean, &format!("{name}.mean"));
+    let centered = binary(Prim::Sub, cast(x.load(&idx), d), mean.expand(&x.sizes)?.load(&idx));
+    let sq = TensorValue::lazy(d, x.sizes.clone(), binary(Prim::Mul, centered.clone(), centered.clone()));
+    let ssq = reduce(lw, &sq, &axes, true, ReduceOp::Sum, d, &format!("{name}.ssq"));
+    let var = binary(Prim::Div, ssq.load(&vars(rank)), count);
+    let eps = expr::constant(crate::ir::Scalar::F(eps), d);
+    let rstd = TensorValue::lazy(d, ssq.sizes.clone(), unary(Prim::Rsqrt, binary(Prim::Add, var, eps)));
+    let rstd = lw.realize(&rstd, &format!("{name}.rstd"));
+    let mut out = binary(Prim::Mul, centered, rstd.expand(&x.sizes)?.load(&idx));
+    if let Some(w) = w {
+        out = binary(Prim::Mul, out, cast(w.expand(&x.sizes)?.load(&idx), d));
+    }
+    if let Some(b) = b {
+        out = binary(Prim::Add, out, cast(b.expand(&x.sizes)?.load(&idx), d));
+    }
+    Ok(vec![TensorValue::lazy(x.dtype, x.sizes.clone(), cast(out, x.dtype)), mean, rstd])
 }
