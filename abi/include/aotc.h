@@ -1,0 +1,116 @@
+/*
+ * aotc.h: the C ABI of a shared library compiled by aotc (ABI version 1).
+ *
+ * A compiled model.so exports exactly the functions below. Load it with dlopen, look
+ * them up with dlsym (or link against it), then:
+ *
+ *   AotcModel *m;  aotc_model_create("cpu", &m);
+ *   ... aotc_input_info / aotc_output_info / aotc_in_spec ...
+ *   aotc_run(m, inputs, n_inputs, outputs, n_outputs);   // once per call
+ *   aotc_model_destroy(m);
+ *
+ * Conventions
+ * - Every fallible function returns an AotcStatus; on failure aotc_last_error() holds a
+ *   message naming what is wrong (input index and name, expected vs got). The message
+ *   is per thread and valid until the next failing call on that thread.
+ * - No function aborts the process or lets an exception/panic escape.
+ * - Tensors are DLPack DLTensors (same layout). Inputs may be strided (copied when not
+ *   contiguous); strides == NULL means contiguous. Python scalars that export
+ *   specialised are passed as 0-dim tensors (float64 / int64 / bool) and checked.
+ * - Inputs are the flattened leaves of in_spec, in order (torch.utils._pytree).
+ * - Outputs are allocated by the model: aotc_run fills `outputs` with contiguous
+ *   tensors (strides NULL) whose data and shape the instance owns; they stay valid
+ *   until the next aotc_run or aotc_model_destroy on that instance. Copy them to keep.
+ * - Buffers (model state) mutated by the program keep their new value for the next call
+ *   of the same instance; instances never share state. User inputs the program mutates
+ *   are written back into the caller's tensors after the call.
+ * - One instance must not be used by two threads at once; distinct instances may.
+ */
+#ifndef AOTC_H
+#define AOTC_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AOTC_ABI_VERSION 1
+
+typedef enum {
+  AOTC_OK = 0,
+  AOTC_ERR_INVALID_ARGUMENT = 1, /* null pointer, bad index, bad device string */
+  AOTC_ERR_INPUT_COUNT = 2,
+  AOTC_ERR_DTYPE = 3,
+  AOTC_ERR_RANK = 4,
+  AOTC_ERR_SHAPE = 5,            /* static size differs, or a shared dynamic size disagrees */
+  AOTC_ERR_RANGE = 6,            /* dynamic size outside its range constraint */
+  AOTC_ERR_CONSTANT = 7,         /* a specialised scalar input got another value */
+  AOTC_ERR_DEVICE = 8,
+  AOTC_ERR_NOT_FOUND = 9,        /* no buffer of that name */
+  AOTC_ERR_OUT_OF_MEMORY = 10,
+  AOTC_ERR_INTERNAL = 11
+} AotcStatus;
+
+/* DLPack-compatible types (identical layout to dlpack.h's DLDevice/DLDataType/DLTensor). */
+typedef struct { int32_t device_type; int32_t device_id; } AotcDevice;      /* 1 = CPU */
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } AotcDataType; /* code: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool */
+typedef struct {
+  void *data;
+  AotcDevice device;
+  int32_t ndim;
+  AotcDataType dtype;
+  int64_t *shape;
+  int64_t *strides;     /* in elements; NULL = contiguous */
+  uint64_t byte_offset;
+} AotcTensor;
+
+enum { AOTC_KIND_TENSOR = 0, AOTC_KIND_FLOAT = 1, AOTC_KIND_INT = 2, AOTC_KIND_BOOL = 3 };
+
+/* Metadata of one input, output or buffer; pointers are owned by the instance.
+ * sizes[i] == -1 marks a dynamic dimension in [dim_min[i], dim_max[i]] (dim_max -1: unbounded). */
+typedef struct {
+  const char *name;
+  int32_t kind;
+  AotcDataType dtype;
+  int32_t ndim;
+  const int64_t *sizes;
+  const int64_t *dim_min;
+  const int64_t *dim_max;
+} AotcValueInfo;
+
+typedef struct AotcModel AotcModel;
+
+uint32_t aotc_abi_version(void);
+const char *aotc_last_error(void);
+
+/* device: "cpu" (or "cpu:0") for CPU builds. */
+AotcStatus aotc_model_create(const char *device, AotcModel **out);
+void aotc_model_destroy(AotcModel *model);
+
+/* The manifest the compiler embedded (JSON); NULL if unreadable. */
+const char *aotc_metadata_json(void);
+/* pytree TreeSpecs of the call, JSON as in torch.export. */
+const char *aotc_in_spec(const AotcModel *model);
+const char *aotc_out_spec(const AotcModel *model);
+
+int64_t aotc_input_count(const AotcModel *model);
+AotcStatus aotc_input_info(const AotcModel *model, int64_t index, AotcValueInfo *out);
+int64_t aotc_output_count(const AotcModel *model);
+AotcStatus aotc_output_info(const AotcModel *model, int64_t index, AotcValueInfo *out);
+
+int64_t aotc_buffer_count(const AotcModel *model);
+AotcStatus aotc_buffer_info(const AotcModel *model, int64_t index, AotcValueInfo *out);
+/* Copies buffer `name` into dst (same dtype and shape; any strides). */
+AotcStatus aotc_buffer_read(const AotcModel *model, const char *name, const AotcTensor *dst);
+/* Overwrites buffer `name` from src (same dtype and shape; any strides). */
+AotcStatus aotc_buffer_write(AotcModel *model, const char *name, const AotcTensor *src);
+
+AotcStatus aotc_run(AotcModel *model, const AotcTensor *inputs, int64_t n_inputs,
+                    AotcTensor *outputs, int64_t n_outputs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AOTC_H */
