@@ -1,0 +1,140 @@
+//! The `aotc` command line on good and bad input: every failure is a non-zero exit with a
+//! message naming what is wrong.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const AOTC: &str = env!("CARGO_BIN_EXE_aotc");
+
+fn fixture(name: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    [root.join("tests/fixtures").join(name), root.join("../shared/fixtures").join(name)]
+        .into_iter().find(|p| p.join("model.pt2").exists()).unwrap_or_else(|| panic!("fixture {name} not found"))
+}
+
+fn aotc(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    Command::new(AOTC).args(args.iter().map(|a| a.as_ref())).output().expect("run aotc")
+}
+
+fn fails_with(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure, stdout: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(err.contains(needle), "stderr {err:?} lacks {needle:?}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// The archive's model.json, edited by `edit`, written as a bare model.json in `dir`.
+fn edited_json(name: &str, dir: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(fixture(name).join("model.pt2")).unwrap()).unwrap();
+    let entry = (0..zip.len()).map(|i| zip.by_index(i).unwrap().name().to_string()).find(|n| n.ends_with("models/model.json")).unwrap();
+    let mut text = String::new();
+    zip.by_name(&entry).unwrap().read_to_string(&mut text).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut json);
+    let path = dir.join("model.json");
+    std::fs::File::create(&path).unwrap().write_all(json.to_string().as_bytes()).unwrap();
+    path
+}
+
+#[test]
+fn compile_and_run_writes_outputs_and_mutated_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("m.so");
+    let fx = fixture("user_input_mutation");
+    let out = aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &so]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = aotc(&[&"run", &so, &"--input", &fx.join("inputs_0.safetensors"), &"--output-dir", &dir.path()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for (got, want) in [("outputs_0", "expected_0"), ("mutated_0", "mutated_0")] {
+        let (got, _) = aotc::tensor_io::read(&dir.path().join(format!("{got}.safetensors"))).unwrap();
+        let (want, _) = aotc::tensor_io::read(&fx.join(format!("{want}.safetensors"))).unwrap();
+        assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>());
+        for (k, w) in &want {
+            let (a, b) = (w.to_f64_vec(), got[k].to_f64_vec());
+            assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-4 + 1e-3 * x.abs()), "{k}: {a:?} vs {b:?}");
+        }
+    }
+    let out = aotc(&[&"inspect", &so]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("mutations: 0 buffer(s), 2 user input(s)"), "{text}");
+}
+
+#[test]
+fn inspect_program_lists_signature_ops_and_weights() {
+    let out = aotc(&[&"inspect", &fixture("dynamic_batch_mlp").join("model.pt2")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("0: x float32[s77∈[1, 1024], 8]"), "{text}");
+    assert!(text.contains("torch.ops.aten.addmm.default x2"), "{text}");
+    assert!(text.contains("l1.weight float32[24, 8] 768 bytes"), "{text}");
+}
+
+#[test]
+fn truncated_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(fixture("mlp_buffer_mutation").join("model.pt2")).unwrap();
+    let cut = dir.path().join("cut.pt2");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    fails_with(&aotc(&[&"compile", &cut, &"-o", &dir.path().join("x.so")]), "cut.pt2: not a readable .pt2 (zip) archive");
+}
+
+#[test]
+fn unknown_ops_are_listed_together_with_their_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = edited_json("user_input_mutation", dir.path(), |j| {
+        for n in j["graph_module"]["graph"]["nodes"].as_array_mut().unwrap() {
+            if n["target"] == "torch.ops.aten.mul.Tensor" || n["target"] == "torch.ops.aten.add.Tensor" {
+                n["target"] = "torch.ops.aten.frobnicate.default".into();
+            }
+        }
+    });
+    let out = aotc(&[&"compile", &json, &"-o", &dir.path().join("x.so")]);
+    fails_with(&out, "1 unsupported operator(s):\n  torch.ops.aten.frobnicate.default: used by node(s) mul, add");
+}
+
+#[test]
+fn other_schema_major_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = edited_json("pytree_io", dir.path(), |j| j["schema_version"]["major"] = 9.into());
+    fails_with(&aotc(&[&"compile", &json, &"-o", &dir.path().join("x.so")]), "schema version 9.20 is not supported: aotc reads major version 8");
+}
+
+#[test]
+fn missing_and_misshaped_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    // A bare model.json with no weights beside it.
+    let json = edited_json("mlp_buffer_mutation", dir.path(), |_| {});
+    fails_with(&aotc(&[&"compile", &json, &"-o", &dir.path().join("x.so")]), "weight 'l1.weight': parameter is missing from the weights (graph input 'p_l1_weight')");
+    // --weights supplies them; a wrong shape names expected and got.
+    let w = dir.path().join("w.safetensors");
+    let t = aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[32, 15]);
+    aotc::tensor_io::write(&w, &[("l1.weight".into(), &t)]).unwrap();
+    fails_with(&aotc(&[&"compile", &json, &"--weights", &w, &"-o", &dir.path().join("x.so")]), "weight 'l1.weight': the graph expects float32[32, 16], the payload is float32[32, 15]");
+}
+
+#[test]
+fn run_time_input_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("m.so");
+    assert!(aotc(&[&"compile", &fixture("dynamic_batch_mlp").join("model.pt2"), &"-o", &so]).status.success());
+    let write = |name: &str, t: aotc_runtime::Tensor| {
+        let p = dir.path().join(name);
+        aotc::tensor_io::write(&p, &[("0".into(), &t)]).unwrap();
+        p
+    };
+    let cases = [
+        (write("dtype.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F64, &[2, 8])), "input 0 ('x'): expected dtype float32, got float64 (AOTC_ERR_DTYPE)"),
+        (write("shape.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[2, 7])), "input 0 ('x'): dimension 1 is 7, expected 8 (shape [s77, 8]) (AOTC_ERR_SHAPE)"),
+        (write("rank.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[8])), "expected rank 2 (shape [s77, 8]), got rank 1"),
+        (write("range.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[2000, 8])), "dimension 0 is 2000, outside the range [1, 1024] of dynamic dimension s77 (AOTC_ERR_RANGE)"),
+    ];
+    for (input, msg) in cases {
+        fails_with(&aotc(&[&"run", &so, &"--input", &input, &"--output-dir", &dir.path()]), msg);
+    }
+    // Too few inputs: a pytree_io inputs file against a library taking one.
+    let so2 = dir.path().join("p.so");
+    assert!(aotc(&[&"compile", &fixture("pytree_io").join("model.pt2"), &"-o", &so2]).status.success());
+    let one = write("one.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[2, 4]));
+    fails_with(&aotc(&[&"run", &so2, &"--input", &one, &"--output-dir", &dir.path()]), "no tensor or scalar for input 1 (the model takes 3 inputs)");
+}
