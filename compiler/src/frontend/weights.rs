@@ -41,6 +41,18 @@ pub fn dense_from_storage(name: &str, meta: &TensorMeta, storage: &[u8]) -> Resu
             message: format!("storage holds {} bytes, but the view (sizes {sizes:?}, strides {strides:?}, offset {offset}) of {dtype} needs {need}", storage.len()),
         });
     }
+    // The usual case: a dense view from offset 0 is the storage itself.
+    let dense: Vec<i64> = {
+        let mut st = vec![1i64; sizes.len()];
+        for d in (0..sizes.len().saturating_sub(1)).rev() {
+            st[d] = st[d + 1] * sizes[d + 1];
+        }
+        st
+    };
+    if sizes.iter().zip(&strides).zip(&dense).all(|((&n, s), d)| n == 1 || s == d) {
+        let start = offset as usize * es;
+        return Ok(Tensor { dtype, sizes, data: storage[start..start + numel as usize * es].to_vec() });
+    }
     let mut data = Vec::with_capacity(numel as usize * es);
     let mut index = vec![0i64; sizes.len()];
     for _ in 0..numel {
