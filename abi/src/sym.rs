@@ -66,24 +66,28 @@ impl SymExpr {
         self.as_int().is_some()
     }
 
-    /// Sum with constant folding and flattening.
-    pub fn add(terms: impl IntoIterator<Item = SymExpr>) -> SymExpr {
-        let mut c = 0i64;
+    /// Flattens nested `Add`s (or `Mul`s) into one list and folds the constants into
+    /// `c`, starting from `identity`.
+    fn flatten(terms: impl IntoIterator<Item = SymExpr>, identity: i64, fold: fn(i64, i64) -> i64, nested: fn(SymExpr) -> Result<Vec<SymExpr>, SymExpr>) -> (i64, Vec<SymExpr>) {
+        let mut c = identity;
         let mut rest = Vec::new();
         for t in terms {
-            match t {
-                SymExpr::Int(v) => c = c.wrapping_add(v),
-                SymExpr::Add(inner) => {
-                    for i in inner {
-                        match i {
-                            SymExpr::Int(v) => c = c.wrapping_add(v),
-                            other => rest.push(other),
-                        }
-                    }
+            for x in nested(t).unwrap_or_else(|single| vec![single]) {
+                match x {
+                    SymExpr::Int(v) => c = fold(c, v),
+                    other => rest.push(other),
                 }
-                other => rest.push(other),
             }
         }
+        (c, rest)
+    }
+
+    /// Sum with constant folding and flattening.
+    pub fn add(terms: impl IntoIterator<Item = SymExpr>) -> SymExpr {
+        let (c, mut rest) = Self::flatten(terms, 0, i64::wrapping_add, |t| match t {
+            SymExpr::Add(xs) => Ok(xs),
+            other => Err(other),
+        });
         if c != 0 || rest.is_empty() {
             rest.push(SymExpr::Int(c));
         }
@@ -92,22 +96,10 @@ impl SymExpr {
 
     /// Product with constant folding and flattening.
     pub fn mul(factors: impl IntoIterator<Item = SymExpr>) -> SymExpr {
-        let mut c = 1i64;
-        let mut rest = Vec::new();
-        for t in factors {
-            match t {
-                SymExpr::Int(v) => c = c.wrapping_mul(v),
-                SymExpr::Mul(inner) => {
-                    for i in inner {
-                        match i {
-                            SymExpr::Int(v) => c = c.wrapping_mul(v),
-                            other => rest.push(other),
-                        }
-                    }
-                }
-                other => rest.push(other),
-            }
-        }
+        let (c, mut rest) = Self::flatten(factors, 1, i64::wrapping_mul, |t| match t {
+            SymExpr::Mul(xs) => Ok(xs),
+            other => Err(other),
+        });
         if c == 0 {
             return SymExpr::Int(0);
         }

@@ -21,8 +21,11 @@ fn st_dtype(d: DType) -> safetensors::Dtype {
     }
 }
 
+/// Python scalars of an inputs file, by flat index.
+pub type Scalars = BTreeMap<String, serde_json::Value>;
+
 /// Reads every tensor (by key) and the scalars metadata (by key).
-pub fn read(path: &Path) -> Result<(BTreeMap<String, Tensor>, BTreeMap<String, serde_json::Value>), String> {
+pub fn read(path: &Path) -> Result<(BTreeMap<String, Tensor>, Scalars), String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -37,10 +37,9 @@ pub fn load(path: &Path, weights_file: Option<&Path>) -> Result<Source> {
     if let Some(w) = weights_file {
         let file = std::fs::read(w).map_err(|source| Error::Io { path: w.into(), source })?;
         for (name, t) in weights::from_safetensors(w, &file)? {
-            if src.constants.contains_key(&name) {
-                src.constants.insert(name, t);
-            } else {
-                src.weights.insert(name, t);
+            match src.constants.get_mut(&name) {
+                Some(slot) => *slot = t,
+                None => { src.weights.insert(name, t); }
             }
         }
     }

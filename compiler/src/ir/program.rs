@@ -79,7 +79,7 @@ pub enum Kernel {
     Pointwise { out: BufId, ranges: Vec<SymExpr>, body: E },
     /// Body variables: `ranges.len()` output variables, then `reduce.len()` reduction ones.
     Reduction { out: BufId, ranges: Vec<SymExpr>, reduce: Vec<SymExpr>, op: ReduceOp, body: E },
-    Matmul(Matmul),
+    Matmul(Box<Matmul>),
 }
 
 impl Kernel {

@@ -198,16 +198,17 @@ impl<'s> Lowerer<'s> {
             SymIntArgument::Int(v) => Ok(SymExpr::Int(*v)),
             SymIntArgument::Name(n) => {
                 let v = self.src.program.graph_module.graph.sym_int_values.get(n).ok_or_else(|| format!("SymInt '{n}' has no recorded value"))?;
-                let mut ids: Vec<(String, SymId)> = self.symbols.iter().enumerate().map(|(i, s)| (s.name.clone(), i as SymId)).collect();
                 match v {
                     SymInt::Int(v) => Ok(SymExpr::Int(*v)),
-                    SymInt::Expr(e) => sympy::parse(&e.expr_str, &mut |name| {
-                        ids.iter().find(|(n, _)| n == name).map(|(_, i)| *i).unwrap_or(u32::MAX)
-                    }).and_then(|x| {
+                    SymInt::Expr(e) => {
+                        // Only symbols that inputs define can have values at run time.
+                        const UNKNOWN: SymId = SymId::MAX;
+                        let known = |name: &str| self.symbols.iter().position(|s| s.name == name).map_or(UNKNOWN, |i| i as SymId);
+                        let x = sympy::parse(&e.expr_str, &mut |name| known(name))?;
                         let mut unknown = false;
-                        x.for_each_symbol(&mut |i| unknown |= i == u32::MAX);
+                        x.for_each_symbol(&mut |i| unknown |= i == UNKNOWN);
                         if unknown { Err(format!("SymInt '{n}' ({}) uses a symbol no input defines", e.expr_str)) } else { Ok(x) }
-                    }).map(|x| { ids.clear(); x }),
+                    }
                 }
             }
         }

@@ -62,8 +62,10 @@ pub extern "C" fn aotc_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
+/// # Safety
+/// Pointers must be null or valid as `aotc.h` describes (`out: one writable AotcModel*; device: a C string`).
 #[no_mangle]
-pub extern "C" fn aotc_model_create(device: *const c_char, out: *mut *mut AotcModel) -> i32 {
+pub unsafe extern "C" fn aotc_model_create(device: *const c_char, out: *mut *mut AotcModel) -> i32 {
     guard(|| {
         if out.is_null() {
             return err(status::INVALID_ARGUMENT, "out is a null pointer");
@@ -155,8 +157,10 @@ pub extern "C" fn aotc_buffer_info(m: *const AotcModel, i: i64, out: *mut AotcVa
     info(m, i, out, "buffer", |m| &m.program().buffers)
 }
 
+/// # Safety
+/// Pointers must be null or valid as `aotc.h` describes (`model: from aotc_model_create; name: a C string; dst: a tensor whose memory holds the buffer`).
 #[no_mangle]
-pub extern "C" fn aotc_buffer_read(m: *const AotcModel, name: *const c_char, dst: *const AotcTensor) -> i32 {
+pub unsafe extern "C" fn aotc_buffer_read(m: *const AotcModel, name: *const c_char, dst: *const AotcTensor) -> i32 {
     guard(|| {
         let model = model_ref(m)?;
         // SAFETY: a non-null tensor pointer points to a valid AotcTensor by contract.
@@ -165,8 +169,10 @@ pub extern "C" fn aotc_buffer_read(m: *const AotcModel, name: *const c_char, dst
     })
 }
 
+/// # Safety
+/// Pointers must be null or valid as `aotc.h` describes (`model: from aotc_model_create; name: a C string; src: a tensor whose memory holds the buffer`).
 #[no_mangle]
-pub extern "C" fn aotc_buffer_write(m: *mut AotcModel, name: *const c_char, src: *const AotcTensor) -> i32 {
+pub unsafe extern "C" fn aotc_buffer_write(m: *mut AotcModel, name: *const c_char, src: *const AotcTensor) -> i32 {
     guard(|| {
         let model = model_mut(m)?;
         // SAFETY: as in aotc_buffer_read.
@@ -175,8 +181,10 @@ pub extern "C" fn aotc_buffer_write(m: *mut AotcModel, name: *const c_char, src:
     })
 }
 
+/// # Safety
+/// Pointers must be null or valid as `aotc.h` describes (`model: from aotc_model_create; inputs/outputs: arrays of n_inputs/n_outputs tensors`).
 #[no_mangle]
-pub extern "C" fn aotc_run(m: *mut AotcModel, inputs: *const AotcTensor, n_inputs: i64, outputs: *mut AotcTensor, n_outputs: i64) -> i32 {
+pub unsafe extern "C" fn aotc_run(m: *mut AotcModel, inputs: *const AotcTensor, n_inputs: i64, outputs: *mut AotcTensor, n_outputs: i64) -> i32 {
     guard(|| {
         let model = model_mut(m)?;
         let (Ok(n_in), Ok(n_out)) = (usize::try_from(n_inputs), usize::try_from(n_outputs)) else {

@@ -46,7 +46,7 @@ fn emit(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValue, out: Opt
     let sizes: Vec<SymExpr> = if ra == 3 { vec![batch.clone(), m.clone(), n.clone()] } else { vec![m.clone(), n.clone()] };
     let accumulate = out.is_some();
     let out = out.unwrap_or_else(|| lw.prog.add_buffer(name, dtype, sizes.clone(), BufKind::Scratch));
-    lw.prog.kernels.push(Kernel::Matmul(Matmul { out, dtype, batch, m, n, k, a: sa, b: sb, alpha, accumulate }));
+    lw.prog.kernels.push(Kernel::Matmul(Box::new(Matmul { out, dtype, batch, m, n, k, a: sa, b: sb, alpha, accumulate })));
     Ok(TensorValue::view_of(out, dtype, sizes))
 }
 
