@@ -297,3 +297,33 @@ fn binary(cx: &mut Cx, op: Prim, a: Value, b: Value, d: DType, lanes: Lanes) -> 
         (op, _) => return Err(format!("{} is not defined for {d}", op.name())),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::vectorizable;
+    use crate::ir::expr::{binary, cast, constant, load, select, unary, Affine};
+    use crate::ir::{BufId, Prim, Scalar};
+    use aotc_abi::sym::SymExpr;
+    use aotc_abi::DType;
+    use cranelift_codegen::entity::EntityRef;
+
+    /// `buf[i0 * 8 + i1 * stride]`.
+    fn at(buf: usize, stride: i64) -> crate::ir::E {
+        let index = Affine::var(0).scale(&SymExpr::Int(8)).plus(&Affine::var(1).scale(&SymExpr::Int(stride)));
+        load(BufId::new(buf), DType::F32, index)
+    }
+
+    #[test]
+    fn vectorizes_contiguous_and_broadcast_f32_bodies_only() {
+        let x = at(0, 1);
+        let bias = load(BufId::new(1), DType::F32, Affine::var(0));
+        let gelu_like = binary(Prim::Mul, x.clone(), unary(Prim::Erf, binary(Prim::Add, x.clone(), bias)));
+        assert!(vectorizable(&gelu_like, 1));
+        let relu_mask = select(binary(Prim::Gt, x.clone(), constant(Scalar::F(0.0), DType::F32)), x.clone(), constant(Scalar::F(0.0), DType::F32));
+        assert!(vectorizable(&relu_mask, 1));
+        // A strided (transposed) load, an f64 cast, or vectorizing along the outer variable: scalar.
+        assert!(!vectorizable(&at(0, 8), 1));
+        assert!(!vectorizable(&cast(x.clone(), DType::F64), 1));
+        assert!(!vectorizable(&x, 0));
+    }
+}
