@@ -138,6 +138,15 @@ pub struct Model {
     output_shapes: Vec<Vec<i64>>,
 }
 
+/// "input 3 ('x')", formatted only when a message needs it.
+struct InputName<'a>(usize, &'a str);
+
+impl std::fmt::Display for InputName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "input {} ('{}')", self.0, self.1)
+    }
+}
+
 fn dtype_of(t: &AotcTensor) -> String {
     match DType::from_dlpack(t.dtype) {
         Some(d) => d.to_string(),
@@ -146,7 +155,7 @@ fn dtype_of(t: &AotcTensor) -> String {
 }
 
 /// The shape and strides of a caller's tensor, after null checks.
-fn shape_and_strides(t: &AotcTensor, what: &str) -> Result<(Vec<i64>, Option<Vec<i64>>)> {
+fn shape_and_strides(t: &AotcTensor, what: &dyn std::fmt::Display) -> Result<(Vec<i64>, Option<Vec<i64>>)> {
     if t.ndim < 0 {
         return err(status::INVALID_ARGUMENT, format!("{what}: negative ndim {}", t.ndim));
     }
@@ -163,7 +172,7 @@ fn shape_and_strides(t: &AotcTensor, what: &str) -> Result<(Vec<i64>, Option<Vec
     Ok((shape, strides))
 }
 
-fn data_ptr(t: &AotcTensor, what: &str, numel: i64) -> Result<*mut u8> {
+fn data_ptr(t: &AotcTensor, what: &dyn std::fmt::Display, numel: i64) -> Result<*mut u8> {
     if t.data.is_null() && numel > 0 {
         return err(status::INVALID_ARGUMENT, format!("{what}: data is a null pointer"));
     }
@@ -243,11 +252,11 @@ impl Model {
             return err(status::INPUT_COUNT, format!("expected {} inputs ({}), got {}", m.inputs.len(), names.join(", "), inputs.len()));
         }
         let mut syms: Vec<Option<i64>> = vec![None; m.symbols.len()];
-        // Who bound each symbol, for messages about inconsistent dimensions.
-        let mut bound_by: Vec<String> = vec![String::new(); m.symbols.len()];
+        // (input, dimension) that bound each symbol, for messages about inconsistent sizes.
+        let mut bound_by: Vec<(usize, usize)> = vec![(0, 0); m.symbols.len()];
         let mut shapes = Vec::with_capacity(inputs.len());
         for (i, (spec, t)) in m.inputs.iter().zip(inputs).enumerate() {
-            let what = format!("input {i} ('{}')", spec.name());
+            let what = InputName(i, spec.name());
             if t.device.device_type != DL_CPU {
                 return err(status::DEVICE, format!("{what}: tensor is on device type {}, expected CPU (1)", t.device.device_type));
             }
@@ -273,10 +282,11 @@ impl Model {
                                         return err(status::RANGE, format!("{what}: dimension {d} is {n}, outside the range [{}, {hi}] of dynamic dimension {}", r.min, r.name));
                                     }
                                     syms[s] = Some(n);
-                                    bound_by[s] = format!("{what} dimension {d}");
+                                    bound_by[s] = (i, d);
                                 }
                                 Some(v) if v != n => {
-                                    return err(status::SHAPE, format!("{what}: dimension {d} is {n}, but {} set the shared dynamic dimension {} to {v}", bound_by[s], r.name));
+                                    let (bi, bd) = bound_by[s];
+                                    return err(status::SHAPE, format!("{what}: dimension {d} is {n}, but {} dimension {bd} set the shared dynamic dimension {} to {v}", InputName(bi, m.inputs[bi].name()), r.name));
                                 }
                                 Some(_) => {}
                             }
@@ -314,7 +324,7 @@ impl Model {
         let mut input_ptrs = Vec::with_capacity(inputs.len());
         for (i, (spec, t)) in m.inputs.iter().zip(inputs).enumerate() {
             let InputSpec::Tensor(ts) = spec else { input_ptrs.push(std::ptr::null_mut()); continue };
-            let what = format!("input {i} ('{}')", ts.name);
+            let what = InputName(i, &ts.name);
             let (shape, strides) = shape_and_strides(t, &what)?;
             let numel: i64 = shape.iter().product();
             let data = data_ptr(t, &what, numel)?;
@@ -356,9 +366,9 @@ impl Model {
         }
         for &(slot, i) in &m.input_mutations {
             let (InputSpec::Tensor(ts), t) = (&m.inputs[i], &inputs[i]) else { continue };
-            let (shape, strides) = shape_and_strides(t, "mutated input")?;
+            let (shape, strides) = shape_and_strides(t, &"mutated input")?;
             let strides = strides.unwrap_or_else(|| contiguous_strides(&shape));
-            let data = data_ptr(t, "mutated input", shape.iter().product())?;
+            let data = data_ptr(t, &"mutated input", shape.iter().product())?;
             // SAFETY: the slot holds the new contiguous value of the caller's tensor.
             unsafe { strided_copy(self.scratch[slot].as_ptr(), data, &shape, &strides, ts.dtype.size(), Direction::ContiguousToStrided) }
         }
@@ -400,7 +410,7 @@ fn join(sizes: &[SymExpr], m: &Manifest) -> String {
     }).collect::<Vec<_>>().join(", ")
 }
 
-fn check_constant(what: &str, value: &ConstValue, t: &AotcTensor, shape: &[i64]) -> Result<()> {
+fn check_constant(what: &dyn std::fmt::Display, value: &ConstValue, t: &AotcTensor, shape: &[i64]) -> Result<()> {
     if !shape.is_empty() {
         return err(status::RANK, format!("{what}: a specialised constant ({value:?}) is passed as a 0-dim tensor, got rank {}", shape.len()));
     }
