@@ -7,8 +7,6 @@ macro_rules! define_prims {
         pub enum Prim { $( $variant, )* }
 
         impl Prim {
-            pub const ALL: &'static [Prim] = &[$( Prim::$variant, )*];
-
             /// The name the text IR prints.
             pub fn name(self) -> &'static str {
                 match self { $( Prim::$variant => $name, )* }

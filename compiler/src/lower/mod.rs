@@ -13,7 +13,7 @@ pub mod tensor;
 use crate::error::{Error, Result};
 use crate::frontend::schema::{self, Argument, InputSpec, OutputSpec, SymInt, SymIntArgument};
 use crate::frontend::{sympy, Source};
-use crate::ir::expr::{self, E};
+use crate::ir::expr;
 use crate::ir::{BufId, BufKind, Kernel, Program, StridedRef};
 use aotc_abi::manifest::{ConstValue, SymbolRange};
 use aotc_abi::sym::{SymExpr, SymId};
@@ -409,9 +409,4 @@ fn const_value(v: &schema::ConstantValue) -> ConstValue {
         schema::ConstantValue::String(s) => ConstValue::Str(s.clone()),
         schema::ConstantValue::Bool(b) => ConstValue::Bool(*b),
     }
-}
-
-/// Shorthand for lowerings: a pointwise body over `sizes`.
-pub fn pointwise(dtype: DType, sizes: Vec<SymExpr>, body: E) -> TensorValue {
-    TensorValue::lazy(dtype, sizes, body)
 }

@@ -1,7 +1,7 @@
 //! The exported C functions of `aotc.h`. Each one checks its pointers, runs inside
 //! [`guard`] and reports failure as a status code plus a thread-local message.
 
-use crate::model::{c_str_ptr, err, program, Error, Model, Result, ValueInfoStore};
+use crate::model::{err, program, Error, Model, Result, ValueInfoStore};
 use aotc_abi::{status, AotcModel, AotcTensor, AotcValueInfo, ABI_VERSION};
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
@@ -89,21 +89,21 @@ pub extern "C" fn aotc_model_destroy(m: *mut AotcModel) {
 #[no_mangle]
 pub extern "C" fn aotc_metadata_json() -> *const c_char {
     let mut p = std::ptr::null();
-    guard(|| { p = c_str_ptr(&program()?.manifest_json); Ok(()) });
+    guard(|| { p = program()?.manifest_json.as_ptr(); Ok(()) });
     p
 }
 
 #[no_mangle]
 pub extern "C" fn aotc_in_spec(m: *const AotcModel) -> *const c_char {
     let mut p = std::ptr::null();
-    guard(|| { p = c_str_ptr(&model_ref(m)?.program().in_spec); Ok(()) });
+    guard(|| { p = model_ref(m)?.program().in_spec.as_ptr(); Ok(()) });
     p
 }
 
 #[no_mangle]
 pub extern "C" fn aotc_out_spec(m: *const AotcModel) -> *const c_char {
     let mut p = std::ptr::null();
-    guard(|| { p = c_str_ptr(&model_ref(m)?.program().out_spec); Ok(()) });
+    guard(|| { p = model_ref(m)?.program().out_spec.as_ptr(); Ok(()) });
     p
 }
 

@@ -4,7 +4,7 @@ use crate::memory::{is_contiguous, strided_copy, AlignedBuf, Direction};
 use aotc_abi::manifest::{ConstValue, InputSpec, Manifest, Slot};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::{status, AotcTensor, AotcValueInfo, DType, DL_CPU};
-use std::ffi::{c_char, CString};
+use std::ffi::CString;
 use std::sync::OnceLock;
 
 extern "C" {
@@ -438,8 +438,4 @@ fn check_constant(what: &dyn std::fmt::Display, value: &ConstValue, t: &AotcTens
         (Some(_), None) => err(status::DTYPE, format!("{what}: a scalar must be a float64/int64/bool 0-dim tensor, got {}", dtype_of(t))),
         (None, _) => Ok(()),
     }
-}
-
-pub fn c_str_ptr(s: &CString) -> *const c_char {
-    s.as_ptr()
 }

@@ -19,8 +19,3 @@ pub fn lookup(target: &str) -> Option<LowerFn> {
     let op = target.strip_prefix("torch.ops.aten.")?;
     FAMILIES.iter().flat_map(|f| f.iter()).find(|(name, _)| *name == op).map(|(_, f)| *f)
 }
-
-/// Every supported target, for `aotc inspect` and tests.
-pub fn supported() -> impl Iterator<Item = &'static str> {
-    FAMILIES.iter().flat_map(|f| f.iter()).map(|(name, _)| *name)
-}
