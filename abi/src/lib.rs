@@ -7,6 +7,7 @@
 //! [`DType`], symbolic sizes ([`sym::SymExpr`]) and the embedded [`manifest::Manifest`].
 
 pub mod dtype;
+pub mod layout;
 pub mod manifest;
 pub mod sym;
 

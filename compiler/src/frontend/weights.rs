@@ -2,6 +2,7 @@
 
 use super::schema::{SymInt, TensorMeta};
 use crate::error::{Error, Result};
+use aotc_abi::layout::{for_each_offset, is_contiguous};
 use aotc_abi::DType;
 use std::path::Path;
 
@@ -41,29 +42,16 @@ pub fn dense_from_storage(name: &str, meta: &TensorMeta, storage: &[u8]) -> Resu
             message: format!("storage holds {} bytes, but the view (sizes {sizes:?}, strides {strides:?}, offset {offset}) of {dtype} needs {need}", storage.len()),
         });
     }
-    // The usual case: a dense view from offset 0 is the storage itself.
-    let dense: Vec<i64> = {
-        let mut st = vec![1i64; sizes.len()];
-        for d in (0..sizes.len().saturating_sub(1)).rev() {
-            st[d] = st[d + 1] * sizes[d + 1];
-        }
-        st
-    };
-    if sizes.iter().zip(&strides).zip(&dense).all(|((&n, s), d)| n == 1 || s == d) {
+    // The usual case: a dense view is a slice of the storage.
+    if is_contiguous(&sizes, &strides) {
         let start = offset as usize * es;
         return Ok(Tensor { dtype, sizes, data: storage[start..start + numel as usize * es].to_vec() });
     }
     let mut data = Vec::with_capacity(numel as usize * es);
-    let mut index = vec![0i64; sizes.len()];
-    for _ in 0..numel {
-        let e = offset + index.iter().zip(&strides).map(|(i, s)| i * s).sum::<i64>();
-        data.extend_from_slice(&storage[e as usize * es..(e as usize + 1) * es]);
-        for d in (0..sizes.len()).rev() {
-            index[d] += 1;
-            if index[d] < sizes[d] { break }
-            index[d] = 0;
-        }
-    }
+    for_each_offset(&sizes, &strides, |_, e| {
+        let e = (offset + e) as usize;
+        data.extend_from_slice(&storage[e * es..(e + 1) * es]);
+    });
     Ok(Tensor { dtype, sizes, data })
 }
 

@@ -87,7 +87,6 @@ pub fn lower(src: &Source) -> Result<Lowered> {
         }
     }
     for (name, rc) in &src.program.range_constraints {
-        lw.symbol_id(name);
         let id = lw.symbol_id(name) as usize;
         lw.symbols[id].min = rc.min_val.unwrap_or(0);
         lw.symbols[id].max = rc.max_val.filter(|&m| m < i64::MAX / 2);
@@ -357,15 +356,17 @@ impl<'s> Lowerer<'s> {
         let mut buffer_mutations = vec![];
         let mut input_mutations = vec![];
         for spec in &sig.output_specs {
-            let (name, kind) = match spec {
+            // (graph value, the buffer or user input it mutates, if any)
+            enum Role<'a> { Output, Buffer(&'a str), Input(&'a str) }
+            let (name, role) = match spec {
                 OutputSpec::UserOutput { arg } => match arg {
-                    Argument::Tensor(t) => (t.name.clone(), 0),
+                    Argument::Tensor(t) => (t.name.clone(), Role::Output),
                     Argument::None(_) => continue,
                     other => return Err(Error::Unsupported(format!("a non-tensor user output ({other:?})"))),
                 },
-                OutputSpec::BufferMutation { arg, .. } => (arg.name.clone(), 1),
-                OutputSpec::UserInputMutation { arg, .. } => (arg.name.clone(), 2),
-                OutputSpec::LossOutput { arg } => (arg.name.clone(), 0),
+                OutputSpec::BufferMutation { arg, buffer_name } => (arg.name.clone(), Role::Buffer(buffer_name)),
+                OutputSpec::UserInputMutation { arg, user_input_name } => (arg.name.clone(), Role::Input(user_input_name)),
+                OutputSpec::LossOutput { arg } => (arg.name.clone(), Role::Output),
                 OutputSpec::ParameterMutation { parameter_name, .. } => {
                     return Err(Error::Unsupported(format!("the program mutates parameter '{parameter_name}'")))
                 }
@@ -383,18 +384,18 @@ impl<'s> Lowerer<'s> {
             };
             let buf = own.unwrap_or_else(|| self.materialize(&v, &name));
             claimed.push(buf);
-            match (kind, spec) {
-                (1, OutputSpec::BufferMutation { buffer_name, .. }) => {
-                    let i = buffers.iter().position(|b| &b.fqn == buffer_name)
+            match role {
+                Role::Buffer(buffer_name) => {
+                    let i = buffers.iter().position(|b| b.fqn == buffer_name)
                         .ok_or_else(|| Error::Unsupported(format!("mutation of unknown buffer '{buffer_name}'")))?;
                     buffer_mutations.push((buf, i));
                 }
-                (2, OutputSpec::UserInputMutation { user_input_name, .. }) => {
+                Role::Input(user_input_name) => {
                     let i = inputs.iter().position(|inp| matches!(inp, LoweredInput::Tensor { name, .. } if name == user_input_name))
                         .ok_or_else(|| Error::Unsupported(format!("mutation of unknown user input '{user_input_name}'")))?;
                     input_mutations.push((buf, i));
                 }
-                _ => outputs.push((name, buf)),
+                Role::Output => outputs.push((name, buf)),
             }
         }
         Ok((outputs, buffer_mutations, input_mutations))

@@ -32,6 +32,11 @@ pub fn vars(rank: usize) -> Vec<Affine> {
     (0..rank).map(Affine::var).collect()
 }
 
+/// The element offset `offset + sum(stride * index)` of a view at `index`.
+fn element_index(r: &StridedRef, index: &[Affine]) -> Affine {
+    index.iter().zip(&r.strides).fold(Affine::constant(r.offset.clone()), |acc, (i, s)| acc.plus(&i.scale(s)))
+}
+
 /// Wraps a negative dimension index the python way.
 pub fn norm_dim(d: i64, rank: usize) -> Result<usize, String> {
     let r = rank.max(1) as i64;
@@ -60,10 +65,7 @@ impl TensorValue {
     pub fn load(&self, index: &[Affine]) -> E {
         debug_assert_eq!(index.len(), self.rank(), "wrong number of indices");
         match &self.repr {
-            Repr::View(r) => {
-                let at = index.iter().zip(&r.strides).fold(Affine::constant(r.offset.clone()), |acc, (i, s)| acc.plus(&i.scale(s)));
-                expr::load(r.buf, self.dtype, at)
-            }
+            Repr::View(r) => expr::load(r.buf, self.dtype, element_index(r, index)),
             Repr::Lazy(body) => substitute(body, index),
         }
     }
@@ -74,7 +76,7 @@ impl TensorValue {
         let old_index = map(&vars(sizes.len()));
         let repr = match &self.repr {
             Repr::View(r) => {
-                let at = old_index.iter().zip(&r.strides).fold(Affine::constant(r.offset.clone()), |acc, (i, s)| acc.plus(&i.scale(s)));
+                let at = element_index(r, &old_index);
                 Repr::View(StridedRef { buf: r.buf, offset: at.offset.clone(), strides: (0..sizes.len()).map(|v| at.coef(v)).collect() })
             }
             Repr::Lazy(body) => Repr::Lazy(substitute(body, &old_index)),

@@ -1,5 +1,6 @@
 //! 64-byte aligned owned memory, and copies between strided and contiguous layouts.
 
+use aotc_abi::layout::for_each_offset;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 
@@ -59,19 +60,6 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// True when `strides` (in elements) describe the row-major layout of `sizes`;
-/// strides of size-1 dimensions do not matter.
-pub fn is_contiguous(sizes: &[i64], strides: &[i64]) -> bool {
-    let mut expected = 1i64;
-    for (&n, &s) in sizes.iter().zip(strides).rev() {
-        if n != 1 && s != expected {
-            return false;
-        }
-        expected *= n;
-    }
-    true
-}
-
 /// Which way [`strided_copy`] moves elements.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -85,10 +73,7 @@ pub enum Direction {
 /// `contiguous` must be valid for `product(sizes) * elem` bytes and `strided` for every
 /// element the strides reach; the two must not overlap.
 pub unsafe fn strided_copy(contiguous: *mut u8, strided: *mut u8, sizes: &[i64], strides: &[i64], elem: usize, dir: Direction) {
-    let count: i64 = sizes.iter().product();
-    let mut index = vec![0i64; sizes.len()];
-    for linear in 0..count.max(0) as usize {
-        let offset: i64 = index.iter().zip(strides).map(|(i, s)| i * s).sum();
+    for_each_offset(sizes, strides, |linear, offset| {
         // SAFETY: the caller guarantees both ranges are valid; offsets stay inside them.
         unsafe {
             let c = contiguous.add(linear * elem);
@@ -98,12 +83,5 @@ pub unsafe fn strided_copy(contiguous: *mut u8, strided: *mut u8, sizes: &[i64],
                 Direction::ContiguousToStrided => std::ptr::copy_nonoverlapping(c, s, elem),
             }
         }
-        for d in (0..sizes.len()).rev() {
-            index[d] += 1;
-            if index[d] < sizes[d] {
-                break;
-            }
-            index[d] = 0;
-        }
-    }
+    });
 }

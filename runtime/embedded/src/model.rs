@@ -1,6 +1,7 @@
 //! One model instance: its state, scratch memory, and the checks and bookkeeping of a call.
 
-use crate::memory::{is_contiguous, strided_copy, AlignedBuf, Direction};
+use crate::memory::{strided_copy, AlignedBuf, Direction};
+use aotc_abi::layout::{contiguous_strides, is_contiguous};
 use aotc_abi::manifest::{ConstValue, InputSpec, Manifest, Slot};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::{status, AotcTensor, AotcValueInfo, DType, DL_CPU};
@@ -244,8 +245,10 @@ impl Model {
         Ok(())
     }
 
-    /// Checks the inputs and binds every symbol from their shapes.
-    fn bind_inputs(&self, inputs: &[AotcTensor]) -> Result<Vec<Option<i64>>> {
+    /// Checks the inputs and binds every symbol from their shapes; also returns each
+    /// input's shape and strides (None: contiguous), read once per call.
+    #[allow(clippy::type_complexity)]
+    fn bind_inputs(&self, inputs: &[AotcTensor]) -> Result<(Vec<Option<i64>>, Vec<(Vec<i64>, Option<Vec<i64>>)>)> {
         let m = &self.program.manifest;
         if inputs.len() != m.inputs.len() {
             let names: Vec<&str> = m.inputs.iter().map(|i| i.name()).collect();
@@ -260,7 +263,7 @@ impl Model {
             if t.device.device_type != DL_CPU {
                 return err(status::DEVICE, format!("{what}: tensor is on device type {}, expected CPU (1)", t.device.device_type));
             }
-            let (shape, _) = shape_and_strides(t, &what)?;
+            let (shape, strides) = shape_and_strides(t, &what)?;
             match spec {
                 InputSpec::Constant { value, .. } => check_constant(&what, value, t, &shape)?,
                 InputSpec::Tensor(ts) => {
@@ -294,10 +297,10 @@ impl Model {
                     }
                 }
             }
-            shapes.push(shape);
+            shapes.push((shape, strides));
         }
         // Static and derived dimensions, once every symbol is bound.
-        for (i, (spec, shape)) in m.inputs.iter().zip(&shapes).enumerate() {
+        for (i, (spec, (shape, _))) in m.inputs.iter().zip(&shapes).enumerate() {
             if let InputSpec::Tensor(ts) = spec {
                 for (d, (e, &n)) in ts.sizes.iter().zip(shape).enumerate() {
                     let want = e.eval(&syms).map_err(|x| Error { code: status::SHAPE, message: format!("input {i} ('{}') dimension {d}: {x}", ts.name) })?;
@@ -307,7 +310,7 @@ impl Model {
                 }
             }
         }
-        Ok(syms)
+        Ok((syms, shapes))
     }
 
     pub fn run(&mut self, inputs: &[AotcTensor], outputs: &mut [AotcTensor]) -> Result<()> {
@@ -316,24 +319,22 @@ impl Model {
         if outputs.len() != m.outputs.len() {
             return err(status::INVALID_ARGUMENT, format!("expected room for {} outputs, got {}", m.outputs.len(), outputs.len()));
         }
-        let syms = self.bind_inputs(inputs)?;
+        let (syms, layouts) = self.bind_inputs(inputs)?;
         let eval = |e: &SymExpr, what: &dyn Fn() -> String| e.eval(&syms).map_err(|x| Error { code: status::SHAPE, message: format!("{}: {x}", what()) });
         let dims: Vec<i64> = m.dims.iter().map(|e| eval(e, &|| format!("size {e}"))).collect::<Result<_>>()?;
 
         // Inputs: use the caller's memory when contiguous, a staged copy otherwise.
         let mut input_ptrs = Vec::with_capacity(inputs.len());
-        for (i, (spec, t)) in m.inputs.iter().zip(inputs).enumerate() {
+        for (i, ((spec, t), (shape, strides))) in m.inputs.iter().zip(inputs).zip(&layouts).enumerate() {
             let InputSpec::Tensor(ts) = spec else { input_ptrs.push(std::ptr::null_mut()); continue };
-            let what = InputName(i, &ts.name);
-            let (shape, strides) = shape_and_strides(t, &what)?;
             let numel: i64 = shape.iter().product();
-            let data = data_ptr(t, &what, numel)?;
+            let data = data_ptr(t, &InputName(i, &ts.name), numel)?;
             match strides {
-                Some(st) if !is_contiguous(&shape, &st) => {
+                Some(st) if !is_contiguous(shape, st) => {
                     let bytes = numel as usize * ts.dtype.size();
                     let buf = reuse(&mut self.staging[i], bytes)?;
                     // SAFETY: buf has room for numel elements; t's strides describe its memory.
-                    unsafe { strided_copy(buf.as_ptr(), data, &shape, &st, ts.dtype.size(), Direction::StridedToContiguous) }
+                    unsafe { strided_copy(buf.as_ptr(), data, shape, st, ts.dtype.size(), Direction::StridedToContiguous) }
                     input_ptrs.push(buf.as_ptr());
                 }
                 _ => input_ptrs.push(data),
@@ -365,12 +366,12 @@ impl Model {
             self.buffers[b].as_mut_slice().copy_from_slice(&self.scratch[slot].as_slice()[..len]);
         }
         for &(slot, i) in &m.input_mutations {
-            let (InputSpec::Tensor(ts), t) = (&m.inputs[i], &inputs[i]) else { continue };
-            let (shape, strides) = shape_and_strides(t, &"mutated input")?;
-            let strides = strides.unwrap_or_else(|| contiguous_strides(&shape));
-            let data = data_ptr(t, &"mutated input", shape.iter().product())?;
+            let InputSpec::Tensor(ts) = &m.inputs[i] else { continue };
+            let (shape, strides) = &layouts[i];
+            let strides = strides.clone().unwrap_or_else(|| contiguous_strides(shape));
+            let data = data_ptr(&inputs[i], &InputName(i, &ts.name), shape.iter().product())?;
             // SAFETY: the slot holds the new contiguous value of the caller's tensor.
-            unsafe { strided_copy(self.scratch[slot].as_ptr(), data, &shape, &strides, ts.dtype.size(), Direction::ContiguousToStrided) }
+            unsafe { strided_copy(self.scratch[slot].as_ptr(), data, shape, &strides, ts.dtype.size(), Direction::ContiguousToStrided) }
         }
         for (o, spec) in m.outputs.iter().enumerate() {
             self.output_shapes[o] = spec.sizes.iter().map(|e| eval(e, &|| format!("output {o}"))).collect::<Result<_>>()?;
@@ -393,14 +394,6 @@ fn reuse(slot: &mut Option<AlignedBuf>, bytes: usize) -> Result<&mut AlignedBuf>
         *slot = Some(AlignedBuf::new(bytes).ok_or(Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate {bytes} bytes") })?);
     }
     Ok(slot.as_mut().expect("just set"))
-}
-
-pub fn contiguous_strides(shape: &[i64]) -> Vec<i64> {
-    let mut strides = vec![1i64; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * shape[d + 1].max(1);
-    }
-    strides
 }
 
 fn join(sizes: &[SymExpr], m: &Manifest) -> String {
