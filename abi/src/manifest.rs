@@ -32,6 +32,43 @@ pub struct Manifest {
     pub buffer_mutations: Vec<(usize, usize)>,
     /// After each call, slot `.0` is written back into the caller's input `.1`.
     pub input_mutations: Vec<(usize, usize)>,
+    /// Conditions on symbolic sizes the compiler could not decide (a view's element
+    /// count, a symbolic index in range...): checked on every call once the symbols are
+    /// bound, before any memory is touched. A false one fails the call.
+    #[serde(default)]
+    pub guards: Vec<Guard>,
+}
+
+/// `lhs op rhs` over the bound symbols, with what it protects for the message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Guard {
+    pub lhs: SymExpr,
+    pub op: GuardOp,
+    pub rhs: SymExpr,
+    /// The node and rule, e.g. "node 'view_3' (view): the element count is preserved".
+    pub what: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GuardOp {
+    Eq,
+    Le,
+}
+
+impl GuardOp {
+    pub fn holds(self, lhs: i64, rhs: i64) -> bool {
+        match self {
+            GuardOp::Eq => lhs == rhs,
+            GuardOp::Le => lhs <= rhs,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            GuardOp::Eq => "==",
+            GuardOp::Le => "<=",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

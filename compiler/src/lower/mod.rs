@@ -15,7 +15,7 @@ use crate::frontend::schema::{self, Argument, InputSpec, OutputSpec, SymInt, Sym
 use crate::frontend::{sympy, Source};
 use crate::ir::expr;
 use crate::ir::{BufId, BufKind, Kernel, Program, StridedRef};
-use aotc_abi::manifest::{ConstValue, SymbolRange};
+use aotc_abi::manifest::{ConstValue, Guard, SymbolRange};
 use aotc_abi::sym::{SymExpr, SymId};
 use aotc_abi::DType;
 use std::collections::{BTreeMap, HashMap};
@@ -44,6 +44,8 @@ pub struct Lowered {
     pub buffers: Vec<LoweredBuffer>,
     pub buffer_mutations: Vec<(BufId, usize)>,
     pub input_mutations: Vec<(BufId, usize)>,
+    /// Run-time checks of shape rules the compiler could not decide statically.
+    pub guards: Vec<Guard>,
     pub in_spec: String,
     pub out_spec: String,
 }
@@ -55,6 +57,7 @@ pub struct Lowerer<'s> {
     symbols: Vec<SymbolRange>,
     hints: Vec<Option<i64>>,
     users: HashMap<String, usize>,
+    guards: Vec<Guard>,
 }
 
 /// Nodes that carry no tensor computation: SymInt arithmetic (whose values torch.export
@@ -73,7 +76,7 @@ fn is_bookkeeping(target: &str) -> bool {
 pub fn lower(src: &Source) -> Result<Lowered> {
     let graph = &src.program.graph_module.graph;
     check_supported(graph)?;
-    let mut lw = Lowerer { prog: Program::default(), src, env: HashMap::new(), symbols: vec![], hints: vec![], users: HashMap::new() };
+    let mut lw = Lowerer { prog: Program::default(), src, env: HashMap::new(), symbols: vec![], hints: vec![], users: HashMap::new(), guards: vec![] };
     for n in &graph.nodes {
         for a in &n.inputs {
             for name in tensor_names(&a.arg) {
@@ -117,7 +120,7 @@ pub fn lower(src: &Source) -> Result<Lowered> {
     }
     let (outputs, buffer_mutations, input_mutations) = lw.lower_outputs(sig, &inputs, &buffers)?;
     let (in_spec, out_spec) = call_spec(src);
-    Ok(Lowered { program: lw.prog, symbols: lw.symbols, inputs, outputs, buffers, buffer_mutations, input_mutations, in_spec, out_spec })
+    Ok(Lowered { program: lw.prog, symbols: lw.symbols, inputs, outputs, buffers, buffer_mutations, input_mutations, guards: lw.guards, in_spec, out_spec })
 }
 
 fn call_spec(src: &Source) -> (String, String) {

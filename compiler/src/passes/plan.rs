@@ -81,6 +81,7 @@ pub fn plan(l: &Lowered, source: &str) -> Plan {
         dims,
         buffer_mutations: l.buffer_mutations.iter().map(|(b, i)| (index(*b), *i)).collect(),
         input_mutations: l.input_mutations.iter().map(|(b, i)| (index(*b), *i)).collect(),
+        guards: l.guards.clone(),
     };
     Plan { manifest, weights_blob, dim_index }
 }
