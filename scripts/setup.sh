@@ -6,6 +6,7 @@ set -euo pipefail
 missing=()
 command -v cc >/dev/null || missing+=(gcc libc6-dev)
 command -v readelf >/dev/null || missing+=(binutils)
+command -v valgrind >/dev/null || missing+=(valgrind)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -q && $SUDO apt-get install -y -q "${missing[@]}"
