@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing aotc need beyond the Rust toolchain: a C compiler
 # driver (`cc`, used by `aotc compile` to link and by the tests to build the C example)
-# and binutils (`readelf`, used by the tests to check the dynamic section).
+# binutils (`readelf`, used by the tests to check the dynamic section) and valgrind (the
+# fuzz campaign and the C-ABI misuse harness check runs for invalid memory accesses).
 set -euo pipefail
 missing=()
 command -v cc >/dev/null || missing+=(gcc libc6-dev)
