@@ -49,7 +49,7 @@ pub struct Guard {
     pub what: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum GuardOp {
     Eq,
     Le,

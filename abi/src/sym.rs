@@ -67,14 +67,19 @@ impl SymExpr {
     }
 
     /// Flattens nested `Add`s (or `Mul`s) into one list and folds the constants into
-    /// `c`, starting from `identity`.
-    fn flatten(terms: impl IntoIterator<Item = SymExpr>, identity: i64, fold: fn(i64, i64) -> i64, nested: fn(SymExpr) -> Result<Vec<SymExpr>, SymExpr>) -> (i64, Vec<SymExpr>) {
+    /// `c`, starting from `identity`. A constant whose fold would overflow stays a term
+    /// of its own: the expression is then no longer static, and evaluating it reports
+    /// the overflow instead of a wrapped value.
+    fn flatten(terms: impl IntoIterator<Item = SymExpr>, identity: i64, fold: fn(i64, i64) -> Option<i64>, nested: fn(SymExpr) -> Result<Vec<SymExpr>, SymExpr>) -> (i64, Vec<SymExpr>) {
         let mut c = identity;
         let mut rest = Vec::new();
         for t in terms {
             for x in nested(t).unwrap_or_else(|single| vec![single]) {
                 match x {
-                    SymExpr::Int(v) => c = fold(c, v),
+                    SymExpr::Int(v) => match fold(c, v) {
+                        Some(folded) => c = folded,
+                        None => rest.push(SymExpr::Int(v)),
+                    },
                     other => rest.push(other),
                 }
             }
@@ -84,7 +89,7 @@ impl SymExpr {
 
     /// Sum with constant folding and flattening.
     pub fn add(terms: impl IntoIterator<Item = SymExpr>) -> SymExpr {
-        let (c, mut rest) = Self::flatten(terms, 0, i64::wrapping_add, |t| match t {
+        let (c, mut rest) = Self::flatten(terms, 0, i64::checked_add, |t| match t {
             SymExpr::Add(xs) => Ok(xs),
             other => Err(other),
         });
@@ -96,7 +101,7 @@ impl SymExpr {
 
     /// Product with constant folding and flattening.
     pub fn mul(factors: impl IntoIterator<Item = SymExpr>) -> SymExpr {
-        let (c, mut rest) = Self::flatten(factors, 1, i64::wrapping_mul, |t| match t {
+        let (c, mut rest) = Self::flatten(factors, 1, i64::checked_mul, |t| match t {
             SymExpr::Mul(xs) => Ok(xs),
             other => Err(other),
         });
@@ -111,7 +116,7 @@ impl SymExpr {
 
     pub fn floor_div(a: SymExpr, b: SymExpr) -> SymExpr {
         match (&a, &b) {
-            (SymExpr::Int(x), SymExpr::Int(y)) if *y != 0 => SymExpr::Int(floor_div(*x, *y).unwrap_or(0)),
+            (SymExpr::Int(x), SymExpr::Int(y)) if floor_div(*x, *y).is_some() => SymExpr::Int(floor_div(*x, *y).unwrap_or_default()),
             (_, SymExpr::Int(1)) => a,
             _ if a == b => SymExpr::Int(1),
             _ => SymExpr::FloorDiv(Box::new(a), Box::new(b)),
@@ -120,7 +125,7 @@ impl SymExpr {
 
     pub fn modulo(a: SymExpr, b: SymExpr) -> SymExpr {
         match (&a, &b) {
-            (SymExpr::Int(x), SymExpr::Int(y)) if *y != 0 => SymExpr::Int(py_mod(*x, *y).unwrap_or(0)),
+            (SymExpr::Int(x), SymExpr::Int(y)) if py_mod(*x, *y).is_some() => SymExpr::Int(py_mod(*x, *y).unwrap_or_default()),
             (_, SymExpr::Int(1)) => SymExpr::Int(0),
             _ => SymExpr::Mod(Box::new(a), Box::new(b)),
         }
@@ -233,5 +238,16 @@ mod tests {
         assert_eq!(SymExpr::FloorDiv(Box::new(s.clone()), Box::new(0.into())).eval(&[Some(1)]), Err(EvalError::DivisionByZero));
         assert_eq!(s.eval(&[None]), Err(EvalError::UnboundSymbol(0)));
         assert_eq!(SymExpr::mul([s, i64::MAX.into()]).eval(&[Some(2)]), Err(EvalError::Overflow));
+    }
+
+    #[test]
+    fn constant_folding_never_wraps() {
+        let big = SymExpr::mul([SymExpr::Int(1 << 31), SymExpr::Int(1 << 31), SymExpr::Int(1 << 31)]);
+        assert!(!big.is_static(), "{big}");
+        assert_eq!(big.eval(&[]), Err(EvalError::Overflow));
+        assert_eq!(SymExpr::add([SymExpr::Int(i64::MAX), SymExpr::Int(1)]).eval(&[]), Err(EvalError::Overflow));
+        assert_eq!(SymExpr::mul([SymExpr::Int(i64::MAX), SymExpr::Int(2), SymExpr::Int(0)]), SymExpr::Int(0));
+        assert_eq!(SymExpr::floor_div(SymExpr::Int(i64::MIN), SymExpr::Int(-1)).eval(&[]), Err(EvalError::Overflow));
+        assert_eq!(SymExpr::mul([SymExpr::Int(1 << 20), SymExpr::Int(1 << 20)]), SymExpr::Int(1 << 40));
     }
 }

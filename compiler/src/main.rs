@@ -50,12 +50,32 @@ enum Command {
     },
 }
 
+/// Exit status of an internal error (a bug in aotc, not in the input): sysexits' EX_SOFTWARE.
+const EXIT_INTERNAL: u8 = 70;
+
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    let cli = Cli::parse();
+    // A bug must still end in one clear line naming the node being lowered, not a backtrace.
+    let panic_message = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let slot = panic_message.clone();
+    std::panic::set_hook(Box::new(move |info| {
+        let node = aotc::lower::current_node().map(|n| format!(" while lowering {n}")).unwrap_or_default();
+        let what = info.payload().downcast_ref::<&str>().map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned()).unwrap_or_default();
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        if let Ok(mut m) = slot.lock() {
+            *m = format!("internal error{node}: {what}{at} (this is a bug in aotc; please report it with the input)");
+        }
+    }));
+    match std::panic::catch_unwind(|| run(cli)) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
+        }
+        Err(_) => {
+            eprintln!("error: {}", panic_message.lock().map(|m| m.clone()).unwrap_or_default());
+            ExitCode::from(EXIT_INTERNAL)
         }
     }
 }

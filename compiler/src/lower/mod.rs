@@ -8,6 +8,7 @@
 
 pub mod args;
 pub mod aten;
+pub mod checks;
 pub mod tensor;
 
 use crate::error::{Error, Result};
@@ -15,15 +16,19 @@ use crate::frontend::schema::{self, Argument, InputSpec, OutputSpec, SymInt, Sym
 use crate::frontend::{sympy, Source};
 use crate::ir::expr;
 use crate::ir::{BufId, BufKind, Kernel, Program, StridedRef};
-use aotc_abi::manifest::{ConstValue, Guard, SymbolRange};
+use aotc_abi::manifest::{ConstValue, Guard, GuardOp, SymbolRange};
 use aotc_abi::sym::{SymExpr, SymId};
 use aotc_abi::DType;
-use std::collections::{BTreeMap, HashMap};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use tensor::{contiguous_strides, vars, Repr, TensorValue};
 
 /// A lazy body larger than this many nodes is realized even with a single user, to
 /// bound code size.
 const MAX_FUSED_NODES: usize = 256;
+
+/// The most dimensions a tensor may have (PyTorch's own limit is 64 too).
+pub const MAX_RANK: usize = 64;
 
 pub enum LoweredInput {
     Tensor { name: String, dtype: DType, sizes: Vec<SymExpr>, buf: BufId },
@@ -58,6 +63,18 @@ pub struct Lowerer<'s> {
     hints: Vec<Option<i64>>,
     users: HashMap<String, usize>,
     guards: Vec<Guard>,
+    guard_set: HashSet<(SymExpr, GuardOp, SymExpr)>,
+    /// "node 'view_3' (torch.ops.aten.view.default)": the node being lowered, for guards.
+    node_desc: String,
+}
+
+thread_local! {
+    static CURRENT_NODE: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// The node being lowered on this thread, if any: for reporting an internal error.
+pub fn current_node() -> Option<String> {
+    CURRENT_NODE.with(|c| c.borrow().clone())
 }
 
 /// Nodes that carry no tensor computation: SymInt arithmetic (whose values torch.export
@@ -76,7 +93,10 @@ fn is_bookkeeping(target: &str) -> bool {
 pub fn lower(src: &Source) -> Result<Lowered> {
     let graph = &src.program.graph_module.graph;
     check_supported(graph)?;
-    let mut lw = Lowerer { prog: Program::default(), src, env: HashMap::new(), symbols: vec![], hints: vec![], users: HashMap::new(), guards: vec![] };
+    let mut lw = Lowerer {
+        prog: Program::default(), src, env: HashMap::new(), symbols: vec![], hints: vec![], users: HashMap::new(),
+        guards: vec![], guard_set: HashSet::new(), node_desc: String::new(),
+    };
     for n in &graph.nodes {
         for a in &n.inputs {
             for name in tensor_names(&a.arg) {
@@ -89,11 +109,7 @@ pub fn lower(src: &Source) -> Result<Lowered> {
             *lw.users.entry(name).or_default() += 1;
         }
     }
-    for (name, rc) in &src.program.range_constraints {
-        let id = lw.symbol_id(name) as usize;
-        lw.symbols[id].min = rc.min_val.unwrap_or(0);
-        lw.symbols[id].max = rc.max_val.filter(|&m| m < i64::MAX / 2);
-    }
+    lw.bind_range_constraints()?;
     let sig = &src.program.graph_module.signature;
     let (inputs, buffers) = lw.lower_inputs(sig)?;
 
@@ -102,8 +118,12 @@ pub fn lower(src: &Source) -> Result<Lowered> {
             continue;
         }
         let name = node.name.clone().unwrap_or_else(|| output_names(node).join(","));
-        let lower_fn = aten::registry::lookup(&node.target).expect("checked by check_supported");
+        lw.node_desc = format!("node '{name}' ({})", node.target);
+        CURRENT_NODE.with(|c| *c.borrow_mut() = Some(lw.node_desc.clone()));
+        let (op, lower_fn) = aten::registry::lookup(&node.target).expect("checked by check_supported");
         let err = |message: String| Error::Lower { node: name.clone(), target: node.target.clone(), message };
+        let signature = aten::signatures::lookup(op).ok_or_else(|| err(format!("internal error: no signature for {op}")))?;
+        aten::signatures::check_args(node, signature).map_err(err)?;
         let results = lower_fn(&mut lw, &args::Args { node }).map_err(err)?;
         let names = output_names(node);
         if results.len() != names.len() {
@@ -113,11 +133,14 @@ pub fn lower(src: &Source) -> Result<Lowered> {
             if out_name.is_empty() {
                 continue;
             }
+            lw.check_sizes(&value).map_err(|m| err(format!("result '{out_name}': {m}")))?;
             lw.check_meta(&out_name, &value).map_err(err)?;
             let value = lw.schedule(&out_name, value);
             lw.env.insert(out_name, value);
         }
     }
+    CURRENT_NODE.with(|c| *c.borrow_mut() = None);
+    lw.node_desc = "the graph outputs".into();
     let (outputs, buffer_mutations, input_mutations) = lw.lower_outputs(sig, &inputs, &buffers)?;
     let (in_spec, out_spec) = call_spec(src);
     Ok(Lowered { program: lw.prog, symbols: lw.symbols, inputs, outputs, buffers, buffer_mutations, input_mutations, guards: lw.guards, in_spec, out_spec })
@@ -216,12 +239,34 @@ impl<'s> Lowerer<'s> {
         }
     }
 
+    /// Symbols of dynamic dimensions with their ranges: a size is never negative, and an
+    /// empty range could never be called.
+    fn bind_range_constraints(&mut self) -> Result<()> {
+        for (name, rc) in &self.src.program.range_constraints {
+            let (min, max) = (rc.min_val.unwrap_or(0), rc.max_val);
+            let bad = |m: String| Error::Format { path: self.src.path.clone(), message: format!("range constraint of {name}: {m}") };
+            if min < 0 {
+                return Err(bad(format!("minimum {min} is negative; dynamic sizes are >= 0")));
+            }
+            if let Some(max) = max.filter(|&max| max < min) {
+                return Err(bad(format!("minimum {min} is larger than maximum {max}")));
+            }
+            let id = self.symbol_id(name) as usize;
+            self.symbols[id].min = min;
+            self.symbols[id].max = max.filter(|&m| m < i64::MAX / 2);
+        }
+        Ok(())
+    }
+
     fn meta(&self, name: &str) -> std::result::Result<&'s schema::TensorMeta, String> {
         self.src.program.graph_module.graph.tensor_values.get(name).ok_or_else(|| format!("no tensor_values entry for '{name}'"))
     }
 
     fn meta_sizes(&mut self, name: &str) -> std::result::Result<(DType, Vec<SymExpr>), String> {
         let m = self.meta(name)?;
+        if m.sizes.len() > MAX_RANK {
+            return Err(format!("'{name}' has rank {}; aotc supports up to {MAX_RANK} dimensions", m.sizes.len()));
+        }
         let dtype = DType::from_torch_code(m.dtype).ok_or_else(|| format!("'{name}' has unsupported dtype code {}", m.dtype))?;
         let sizes = m.sizes.iter().map(|s| self.parse_sym(s)).collect::<std::result::Result<_, _>>()?;
         Ok((dtype, sizes))
@@ -335,8 +380,11 @@ impl<'s> Lowerer<'s> {
         let value = match arg {
             Argument::Tensor(t) => {
                 let (dtype, sizes) = self.meta_sizes(&t.name).map_err(Error::Unsupported)?;
+                self.node_desc = format!("user input '{}'", t.name);
                 let buf = self.prog.add_buffer(&t.name, dtype, sizes.clone(), BufKind::Input(index));
-                self.env.insert(t.name.clone(), TensorValue::view_of(buf, dtype, sizes.clone()));
+                let value = TensorValue::view_of(buf, dtype, sizes.clone());
+                self.check_sizes(&value).map_err(|m| Error::Unsupported(format!("user input '{}': {m}", t.name)))?;
+                self.env.insert(t.name.clone(), value);
                 return Ok(LoweredInput::Tensor { name: t.name.clone(), dtype, sizes, buf });
             }
             Argument::Float(v) => ConstValue::Float(*v),
@@ -391,11 +439,16 @@ impl<'s> Lowerer<'s> {
                 Role::Buffer(buffer_name) => {
                     let i = buffers.iter().position(|b| b.fqn == buffer_name)
                         .ok_or_else(|| Error::Unsupported(format!("mutation of unknown buffer '{buffer_name}'")))?;
+                    let target = &self.prog.buffers[buffers[i].buf];
+                    let (dtype, sizes) = (target.dtype, target.sizes.clone());
+                    self.check_layout(&v, dtype, &sizes, &format!("the new value '{name}' of buffer '{buffer_name}'")).map_err(Error::Unsupported)?;
                     buffer_mutations.push((buf, i));
                 }
                 Role::Input(user_input_name) => {
                     let i = inputs.iter().position(|inp| matches!(inp, LoweredInput::Tensor { name, .. } if name == user_input_name))
                         .ok_or_else(|| Error::Unsupported(format!("mutation of unknown user input '{user_input_name}'")))?;
+                    let LoweredInput::Tensor { dtype, sizes, .. } = &inputs[i] else { unreachable!("matched a tensor input") };
+                    self.check_layout(&v, *dtype, sizes, &format!("the new value '{name}' of user input '{user_input_name}'")).map_err(Error::Unsupported)?;
                     input_mutations.push((buf, i));
                 }
                 Role::Output => outputs.push((name, buf)),

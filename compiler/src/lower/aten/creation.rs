@@ -66,7 +66,11 @@ fn arange(_lw: &mut Lowerer, a: &Args) -> R {
     if st == 0.0 {
         return Err("arange step must be non-zero".into());
     }
-    let n = ((e - s) / st).ceil().max(0.0) as i64;
+    let n = ((e - s) / st).ceil().max(0.0);
+    if !n.is_finite() || n >= i64::MAX as f64 {
+        return Err(format!("arange({s}, {e}, {st}) has no finite length"));
+    }
+    let n = n as i64;
     let i = expr::index_value(Affine::var(0));
     let body = if all_int && !d.is_float() {
         cast(binary(Prim::Add, constant(start, DType::I64), binary(Prim::Mul, i, constant(step, DType::I64))), d)

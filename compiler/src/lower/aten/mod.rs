@@ -8,4 +8,5 @@ pub mod pointwise;
 pub mod promote;
 pub mod reduction;
 pub mod registry;
+pub mod signatures;
 pub mod view;

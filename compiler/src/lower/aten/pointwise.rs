@@ -199,6 +199,9 @@ fn clamp(lw: &mut Lowerer, a: &Args) -> R {
 
 fn gelu(lw: &mut Lowerer, a: &Args) -> R {
     let approximate = a.string_or("approximate", "none")?;
+    if approximate != "none" && approximate != "tanh" {
+        return Err(format!("approximate must be 'none' or 'tanh', got '{approximate}'"));
+    }
     float_map(lw, a, |x| {
         let c = |v: f64| constant(Scalar::F(v), x.dtype);
         let inner = match approximate.as_str() {

@@ -42,6 +42,11 @@ fn axes(a: &Args, rank: usize) -> Result<Vec<usize>, String> {
     if list.is_empty() {
         return Ok((0..rank).collect());
     }
+    if rank == 0 {
+        // norm_dim accepts 0 and -1 for a 0-dim tensor, which has nothing to reduce.
+        list.iter().try_for_each(|&d| norm_dim(d, 0).map(drop))?;
+        return Ok(vec![]);
+    }
     let mut out = list.iter().map(|&d| norm_dim(d, rank)).collect::<Result<Vec<_>, _>>()?;
     out.sort_unstable();
     out.dedup();
@@ -52,6 +57,15 @@ fn axes(a: &Args, rank: usize) -> Result<Vec<usize>, String> {
 /// elements cast to `dtype`.
 pub fn reduce(lw: &mut Lowerer, x: &TensorValue, axes: &[usize], keepdim: bool, op: ReduceOp, dtype: DType, name: &str) -> TensorValue {
     let rank = x.rank();
+    if rank == 0 {
+        // A 0-dim tensor is its own reduction (torch accepts dim 0 or -1 on it); the
+        // index of its one element is 0.
+        let body = match op {
+            ReduceOp::ArgMax | ReduceOp::ArgMin => expr::constant(crate::ir::Scalar::I(0), DType::I64),
+            _ => cast(x.load(&[]), dtype),
+        };
+        return TensorValue::lazy(dtype, vec![], body);
+    }
     // Output variables cover the kept dims (and size-1 reduced dims when keepdim).
     let mut out_sizes = vec![];
     let mut index: Vec<Option<usize>> = vec![None; rank];
@@ -162,7 +176,13 @@ fn softmax(lw: &mut Lowerer, a: &Args, log: bool) -> R {
 /// out = (x - mean) * rsqrt(var + eps) * weight + bias, with the biased variance.
 fn layer_norm(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "input")?;
-    let norm = a.ints("normalized_shape")?.len();
+    let normalized_shape = a.sym_ints(lw, "normalized_shape")?;
+    let norm = normalized_shape.len();
+    let trailing = x.rank().checked_sub(norm).map(|lead| &x.sizes[lead..]);
+    if trailing != Some(&normalized_shape[..]) {
+        let show = |s: &[SymExpr]| s.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ");
+        return Err(format!("normalized_shape [{}] is not the trailing shape of the input [{}]", show(&normalized_shape), show(&x.sizes)));
+    }
     let (w, b) = (a.opt_tensor(lw, "weight")?, a.opt_tensor(lw, "bias")?);
     let eps = a.scalar("eps")?.as_f64();
     let d = float_of(x.dtype);

@@ -15,7 +15,13 @@ const FAMILIES: &[&[(&str, LowerFn)]] = &[
     super::creation::OPS,
 ];
 
-pub fn lookup(target: &str) -> Option<LowerFn> {
+/// The lowering of `target` and its operator name ("add.Tensor").
+pub fn lookup(target: &str) -> Option<(&'static str, LowerFn)> {
     let op = target.strip_prefix("torch.ops.aten.")?;
-    FAMILIES.iter().flat_map(|f| f.iter()).find(|(name, _)| *name == op).map(|(_, f)| *f)
+    FAMILIES.iter().flat_map(|f| f.iter()).find(|(name, _)| *name == op).copied()
+}
+
+/// Every operator with a lowering.
+pub fn operators() -> impl Iterator<Item = &'static str> {
+    FAMILIES.iter().flat_map(|f| f.iter()).map(|(name, _)| *name)
 }

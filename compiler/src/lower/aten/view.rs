@@ -5,6 +5,7 @@ use super::registry::LowerFn;
 use crate::lower::args::Args;
 use crate::lower::tensor::{norm_dim, TensorValue};
 use crate::lower::Lowerer;
+use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
 
 type R = Result<Vec<TensorValue>, String>;
@@ -35,7 +36,11 @@ fn permute(lw: &mut Lowerer, a: &Args) -> R {
 
 fn t(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "self")?;
-    Ok(vec![if x.rank() < 2 { x } else { x.permute(&[1, 0])? }])
+    match x.rank() {
+        0 | 1 => Ok(vec![x]),
+        2 => Ok(vec![x.permute(&[1, 0])?]),
+        r => Err(format!("t expects a tensor of at most 2 dimensions, got rank {r}")),
+    }
 }
 
 fn transpose(lw: &mut Lowerer, a: &Args) -> R {
@@ -77,24 +82,30 @@ fn select(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "self")?;
     let dim = norm_dim(a.int("dim")?, x.rank())?;
     let i = a.sym_int(lw, "index")?;
-    let i = match (i.as_int(), x.sizes[dim].as_int()) {
-        (Some(i), Some(n)) if i < -n || i >= n => return Err(format!("index {i} out of range for dimension {dim} of size {n}")),
-        (Some(i), Some(n)) if i < 0 => SymExpr::Int(i + n),
-        (Some(i), None) if i < 0 => SymExpr::add([x.sizes[dim].clone(), SymExpr::Int(i)]),
+    let n = x.sizes[dim].clone();
+    // A negative index counts from the end (python), known only when the index is static.
+    let i = match i.as_int() {
+        Some(v) if v < 0 => SymExpr::add([n.clone(), i]),
         _ => i,
     };
+    lw.require(SymExpr::Int(0), GuardOp::Le, i.clone(), &format!("select index must lie in dimension {dim}"))?;
+    lw.require(SymExpr::add([i.clone(), SymExpr::Int(1)]), GuardOp::Le, n, &format!("select index must lie in dimension {dim}"))?;
     Ok(vec![x.select(dim, i)])
 }
 
-/// Clamps a python slice bound into `[0, size]`.
-fn clamp_bound(b: SymExpr, size: &SymExpr) -> SymExpr {
-    match (b.as_int(), size.as_int()) {
-        (Some(v), Some(n)) => SymExpr::Int(if v < 0 { (v + n).max(0) } else { v.min(n) }),
+/// Clamps a python slice bound into `[0, size]`. A symbolic bound must not be negative
+/// (a run-time guard): counting from the end needs its sign at compile time.
+fn clamp_bound(lw: &mut Lowerer, b: SymExpr, size: &SymExpr) -> Result<SymExpr, String> {
+    Ok(match (b.as_int(), size.as_int()) {
+        (Some(v), Some(n)) => SymExpr::Int(if v < 0 { v.saturating_add(n).max(0) } else { v.min(n) }),
         (Some(v), None) if v >= i64::MAX / 4 => size.clone(),
         (Some(v), None) if v < 0 => SymExpr::max(SymExpr::add([size.clone(), SymExpr::Int(v)]), SymExpr::Int(0)),
         (Some(v), None) => SymExpr::min(SymExpr::Int(v), size.clone()),
-        _ => SymExpr::min(b, size.clone()),
-    }
+        _ => {
+            lw.require(SymExpr::Int(0), GuardOp::Le, b.clone(), "a symbolic slice bound must not be negative")?;
+            SymExpr::min(b, size.clone())
+        }
+    })
 }
 
 fn slice(lw: &mut Lowerer, a: &Args) -> R {
@@ -107,28 +118,44 @@ fn slice(lw: &mut Lowerer, a: &Args) -> R {
     if step <= 0 {
         return Err(format!("slice step must be positive, got {step}"));
     }
-    let (start, end) = (clamp_bound(start, &size), clamp_bound(end, &size));
+    let (start, end) = (clamp_bound(lw, start, &size)?, clamp_bound(lw, end, &size)?);
     // len = max(0, ceil((end - start) / step))
     let span = SymExpr::max(SymExpr::add([end, SymExpr::mul([start.clone(), SymExpr::Int(-1)])]), SymExpr::Int(0));
     let len = SymExpr::floor_div(SymExpr::add([span, SymExpr::Int(step - 1)]), SymExpr::Int(step));
     Ok(vec![x.slice(dim, start, len, step)])
 }
 
+/// view/reshape: the new sizes (one may be -1, inferred) hold as many elements as `self`.
 fn view(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "self")?;
     let mut sizes = a.sym_ints(lw, if a.get("size").is_some() { "size" } else { "shape" })?;
-    if let Some(infer) = sizes.iter().position(|s| *s == SymExpr::Int(-1)) {
+    let numel = SymExpr::product(x.sizes.iter());
+    let inferred: Vec<usize> = (0..sizes.len()).filter(|&d| sizes[d] == SymExpr::Int(-1)).collect();
+    if let Some(&d) = inferred.first() {
+        if inferred.len() > 1 {
+            return Err(format!("only one dimension can be -1 (inferred), got sizes {sizes:?}"));
+        }
         let known = SymExpr::product(sizes.iter().filter(|s| **s != SymExpr::Int(-1)));
-        sizes[infer] = SymExpr::floor_div(SymExpr::product(x.sizes.iter()), known);
+        lw.require(SymExpr::Int(1), GuardOp::Le, known.clone(), "the sizes beside an inferred (-1) dimension must not be zero")?;
+        sizes[d] = SymExpr::floor_div(numel.clone(), known);
     }
+    if let Some(s) = sizes.iter().find(|s| s.as_int().is_some_and(|v| v < 0)) {
+        return Err(format!("invalid size {s} in {:?}", sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>()));
+    }
+    lw.require(SymExpr::product(sizes.iter()), GuardOp::Eq, numel, "a view keeps the number of elements")?;
     let name = a.node.name.clone().unwrap_or_default();
     Ok(vec![lw.reshape(&x, &sizes, &name)])
 }
 
+/// Consecutive slices of `dim` with the given lengths, which must add up to its size.
 fn split_with_sizes(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "self")?;
     let dim = norm_dim(a.int_or("dim", 0)?, x.rank())?;
     let sizes = a.sym_ints(lw, "split_sizes")?;
+    for len in &sizes {
+        lw.require(SymExpr::Int(0), GuardOp::Le, len.clone(), "split sizes must not be negative")?;
+    }
+    lw.require(SymExpr::add(sizes.iter().cloned()), GuardOp::Eq, x.sizes[dim].clone(), &format!("split sizes add up to the size of dimension {dim}"))?;
     let mut start = SymExpr::Int(0);
     Ok(sizes.into_iter().map(|len| {
         let part = x.slice(dim, start.clone(), len.clone(), 1);
@@ -141,6 +168,9 @@ fn split(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "self")?;
     let dim = norm_dim(a.int_or("dim", 0)?, x.rank())?;
     let n = x.sizes[dim].as_int().ok_or("split of a dynamic dimension is not supported")?;
-    let chunk = a.int("split_size")?.max(1);
+    let chunk = a.int("split_size")?;
+    if chunk <= 0 {
+        return Err(format!("split_size must be positive, got {chunk}"));
+    }
     Ok((0..n).step_by(chunk as usize).map(|s| x.slice(dim, SymExpr::Int(s), SymExpr::Int(chunk.min(n - s)), 1)).collect())
 }

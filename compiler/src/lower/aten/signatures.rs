@@ -1,0 +1,131 @@
+//! Operator signatures (PyTorch's native function schemas), for strict argument checks:
+//! a node may pass only arguments its operator declares, each at most once, and must pass
+//! every argument that has no default. torch.export omits only keyword arguments left at
+//! their default, so a missing required argument means a damaged or hand-made program,
+//! never "use the default".
+
+use crate::frontend::schema::Node;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// `aten.<op>[.<overload>]\t<schema>` for the 193 Core ATen operators (a copy of
+/// `shared/reference/core_aten_ops.tsv`).
+const CORE: &str = include_str!("core_aten_ops.tsv");
+
+/// Operators aotc lowers that are not in the Core ATen set, as PyTorch declares them.
+const EXTRA: &[&str] = &[
+    "_unsafe_view(Tensor self, SymInt[] size) -> Tensor",
+    "all(Tensor self) -> Tensor",
+    "all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor",
+    "arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+    "arange.start(Scalar start, Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+    "lift_fresh_copy(Tensor self) -> Tensor",
+    "ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+    "zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+    "reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)",
+    "silu(Tensor self) -> Tensor",
+    "split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]",
+    "squeeze(Tensor(a) self) -> Tensor(a)",
+    "sum(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+    "t(Tensor(a) self) -> Tensor(a)",
+    "transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)",
+];
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct Param {
+    pub name: String,
+    pub has_default: bool,
+}
+
+#[derive(Debug)]
+pub struct Signature {
+    /// The schema text, for messages.
+    pub text: &'static str,
+    pub params: Vec<Param>,
+}
+
+/// The signature of `op` ("add.Tensor", "view.default"), if aotc knows it.
+pub fn lookup(op: &str) -> Option<&'static Signature> {
+    static TABLE: OnceLock<HashMap<String, Signature>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let core = CORE.lines().filter_map(|l| l.split_once('\t')).map(|(_, schema)| schema);
+        core.chain(EXTRA.iter().copied()).map(|text| {
+            let (name, params) = parse(text);
+            (name, Signature { text, params })
+        }).collect()
+    }).get(op)
+}
+
+/// "add.Tensor(Tensor self, *, Scalar alpha=1) -> Tensor" → ("add.Tensor", [self, alpha=]).
+/// The schemas are our own constants, so a malformed one is a bug caught by the tests.
+fn parse(text: &str) -> (String, Vec<Param>) {
+    let open = text.find('(').expect("schema has a parameter list");
+    let close = text.rfind(") ->").expect("schema has a return type");
+    let name = &text[..open];
+    let name = if name.contains('.') { name.to_string() } else { format!("{name}.default") };
+    let params = split_top_level(&text[open + 1..close]).into_iter().map(str::trim).filter(|p| !p.is_empty() && *p != "*").map(|p| {
+        let (decl, default) = match p.split_once('=') {
+            Some((d, _)) => (d, true),
+            None => (p, false),
+        };
+        Param { name: decl.split_whitespace().last().expect("parameter has a name").to_string(), has_default: default }
+    }).collect();
+    (name, params)
+}
+
+/// Splits on commas outside brackets and parentheses (`int[2] stride=[1, 1]`, `Tensor(a -> *)`).
+fn split_top_level(s: &str) -> Vec<&str> {
+    let (mut parts, mut depth, mut start) = (vec![], 0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' | '(' => depth += 1,
+            ']' | ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+/// Checks the argument names `node` passes against `sig`.
+pub fn check_args(node: &Node, sig: &Signature) -> Result<(), String> {
+    let mut seen: Vec<&str> = vec![];
+    for a in &node.inputs {
+        if !sig.params.iter().any(|p| p.name == a.name) {
+            return Err(format!("unknown argument '{}' (the schema is {})", a.name, sig.text));
+        }
+        if seen.contains(&a.name.as_str()) {
+            return Err(format!("argument '{}' is passed twice", a.name));
+        }
+        seen.push(&a.name);
+    }
+    match sig.params.iter().find(|p| !p.has_default && !seen.contains(&p.name.as_str())) {
+        Some(p) => Err(format!("missing required argument '{}' (the schema is {})", p.name, sig.text)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_lowered_operator_has_a_signature() {
+        let missing: Vec<&str> = super::super::registry::operators().filter(|op| lookup(op).is_none()).collect();
+        assert!(missing.is_empty(), "no signature for {missing:?}");
+    }
+
+    #[test]
+    fn parses_defaults_keywords_and_nested_brackets() {
+        let (name, params) = parse("max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, *, bool ceil_mode=False) -> (Tensor, Tensor)");
+        assert_eq!(name, "max_pool2d_with_indices.default");
+        let got: Vec<(&str, bool)> = params.iter().map(|p| (p.name.as_str(), p.has_default)).collect();
+        assert_eq!(got, [("self", false), ("kernel_size", false), ("stride", true), ("padding", true), ("ceil_mode", true)]);
+        assert_eq!(lookup("split.Tensor").unwrap().params[0], Param { name: "self".into(), has_default: false });
+        assert_eq!(lookup("sum.dim_IntList").unwrap().params.len(), 4);
+    }
+}
