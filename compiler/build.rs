@@ -23,7 +23,7 @@ fn main() {
     assert!(status.success(), "building aotc-embedded failed");
     let lib = target_dir.join("release").join("libaotc_embedded.a");
     println!("cargo:rustc-env=AOTC_EMBEDDED_LIB={}", lib.display());
-    for p in ["runtime/embedded/src", "runtime/embedded/Cargo.toml", "abi/src", "abi/Cargo.toml", "Cargo.lock"] {
+    for p in ["runtime/embedded/src", "runtime/embedded/Cargo.toml", "abi/src", "abi/Cargo.toml", "Cargo.toml", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", workspace.join(p).display());
     }
 }

@@ -110,7 +110,7 @@ fn missing_and_misshaped_weights() {
     let w = dir.path().join("w.safetensors");
     let t = aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[32, 15]);
     aotc::tensor_io::write(&w, &[("l1.weight".into(), &t)]).unwrap();
-    fails_with(&aotc(&[&"compile", &json, &"--weights", &w, &"-o", &dir.path().join("x.so")]), "weight 'l1.weight': the graph expects float32[32, 16], the payload is float32[32, 15]");
+    fails_with(&aotc(&[&"compile", &json, &"--weights", &w, &"-o", &dir.path().join("x.so")]), "the --weights file does not match the program:\n  'l1.weight': expected float32[32, 16], the file has float32[32, 15]\n  'calls': missing (neither in the archive nor in the file)");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! unpacked twin on disk beside a bare `model.json`.
 
 use super::schema::PayloadConfig;
-use super::weights::{dense_from_storage, Tensor};
+use super::weights::{dense_from_storage, Tensor, MAX_BYTES};
 use super::{parse_program, Source};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
@@ -18,18 +18,30 @@ struct ZipEntries<'p> {
     path: &'p Path,
     zip: zip::ZipArchive<Cursor<Vec<u8>>>,
     root: String,
+    /// The archive's own size, which bounds any honest entry's.
+    len: usize,
+    /// The bytes still allowed out of the archive: sizes in a zip are claims, and a
+    /// compressed entry can inflate far beyond the file (a decompression bomb).
+    budget: u64,
 }
 
 impl Entries for ZipEntries<'_> {
     fn read(&mut self, rel: &str) -> Result<Option<Vec<u8>>> {
         let name = format!("{}{rel}", self.root);
-        let mut f = match self.zip.by_name(&name) {
+        let err = |message: String| Error::Format { path: self.path.into(), message: format!("entry {name}: {message}") };
+        let f = match self.zip.by_name(&name) {
             Ok(f) => f,
             Err(zip::result::ZipError::FileNotFound) => return Ok(None),
-            Err(e) => return Err(Error::Format { path: self.path.into(), message: format!("entry {name}: {e}") }),
+            Err(e) => return Err(err(e.to_string())),
         };
-        let mut buf = Vec::with_capacity(f.size() as usize);
-        f.read_to_end(&mut buf).map_err(|e| Error::Format { path: self.path.into(), message: format!("entry {name}: {e}") })?;
+        let too_big = || err(format!("larger than the {} GiB aotc reads from an archive", MAX_BYTES >> 30));
+        if f.size() > self.budget {
+            return Err(too_big());
+        }
+        // The claimed size sizes the buffer only up to what the archive itself holds.
+        let mut buf = Vec::with_capacity(self.len.min(f.size() as usize));
+        f.take(self.budget + 1).read_to_end(&mut buf).map_err(|e| err(e.to_string()))?;
+        self.budget = self.budget.checked_sub(buf.len() as u64).ok_or_else(too_big)?;
         Ok(Some(buf))
     }
 }
@@ -51,6 +63,7 @@ impl Entries for DirEntries<'_> {
 
 pub fn load_archive(path: &Path, bytes: Vec<u8>) -> Result<Source> {
     let fmt_err = |message: String| Error::Format { path: path.into(), message };
+    let len = bytes.len();
     let zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| fmt_err(format!("not a readable .pt2 (zip) archive: {e}")))?;
     let models: Vec<String> = zip.file_names().filter(|n| {
         let parts: Vec<&str> = n.split('/').collect();
@@ -63,9 +76,10 @@ pub fn load_archive(path: &Path, bytes: Vec<u8>) -> Result<Source> {
         many => many.iter().find(|n| n.ends_with("models/model.json")).cloned()
             .ok_or_else(|| fmt_err(format!("archive holds several programs ({}); aotc compiles one", many.join(", "))))?,
     };
-    let root = model[..model.len() - model.rsplit('/').next().unwrap().len() - "models/".len()].to_string();
-    let mut entries = ZipEntries { path, zip, root };
-    let json = entries.read(&model[entries.root.len()..])?.ok_or_else(|| fmt_err(format!("cannot read {model}")))?;
+    // `<root>models/<file>.json`: the filter above makes the last "models/" the directory.
+    let (root, file) = model.rsplit_once("models/").ok_or_else(|| fmt_err(format!("cannot read {model}")))?;
+    let mut entries = ZipEntries { path, zip, root: root.into(), len, budget: MAX_BYTES };
+    let json = entries.read(&format!("models/{file}"))?.ok_or_else(|| fmt_err(format!("cannot read {model}")))?;
     let program = parse_program(path, &json)?;
     load_payloads(path, program, &mut entries)
 }
@@ -79,12 +93,15 @@ pub fn load_json_with_layout(path: &Path, json: &[u8]) -> Result<Source> {
 }
 
 fn load_payloads(path: &Path, program: super::schema::ExportedProgram, entries: &mut dyn Entries) -> Result<Source> {
-    let weights = load_payload_group(path, entries, "data/weights/model_weights_config.json", "data/weights/")?;
-    let constants = load_payload_group(path, entries, "data/constants/model_constants_config.json", "data/constants/")?;
+    let mut left = MAX_BYTES;
+    let weights = load_payload_group(path, entries, "data/weights/model_weights_config.json", "data/weights/", &mut left)?;
+    let constants = load_payload_group(path, entries, "data/constants/model_constants_config.json", "data/constants/", &mut left)?;
     Ok(Source { path: path.into(), program, weights, constants })
 }
 
-fn load_payload_group(path: &Path, entries: &mut dyn Entries, config: &str, dir: &str) -> Result<BTreeMap<String, Tensor>> {
+/// Reads one group of payloads, building at most `left` bytes of dense tensors (less what
+/// it builds, on return).
+fn load_payload_group(path: &Path, entries: &mut dyn Entries, config: &str, dir: &str, left: &mut u64) -> Result<BTreeMap<String, Tensor>> {
     let Some(cfg) = entries.read(config)? else { return Ok(BTreeMap::new()) };
     let cfg: PayloadConfig = serde_json::from_slice(&cfg)
         .map_err(|e| Error::Format { path: path.into(), message: format!("{config}: {e}") })?;
@@ -94,10 +111,20 @@ fn load_payload_group(path: &Path, entries: &mut dyn Entries, config: &str, dir:
             return Err(Error::Weight { name, message: "stored pickled (use_pickle: true, e.g. a tensor subclass); aotc reads raw tensor bytes only".into() });
         }
         let tm = meta.tensor_meta.as_ref().ok_or_else(|| Error::Weight { name: name.clone(), message: "has no tensor_meta".into() })?;
-        let storage = entries.read(&format!("{dir}{}", meta.path_name))?
-            .ok_or_else(|| Error::Weight { name: name.clone(), message: format!("payload {dir}{} is missing from the archive", meta.path_name) })?;
-        let t = dense_from_storage(&name, tm, &storage)?;
+        // A file name, not a path: on disk, "../x" would read outside the program's layout.
+        if !is_plain_file_name(&meta.path_name) {
+            return Err(Error::Weight { name, message: format!("payload name {:?} in {config} is not a plain file name", meta.path_name) });
+        }
+        let payload = format!("{dir}{}", meta.path_name);
+        let storage = entries.read(&payload)?
+            .ok_or_else(|| Error::Weight { name: name.clone(), message: format!("payload {payload} is missing from the archive") })?;
+        let t = dense_from_storage(&name, &payload, tm, &storage, *left)?;
+        *left -= t.data.len() as u64;
         out.insert(name, t);
     }
     Ok(out)
+}
+
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\'])
 }

@@ -1,11 +1,25 @@
 //! Parses the sympy `srepr` strings torch.export writes for symbolic sizes, e.g.
 //! `Add(Mul(Integer(2), Symbol('s0', positive=True, integer=True)), Integer(1))`.
+//!
+//! The text comes from the archive, so the parser bounds what it can be made to do: the
+//! text's length, its nesting depth (the parser recurses) and the trees it builds, which
+//! later passes recurse over too: no deeper than the text's nesting plus log2(arguments)
+//! per `Max`/`Min`, and `Pow` expansion capped.
 
 use aotc_abi::sym::{SymExpr, SymId};
 
+/// Far longer and deeper than any expression torch.export writes; small enough for any stack.
+const MAX_LEN: usize = 1 << 20;
+const MAX_DEPTH: usize = 64;
+/// Nodes `Pow` may add by repeating its base (`Pow(Pow(x, 16), 16)...` grows exponentially).
+const MAX_NODES: usize = 1 << 16;
+
 /// Parses `text`; `symbol` maps a symbol name to its id.
 pub fn parse(text: &str, symbol: &mut dyn FnMut(&str) -> SymId) -> Result<SymExpr, String> {
-    let mut p = Parser { s: text.as_bytes(), i: 0, symbol };
+    if text.len() > MAX_LEN {
+        return Err(format!("symbolic expression is {} bytes long, more than the {MAX_LEN} aotc reads", text.len()));
+    }
+    let mut p = Parser { s: text.as_bytes(), i: 0, depth: 0, nodes: 0, symbol };
     let e = p.expr()?;
     p.ws();
     if p.i != p.s.len() {
@@ -17,6 +31,9 @@ pub fn parse(text: &str, symbol: &mut dyn FnMut(&str) -> SymId) -> Result<SymExp
 struct Parser<'a, 'f> {
     s: &'a [u8],
     i: usize,
+    depth: usize,
+    /// Nodes added by `Pow` expansion so far.
+    nodes: usize,
     symbol: &'f mut dyn FnMut(&str) -> SymId,
 }
 
@@ -59,7 +76,11 @@ impl Parser<'_, '_> {
         while self.i < self.s.len() && self.s[self.i].is_ascii_digit() {
             self.i += 1;
         }
-        std::str::from_utf8(&self.s[start..self.i]).unwrap_or("").parse().map_err(|_| format!("expected an integer at byte {start}"))
+        let digits = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("");
+        digits.parse().map_err(|_| match digits.trim_start_matches('-') {
+            "" => format!("expected an integer at byte {start}"),
+            _ => format!("integer {digits} at byte {start} does not fit in 64 bits"),
+        })
     }
 
     fn string(&mut self) -> Result<String, String> {
@@ -98,6 +119,17 @@ impl Parser<'_, '_> {
     }
 
     fn expr(&mut self) -> Result<SymExpr, String> {
+        if self.depth == MAX_DEPTH {
+            return Err(format!("symbolic expression nested deeper than {MAX_DEPTH} levels (at byte {})", self.i));
+        }
+        self.depth += 1;
+        let e = self.call();
+        self.depth -= 1;
+        e
+    }
+
+    /// `Head(args...)` or a bare integer.
+    fn call(&mut self) -> Result<SymExpr, String> {
         let head = self.ident();
         if head.is_empty() {
             // A bare integer is accepted too.
@@ -124,23 +156,55 @@ impl Parser<'_, '_> {
             "Mul" => Ok(SymExpr::mul(self.args()?)),
             "FloorDiv" => two(self.args()?, SymExpr::floor_div),
             "Mod" | "PythonMod" => two(self.args()?, SymExpr::modulo),
-            "Max" => self.args()?.into_iter().reduce(SymExpr::max).ok_or("Max()".into()),
-            "Min" => self.args()?.into_iter().reduce(SymExpr::min).ok_or("Min()".into()),
+            "Max" => balanced(self.args()?, SymExpr::max).ok_or("Max()".into()),
+            "Min" => balanced(self.args()?, SymExpr::min).ok_or("Min()".into()),
             "CeilToInt" | "FloorToInt" | "TruncToInt" => {
                 let mut v = self.args()?;
-                if v.len() != 1 { return Err(format!("{head} takes one argument")) }
-                Ok(v.pop().unwrap())
+                match (v.pop(), v.is_empty()) {
+                    (Some(x), true) => Ok(x),
+                    _ => Err(format!("{head} takes one argument")),
+                }
             }
             "CleanDiv" | "IntTrueDiv" => two(self.args()?, SymExpr::floor_div),
             "Pow" | "PowByNatural" => {
                 let v = self.args()?;
                 match v.as_slice() {
-                    [b, SymExpr::Int(e)] if (0..=16).contains(e) => Ok(SymExpr::mul(std::iter::repeat_n(b.clone(), *e as usize))),
+                    [b, SymExpr::Int(e @ 0..=16)] => {
+                        let e = *e as usize;
+                        self.nodes = self.nodes.saturating_add(node_count(b).saturating_mul(e));
+                        if self.nodes > MAX_NODES {
+                            return Err(format!("symbolic expression expands to more than {MAX_NODES} nodes"));
+                        }
+                        Ok(SymExpr::mul(std::iter::repeat_n(b.clone(), e)))
+                    }
                     _ => Err(format!("unsupported power {v:?}")),
                 }
             }
             other => Err(format!("unsupported sympy function {other}")),
         }
+    }
+}
+
+/// Folds `xs` pairwise, level by level, so that `Max` of n arguments is about log2(n)
+/// levels deep rather than n.
+fn balanced(mut xs: Vec<SymExpr>, f: fn(SymExpr, SymExpr) -> SymExpr) -> Option<SymExpr> {
+    while xs.len() > 1 {
+        let mut rest = xs.into_iter();
+        let mut level = Vec::new();
+        while let Some(a) = rest.next() {
+            level.push(match rest.next() { Some(b) => f(a, b), None => a });
+        }
+        xs = level;
+    }
+    xs.pop()
+}
+
+/// The nodes of `e` (a tree the parser built, so of bounded depth).
+fn node_count(e: &SymExpr) -> usize {
+    match e {
+        SymExpr::Int(_) | SymExpr::Sym(_) => 1,
+        SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Max(xs) | SymExpr::Min(xs) => xs.iter().map(node_count).fold(1, usize::saturating_add),
+        SymExpr::FloorDiv(a, b) | SymExpr::Mod(a, b) => node_count(a).saturating_add(node_count(b)).saturating_add(1),
     }
 }
 
@@ -167,5 +231,21 @@ mod tests {
         assert_eq!(p("Max(Integer(1), Symbol('a'))"), "max(1, s0)");
         assert_eq!(p("Mod(Integer(7), Integer(3))"), "1");
         assert!(p("Frobnicate(Integer(1))").starts_with("error: unsupported sympy function Frobnicate"));
+    }
+
+    #[test]
+    fn bounds_what_the_text_can_make_it_build() {
+        let nested = |n: usize| format!("{}Symbol('s0'){}", "Add(".repeat(n), ", Integer(1))".repeat(n));
+        assert_eq!(p(&nested(MAX_DEPTH - 1)), format!("s0 + {}", MAX_DEPTH - 1));
+        for n in [MAX_DEPTH, 20_000] {
+            assert!(p(&nested(n)).starts_with("error: symbolic expression nested deeper than 64 levels (at byte 256)"), "{n}");
+        }
+        let powers = format!("{}Symbol('s0'){}", "Pow(".repeat(8), ", Integer(16))".repeat(8));
+        assert_eq!(p(&powers), "error: symbolic expression expands to more than 65536 nodes");
+        // A wide Max is a shallow tree: Display (recursive) gets through it.
+        let wide = (0..4_000).map(|i| format!("Symbol('s{i}')")).collect::<Vec<_>>().join(", ");
+        assert!(p(&format!("Max({wide})")).starts_with("max(max("));
+        assert_eq!(p("Integer(99999999999999999999)"), "error: integer 99999999999999999999 at byte 8 does not fit in 64 bits");
+        assert!(p(&" ".repeat(MAX_LEN + 1)).starts_with("error: symbolic expression is 1048577 bytes long"));
     }
 }

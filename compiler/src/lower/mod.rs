@@ -146,6 +146,14 @@ pub fn lower(src: &Source) -> Result<Lowered> {
     Ok(Lowered { program: lw.prog, symbols: lw.symbols, inputs, outputs, buffers, buffer_mutations, input_mutations, guards: lw.guards, in_spec, out_spec })
 }
 
+/// At most 200 characters of a text from the archive, for an error message.
+fn abbreviate(text: &str) -> String {
+    match text.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}... ({} bytes)", &text[..cut], text.len()),
+        None => text.to_string(),
+    }
+}
+
 fn call_spec(src: &Source) -> (String, String) {
     let mcg = &src.program.graph_module.module_call_graph;
     match mcg.iter().find(|e| e.fqn.is_empty()).and_then(|e| e.signature.as_ref()) {
@@ -209,7 +217,7 @@ impl<'s> Lowerer<'s> {
         match s {
             SymInt::Int(v) => Ok(SymExpr::Int(*v)),
             SymInt::Expr(e) => {
-                let parsed = sympy::parse(&e.expr_str, &mut |n| self.symbol_id(n)).map_err(|m| format!("symbolic size {}: {m}", e.expr_str))?;
+                let parsed = sympy::parse(&e.expr_str, &mut |n| self.symbol_id(n)).map_err(|m| format!("symbolic size {}: {m}", abbreviate(&e.expr_str)))?;
                 if let (SymExpr::Sym(id), Some(h)) = (&parsed, e.hint.as_ref().and_then(|h| h.get("as_int")).and_then(|v| v.as_i64())) {
                     self.hints[*id as usize] = Some(h);
                 }
@@ -229,10 +237,10 @@ impl<'s> Lowerer<'s> {
                         // Only symbols that inputs define can have values at run time.
                         const UNKNOWN: SymId = SymId::MAX;
                         let known = |name: &str| self.symbols.iter().position(|s| s.name == name).map_or(UNKNOWN, |i| i as SymId);
-                        let x = sympy::parse(&e.expr_str, &mut |name| known(name))?;
+                        let x = sympy::parse(&e.expr_str, &mut |name| known(name)).map_err(|m| format!("SymInt '{n}' ({}): {m}", abbreviate(&e.expr_str)))?;
                         let mut unknown = false;
                         x.for_each_symbol(&mut |i| unknown |= i == UNKNOWN);
-                        if unknown { Err(format!("SymInt '{n}' ({}) uses a symbol no input defines", e.expr_str)) } else { Ok(x) }
+                        if unknown { Err(format!("SymInt '{n}' ({}) uses a symbol no input defines", abbreviate(&e.expr_str))) } else { Ok(x) }
                     }
                 }
             }
