@@ -181,8 +181,12 @@ fn where_self(lw: &mut Lowerer, a: &Args) -> R {
 
 fn clamp(lw: &mut Lowerer, a: &Args) -> R {
     let x = Operand::T(a.tensor(lw, "self")?);
-    let lo = a.opt_scalar("min")?.map(Operand::S).or(a.opt_tensor(lw, "min")?.map(Operand::T));
-    let hi = a.opt_scalar("max")?.map(Operand::S).or(a.opt_tensor(lw, "max")?.map(Operand::T));
+    // clamp.default takes numbers, clamp.Tensor tensors; either bound may be None.
+    let bound = |name| match a.get(name) {
+        None | Some(crate::frontend::schema::Argument::None(_)) => Ok(None),
+        Some(_) => operand(lw, a, name).map(Some),
+    };
+    let (lo, hi) = (bound("min")?, bound("max")?);
     let mut all = vec![&x];
     all.extend(lo.iter());
     all.extend(hi.iter());
