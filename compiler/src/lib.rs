@@ -44,6 +44,11 @@ pub fn lower_file(input: &Path, opts: &CompileOptions) -> Result<(frontend::Sour
 
 /// Compiles `input` into the shared library `output`.
 pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<CompileReport> {
+    // Fail before the work, not at link time, when the output cannot be written there.
+    let out_dir = output.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !out_dir.is_dir() {
+        return Err(Error::Io { path: output.into(), source: std::io::Error::new(std::io::ErrorKind::NotFound, format!("the output directory {} does not exist", out_dir.display())) });
+    }
     let mut stages = vec![];
     let mut t = Instant::now();
     let mut lap = |name, stages: &mut Vec<_>| {

@@ -138,3 +138,21 @@ fn run_time_input_errors() {
     let one = write("one.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[2, 4]));
     fails_with(&aotc(&[&"run", &so2, &"--input", &one, &"--output-dir", &dir.path()]), "no tensor or scalar for input 1 (the model takes 3 inputs)");
 }
+
+/// Paths as users type them: bare file names in the current directory (which dlopen
+/// would otherwise look up on the library search path), and a missing output directory.
+#[test]
+fn paths_as_users_type_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = fixture("dynamic_batch_mlp");
+    for f in ["model.pt2", "inputs_0.safetensors"] {
+        std::fs::copy(fx.join(f), dir.path().join(f)).unwrap();
+    }
+    let in_dir = |args: &[&str]| Command::new(AOTC).args(args).current_dir(dir.path()).output().expect("run aotc");
+    let out = in_dir(&["compile", "model.pt2", "-o", "model.so"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = in_dir(&["run", "model.so", "--input", "inputs_0.safetensors", "--output-dir", "out"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.path().join("out/outputs_0.safetensors").exists());
+    fails_with(&in_dir(&["compile", "model.pt2", "-o", "no/such/dir/model.so"]), "no/such/dir/model.so: the output directory no/such/dir does not exist");
+}
