@@ -15,12 +15,29 @@
  *   is per thread and valid until the next failing call on that thread.
  * - No function aborts the process or lets an exception/panic escape.
  * - Tensors are DLPack DLTensors (same layout). Inputs may be strided (copied when not
- *   contiguous); strides == NULL means contiguous. Python scalars that export
- *   specialised are passed as 0-dim tensors (float64 / int64 / bool) and checked.
+ *   contiguous); strides == NULL means contiguous; negative strides are allowed (data +
+ *   byte_offset is the element at index 0). Python scalars that export specialised are
+ *   passed as 0-dim tensors (float64 / int64 / bool) and checked.
+ * - Every descriptor (of aotc_run, aotc_buffer_read/write) is checked before any memory
+ *   is read through it: ndim first (it must be the expected rank: shape is read only
+ *   then), sizes >= 0, and the element count, byte size and the bytes the strides and
+ *   byte_offset reach must not overflow 64 bits or the address space; data may be NULL
+ *   only for an empty tensor. The library cannot check that data really holds those
+ *   bytes: that, and shape/strides holding ndim entries, is the caller's part.
  * - Inputs are the flattened leaves of in_spec, in order (torch.utils._pytree).
  * - Outputs are allocated by the model: aotc_run fills `outputs` with contiguous
  *   tensors (strides NULL) whose data and shape the instance owns; they stay valid
  *   until the next aotc_run or aotc_model_destroy on that instance. Copy them to keep.
+ *   `inputs` and `outputs` may be the same array (inputs are read first).
+ * - Aliasing: an input may alias another input, or an output of an earlier call of the
+ *   same instance (e.g. pass an output straight back in). The call computes what it
+ *   would on separate copies: the instance moves its own memory that an input lives in
+ *   out of the way, so nothing the call writes lands there except the write-back of a
+ *   mutated input. Such an output's data stays valid (holding the new value, if the
+ *   program mutated that input) until a later aotc_run that no longer takes it as an
+ *   input, or aotc_model_destroy; its shape array may then show the newer output's shape.
+ *   Mutated inputs that alias each other are written back in input order: where they
+ *   overlap, the later input's new value wins.
  * - Buffers (model state) mutated by the program keep their new value for the next call
  *   of the same instance; instances never share state. User inputs the program mutates
  *   are written back into the caller's tensors after the call.
@@ -40,11 +57,13 @@ extern "C" {
 
 typedef enum {
   AOTC_OK = 0,
-  AOTC_ERR_INVALID_ARGUMENT = 1, /* null pointer, bad index, bad device string */
+  AOTC_ERR_INVALID_ARGUMENT = 1, /* null pointer, bad index, bad device string, strides or
+                                    byte_offset reaching outside the address space */
   AOTC_ERR_INPUT_COUNT = 2,
   AOTC_ERR_DTYPE = 3,
   AOTC_ERR_RANK = 4,
-  AOTC_ERR_SHAPE = 5,            /* static size differs, or a shared dynamic size disagrees */
+  AOTC_ERR_SHAPE = 5,            /* static size differs, a shared dynamic size disagrees, or a
+                                    size rule of the program (a guard) fails for these sizes */
   AOTC_ERR_RANGE = 6,            /* dynamic size outside its range constraint */
   AOTC_ERR_CONSTANT = 7,         /* a specialised scalar input got another value */
   AOTC_ERR_DEVICE = 8,

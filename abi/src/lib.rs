@@ -21,12 +21,14 @@ pub const ABI_VERSION: u32 = 1;
 /// Status codes returned by every fallible ABI function; `AOTC_OK` is success.
 pub mod status {
     pub const OK: i32 = 0;
-    /// A null pointer, a bad device string, an out-of-range index.
+    /// A null pointer, a bad device string, an out-of-range index, strides or a
+    /// byte_offset that reach outside the address space.
     pub const INVALID_ARGUMENT: i32 = 1;
     pub const INPUT_COUNT: i32 = 2;
     pub const DTYPE: i32 = 3;
     pub const RANK: i32 = 4;
-    /// A static dimension differs, or two inputs disagree on a shared symbolic dimension.
+    /// A static dimension differs, two inputs disagree on a shared symbolic dimension, or
+    /// a run-time guard of the program fails for the sizes bound.
     pub const SHAPE: i32 = 5;
     /// A dynamic dimension lies outside its range constraint.
     pub const RANGE: i32 = 6;

@@ -126,11 +126,15 @@ fn owned(p: *const c_char) -> String {
 }
 
 impl Model {
-    /// Loads the library at `path` and creates an instance on `device`.
+    /// Loads the library at `path` (a bare file name is the file in the current
+    /// directory) and creates an instance on `device`.
     pub fn load(path: impl AsRef<Path>, device: Device) -> Result<Model, Error> {
         let path = path.as_ref();
+        // dlopen looks a name without a '/' up in the library search path, never in the
+        // current directory: "model.so" means ./model.so to whoever types it.
+        let file = if path.is_relative() { Path::new(".").join(path) } else { path.to_path_buf() };
         // SAFETY: loading runs the library's initialisers; an aotc .so has none beyond libc's.
-        let lib = unsafe { Library::new(path) }.map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("{}: {e}", path.display())))?;
+        let lib = unsafe { Library::new(&file) }.map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("{}: {e}", path.display())))?;
         let version: ft::AbiVersion = sym(&lib, symbols::ABI_VERSION)?;
         // SAFETY: calling a symbol with its declared signature.
         let v = unsafe { version() };
@@ -175,9 +179,9 @@ impl Model {
         Error::new(code, owned(unsafe { (self.fns.last_error)() }))
     }
 
-    fn infos(&self, count: &str, info: &str) -> Result<Vec<ValueInfo>, Error> {
+    fn infos(&self, count: &str, info_name: &str) -> Result<Vec<ValueInfo>, Error> {
         let count: ft::Count = sym(&self._lib, count)?;
-        let info: ft::Info = sym(&self._lib, info)?;
+        let info: ft::Info = sym(&self._lib, info_name)?;
         // SAFETY: valid handle.
         let n = unsafe { count(self.handle) };
         (0..n.max(0)).map(|i| {
@@ -187,9 +191,11 @@ impl Model {
             if rc != status::OK {
                 return Err(self.last_error(rc));
             }
-            // SAFETY: filled on success; the arrays hold ndim entries owned by the model.
+            // SAFETY: filled on success.
             let v = unsafe { v.assume_init() };
-            let arr = |p: *const i64| if v.ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(p, v.ndim as usize).to_vec() } };
+            let ndim = usize::try_from(v.ndim).map_err(|_| Error::new(status::INTERNAL, format!("{info_name} {i}: negative ndim {}", v.ndim)))?;
+            // SAFETY: on success the arrays hold ndim entries owned by the model.
+            let arr = |p: *const i64| if ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(p, ndim).to_vec() } };
             Ok(ValueInfo { name: owned(v.name), kind: v.kind, dtype: DType::from_dlpack(v.dtype), sizes: arr(v.sizes), dim_min: arr(v.dim_min), dim_max: arr(v.dim_max) })
         }).collect()
     }
@@ -224,9 +230,10 @@ impl Model {
     pub fn run(&mut self, inputs: &mut [Value]) -> Result<Vec<Tensor>, Error> {
         let mut shapes: Vec<Vec<i64>> = Vec::with_capacity(inputs.len());
         let mut scalars: Vec<[u8; 8]> = Vec::with_capacity(inputs.len());
-        for v in inputs.iter() {
+        for (i, v) in inputs.iter().enumerate() {
             match v {
                 Value::Tensor(t) => {
+                    t.check_len(&format!("input {i}"))?;
                     shapes.push(t.shape.clone());
                     scalars.push([0; 8]);
                 }
@@ -252,12 +259,17 @@ impl Model {
         if rc != status::OK {
             return Err(self.last_error(rc));
         }
-        outs.iter().map(|t| {
-            let dtype = DType::from_dlpack(t.dtype).ok_or_else(|| Error::new(status::INTERNAL, "output of unknown dtype"))?;
+        outs.iter().zip(&self.outputs).map(|(t, info)| {
+            let bad = |what: &str| Error::new(status::INTERNAL, format!("output '{}': {what}", info.name));
+            let dtype = DType::from_dlpack(t.dtype).ok_or_else(|| bad("unknown dtype"))?;
+            if usize::try_from(t.ndim) != Ok(info.sizes.len()) {
+                return Err(bad(&format!("rank {}, expected {}", t.ndim, info.sizes.len())));
+            }
             // SAFETY: on success each output points to ndim sizes and contiguous data owned by
             // the model, valid until the next call.
-            let shape = if t.ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(t.shape, t.ndim as usize).to_vec() } };
-            let n = shape.iter().product::<i64>() as usize * dtype.size();
+            let shape = if info.sizes.is_empty() { vec![] } else { unsafe { std::slice::from_raw_parts(t.shape, info.sizes.len()).to_vec() } };
+            let n = aotc_abi::layout::byte_len(&shape, dtype.size()).ok_or_else(|| bad(&format!("invalid shape {shape:?}")))?;
+            // SAFETY: as above: n bytes of contiguous data.
             let data = if n == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(t.data as *const u8, n).to_vec() } };
             Ok(Tensor { dtype, shape, data })
         }).collect()
@@ -304,6 +316,7 @@ impl Model {
     /// Overwrites a buffer (model state) for the next calls.
     pub fn write_buffer(&mut self, name: &str, value: &Tensor) -> Result<(), Error> {
         let c = CString::new(name).map_err(|_| Error::new(status::INVALID_ARGUMENT, "name holds a NUL byte"))?;
+        value.check_len(&format!("buffer '{name}'"))?;
         let mut v = value.clone();
         let raw = v.as_raw();
         // SAFETY: raw describes v's memory; the library copies from it.

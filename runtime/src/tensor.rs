@@ -1,6 +1,8 @@
 //! Owned contiguous tensors for the loader's API.
 
-use aotc_abi::{AotcTensor, DLDevice, DType, DL_CPU};
+use crate::Error;
+use aotc_abi::layout::{byte_len, numel};
+use aotc_abi::{status, AotcTensor, DLDevice, DType, DL_CPU};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
@@ -11,17 +13,31 @@ pub struct Tensor {
 }
 
 impl Tensor {
+    /// # Panics
+    /// If a size is negative or the tensor does not fit in memory.
     pub fn zeros(dtype: DType, shape: &[i64]) -> Tensor {
-        let n = shape.iter().product::<i64>().max(0) as usize;
-        Tensor { dtype, shape: shape.to_vec(), data: vec![0; n * dtype.size()] }
+        let bytes = byte_len(shape, dtype.size()).unwrap_or_else(|| panic!("no {dtype} tensor of shape {shape:?} fits in memory"));
+        Tensor { dtype, shape: shape.to_vec(), data: vec![0; bytes] }
     }
 
     pub fn from_f32(shape: &[i64], values: &[f32]) -> Tensor {
         Tensor { dtype: DType::F32, shape: shape.to_vec(), data: values.iter().flat_map(|v| v.to_le_bytes()).collect() }
     }
 
+    /// The element count (0 for a shape with a negative size or too many elements,
+    /// which [`Tensor::check_len`] refuses).
     pub fn numel(&self) -> usize {
-        self.shape.iter().product::<i64>().max(0) as usize
+        numel(&self.shape).and_then(|n| usize::try_from(n).ok()).unwrap_or(0)
+    }
+
+    /// Fails unless `data` holds exactly the bytes of `shape`: the library reads (and
+    /// writes back) that many bytes through the raw pointer.
+    pub(crate) fn check_len(&self, what: &str) -> Result<(), Error> {
+        match byte_len(&self.shape, self.dtype.size()) {
+            Some(n) if n == self.data.len() => Ok(()),
+            Some(n) => Err(Error::new(status::INVALID_ARGUMENT, format!("{what}: a {} tensor of shape {:?} holds {n} bytes, this one {}", self.dtype, self.shape, self.data.len()))),
+            None => Err(Error::new(status::INVALID_ARGUMENT, format!("{what}: shape {:?} is not a valid size", self.shape))),
+        }
     }
 
     /// The elements as f64, whatever the dtype (for printing and comparisons).

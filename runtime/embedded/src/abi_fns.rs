@@ -1,7 +1,9 @@
 //! The exported C functions of `aotc.h`. Each one checks its pointers, runs inside
 //! [`guard`] and reports failure as a status code plus a thread-local message.
 
-use crate::model::{err, program, Error, Model, Result, ValueInfoStore};
+use crate::error::{err, Error, Result};
+use crate::model::Model;
+use crate::program::{program, ValueInfoStore};
 use aotc_abi::{status, AotcModel, AotcTensor, AotcValueInfo, ABI_VERSION};
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
@@ -188,14 +190,19 @@ pub unsafe extern "C" fn aotc_run(m: *mut AotcModel, inputs: *const AotcTensor, 
     guard(|| {
         let model = model_mut(m)?;
         let (Ok(n_in), Ok(n_out)) = (usize::try_from(n_inputs), usize::try_from(n_outputs)) else {
-            return err(status::INVALID_ARGUMENT, "negative input or output count");
+            return err(status::INVALID_ARGUMENT, format!("negative count: n_inputs {n_inputs}, n_outputs {n_outputs}"));
         };
-        if (inputs.is_null() && n_in > 0) || (outputs.is_null() && n_out > 0) {
-            return err(status::INVALID_ARGUMENT, "inputs or outputs is a null pointer");
+        for (array, is_null, n) in [("inputs", inputs.is_null(), n_in), ("outputs", outputs.is_null(), n_out)] {
+            if is_null && n > 0 {
+                return err(status::INVALID_ARGUMENT, format!("{array} is a null pointer, with {n} entries"));
+            }
         }
+        // The descriptors are copied first: the caller may pass one array as both inputs
+        // and outputs, and the outputs are written while the inputs are still in use.
         // SAFETY: the caller passes arrays of n_inputs and n_outputs tensors.
-        let ins = if n_in == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(inputs, n_in) } };
+        let ins = if n_in == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(inputs, n_in) }.to_vec() };
+        // SAFETY: as above; no other reference to the outputs array exists during the call.
         let outs = if n_out == 0 { &mut [][..] } else { unsafe { std::slice::from_raw_parts_mut(outputs, n_out) } };
-        model.run(ins, outs)
+        model.run(&ins, outs)
     })
 }

@@ -2,17 +2,25 @@
 //!
 //! It implements the C ABI of `aotc.h` around the code the compiler generated:
 //! the generated object provides the driver `__aotc_graph_run`, the manifest and the
-//! weights; this crate checks inputs against the manifest, binds symbolic dimensions,
-//! owns each instance's state and scratch memory, and applies mutations after a call.
+//! weights; this crate checks each caller's descriptor before reading through it
+//! ([`descriptor`]), checks inputs against the manifest and binds symbolic dimensions
+//! ([`inputs`]), checks the program's guards ([`guards`]), owns each instance's state and
+//! scratch memory (keeping it apart from inputs that alias it) and applies mutations
+//! after a call ([`model`]).
 //! It also provides the extern kernels the generated code calls (GEMM).
 //!
 //! **Architecture Invariant:** no panic or unwind leaves an ABI function: every entry is
 //! wrapped in [`guard`], which turns a panic into `AOTC_ERR_INTERNAL` plus a message.
 
 mod abi_fns;
+mod descriptor;
+mod error;
+mod guards;
+mod inputs;
 mod kernels;
 mod memory;
 mod model;
+mod program;
 
 pub use abi_fns::*;
 pub use kernels::*;

@@ -16,9 +16,15 @@ pub struct AlignedBuf {
 unsafe impl Send for AlignedBuf {}
 
 impl AlignedBuf {
+    /// No memory: what a slot holds before its first call.
+    pub fn empty() -> AlignedBuf {
+        AlignedBuf { ptr: NonNull::<[u8; ALIGN]>::dangling().cast(), len: 0 }
+    }
+
+    /// `None` when the allocation fails (or `len` is too large for one).
     pub fn new(len: usize) -> Option<AlignedBuf> {
         if len == 0 {
-            return Some(AlignedBuf { ptr: NonNull::<[u8; ALIGN]>::dangling().cast(), len: 0 });
+            return Some(AlignedBuf::empty());
         }
         let layout = Layout::from_size_align(len, ALIGN).ok()?;
         // SAFETY: layout has a non-zero size.
@@ -34,6 +40,12 @@ impl AlignedBuf {
 
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// True when some byte of `span` (addresses) lies in this buffer.
+    pub fn overlaps(&self, span: &std::ops::Range<usize>) -> bool {
+        let start = self.ptr.as_ptr() as usize;
+        self.len > 0 && !span.is_empty() && span.start < start + self.len && start < span.end
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
@@ -71,7 +83,8 @@ pub enum Direction {
 ///
 /// # Safety
 /// `contiguous` must be valid for `product(sizes) * elem` bytes and `strided` for every
-/// element the strides reach; the two must not overlap.
+/// element the strides reach, a view whose extent was checked (so no offset overflows);
+/// the two must not overlap.
 pub unsafe fn strided_copy(contiguous: *mut u8, strided: *mut u8, sizes: &[i64], strides: &[i64], elem: usize, dir: Direction) {
     for_each_offset(sizes, strides, |linear, offset| {
         // SAFETY: the caller guarantees both ranges are valid; offsets stay inside them.

@@ -1,183 +1,70 @@
-//! One model instance: its state, scratch memory, and the checks and bookkeeping of a call.
+//! One model instance: its state, scratch memory, and the bookkeeping of a call.
 
+use crate::descriptor::{check_view, dtype_of, View};
+use crate::error::{err, Error, Result};
+use crate::guards::check_guards;
+use crate::inputs::bind_inputs;
 use crate::memory::{strided_copy, AlignedBuf, Direction};
-use aotc_abi::layout::{contiguous_strides, is_contiguous};
-use aotc_abi::manifest::{ConstValue, InputSpec, Manifest, Slot};
+use crate::program::{program, weights_base, Program};
+use aotc_abi::manifest::{InputSpec, Slot};
 use aotc_abi::sym::SymExpr;
-use aotc_abi::{status, AotcTensor, AotcValueInfo, DType, DL_CPU};
-use std::ffi::CString;
-use std::sync::OnceLock;
+use aotc_abi::{status, AotcTensor, DType, DL_CPU};
 
 extern "C" {
-    #[link_name = "__aotc_manifest"]
-    static MANIFEST_BYTES: u8;
-    #[link_name = "__aotc_manifest_len"]
-    static MANIFEST_LEN: u64;
-    #[link_name = "__aotc_weights"]
-    static WEIGHTS: u8;
     fn __aotc_graph_run(slots: *const *mut u8, dims: *const i64);
-}
-
-/// An error with its ABI status code.
-pub struct Error {
-    pub code: i32,
-    pub message: String,
-}
-
-pub type Result<T> = std::result::Result<T, Error>;
-
-pub fn err<T>(code: i32, message: impl Into<String>) -> Result<T> {
-    Err(Error { code, message: message.into() })
-}
-
-/// The manifest and the C strings derived from it, shared by all instances.
-pub struct Program {
-    pub manifest: Manifest,
-    pub manifest_json: CString,
-    pub in_spec: CString,
-    pub out_spec: CString,
-    pub inputs: Vec<ValueInfoStore>,
-    pub outputs: Vec<ValueInfoStore>,
-    pub buffers: Vec<ValueInfoStore>,
-}
-
-/// Owns what an `AotcValueInfo` points to.
-pub struct ValueInfoStore {
-    name: CString,
-    kind: i32,
-    dtype: DType,
-    sizes: Vec<i64>,
-    dim_min: Vec<i64>,
-    dim_max: Vec<i64>,
-}
-
-impl ValueInfoStore {
-    fn new(name: &str, kind: i32, dtype: DType, sizes: &[SymExpr], m: &Manifest) -> ValueInfoStore {
-        let range = |e: &SymExpr| match (e.as_int(), e) {
-            (Some(v), _) => (v, v, v),
-            (None, SymExpr::Sym(s)) => {
-                let r = &m.symbols[*s as usize];
-                (-1, r.min, r.max.unwrap_or(-1))
-            }
-            (None, _) => (-1, 0, -1),
-        };
-        let (sizes, (dim_min, dim_max)): (Vec<i64>, (Vec<i64>, Vec<i64>)) =
-            sizes.iter().map(range).map(|(s, lo, hi)| (s, (lo, hi))).unzip();
-        let name = CString::new(name.replace('\0', "")).unwrap_or_default();
-        ValueInfoStore { name, kind, dtype, sizes, dim_min, dim_max }
-    }
-
-    pub fn info(&self) -> AotcValueInfo {
-        AotcValueInfo {
-            name: self.name.as_ptr(),
-            kind: self.kind,
-            dtype: self.dtype.to_dlpack(),
-            ndim: self.sizes.len() as i32,
-            sizes: self.sizes.as_ptr(),
-            dim_min: self.dim_min.as_ptr(),
-            dim_max: self.dim_max.as_ptr(),
-        }
-    }
-}
-
-fn cstring(s: &str) -> CString {
-    CString::new(s.replace('\0', "")).unwrap_or_default()
-}
-
-/// Parses the embedded manifest once per process.
-pub fn program() -> Result<&'static Program> {
-    static PROGRAM: OnceLock<std::result::Result<Program, String>> = OnceLock::new();
-    PROGRAM
-        .get_or_init(|| {
-            // SAFETY: the compiler emits __aotc_manifest with __aotc_manifest_len bytes.
-            let bytes = unsafe { std::slice::from_raw_parts(&MANIFEST_BYTES as *const u8, MANIFEST_LEN as usize) };
-            let m: Manifest = serde_json::from_slice(bytes).map_err(|e| format!("embedded manifest is corrupt: {e}"))?;
-            if m.abi_version != aotc_abi::ABI_VERSION {
-                return Err(format!("manifest ABI {} != support library ABI {}", m.abi_version, aotc_abi::ABI_VERSION));
-            }
-            let inputs = m.inputs.iter().map(|i| match i {
-                InputSpec::Tensor(t) => ValueInfoStore::new(&t.name, aotc_abi::value_kind::TENSOR, t.dtype, &t.sizes, &m),
-                InputSpec::Constant { name, value } => {
-                    let (kind, dtype) = match value {
-                        ConstValue::Int(_) => (aotc_abi::value_kind::INT, DType::I64),
-                        ConstValue::Bool(_) => (aotc_abi::value_kind::BOOL, DType::Bool),
-                        _ => (aotc_abi::value_kind::FLOAT, DType::F64),
-                    };
-                    ValueInfoStore::new(name, kind, dtype, &[], &m)
-                }
-            }).collect();
-            let outputs = m.outputs.iter().map(|t| ValueInfoStore::new(&t.name, aotc_abi::value_kind::TENSOR, t.dtype, &t.sizes, &m)).collect();
-            let buffers = m.buffers.iter().map(|b| {
-                let sizes: Vec<SymExpr> = b.sizes.iter().map(|&s| SymExpr::Int(s)).collect();
-                ValueInfoStore::new(&b.name, aotc_abi::value_kind::TENSOR, b.dtype, &sizes, &m)
-            }).collect();
-            Ok(Program {
-                manifest_json: CString::new(bytes.to_vec()).map_err(|_| "manifest holds a NUL byte".to_string())?,
-                in_spec: cstring(&m.in_spec),
-                out_spec: cstring(&m.out_spec),
-                inputs,
-                outputs,
-                buffers,
-                manifest: m,
-            })
-        })
-        .as_ref()
-        .map_err(|e| Error { code: status::INTERNAL, message: e.clone() })
-}
-
-fn weights_base() -> *const u8 {
-    // SAFETY: taking the address of the linked weights blob; nothing is read here.
-    unsafe { &WEIGHTS as *const u8 }
 }
 
 pub struct Model {
     program: &'static Program,
     buffers: Vec<AlignedBuf>,
+    /// One allocation per scratch slot (empty for other slots); outputs live here.
     scratch: Vec<AlignedBuf>,
-    /// Contiguous copies of non-contiguous inputs.
-    staging: Vec<Option<AlignedBuf>>,
+    /// Contiguous copies of non-contiguous inputs, one per input.
+    staging: Vec<AlignedBuf>,
+    /// Allocations given up by `scratch`/`staging` because an input lived in them
+    /// (see [`Model::set_aside_aliased`]); alive while inputs keep living in them.
+    retired: Vec<AlignedBuf>,
+    /// What the outputs' `shape` pointers point to; updated in place, so a shape the
+    /// caller still holds stays readable.
     output_shapes: Vec<Vec<i64>>,
 }
 
-/// "input 3 ('x')", formatted only when a message needs it.
-struct InputName<'a>(usize, &'a str);
-
-impl std::fmt::Display for InputName<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "input {} ('{}')", self.0, self.1)
-    }
+/// The sizes of a call, evaluated from the bound symbols before any memory is touched.
+struct Sizes {
+    dims: Vec<i64>,
+    /// Bytes of each slot's scratch allocation (0 for other slots).
+    scratch: Vec<usize>,
+    outputs: Vec<Vec<i64>>,
 }
 
-fn dtype_of(t: &AotcTensor) -> String {
-    match DType::from_dlpack(t.dtype) {
-        Some(d) => d.to_string(),
-        None => format!("DLDataType(code={}, bits={}, lanes={})", t.dtype.code, t.dtype.bits, t.dtype.lanes),
-    }
+fn eval(e: &SymExpr, syms: &[Option<i64>], what: impl FnOnce() -> String) -> Result<i64> {
+    e.eval(syms).map_err(|x| Error { code: status::SHAPE, message: format!("{}: {x}", what()) })
 }
 
-/// The shape and strides of a caller's tensor, after null checks.
-fn shape_and_strides(t: &AotcTensor, what: &dyn std::fmt::Display) -> Result<(Vec<i64>, Option<Vec<i64>>)> {
-    if t.ndim < 0 {
-        return err(status::INVALID_ARGUMENT, format!("{what}: negative ndim {}", t.ndim));
-    }
-    let n = t.ndim as usize;
-    if n > 0 && t.shape.is_null() {
-        return err(status::INVALID_ARGUMENT, format!("{what}: shape is a null pointer"));
-    }
-    // SAFETY: DLPack contract: shape (and strides when non-null) hold ndim entries.
-    let shape = if n == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(t.shape, n).to_vec() } };
-    let strides = if t.strides.is_null() || n == 0 { None } else { Some(unsafe { std::slice::from_raw_parts(t.strides, n).to_vec() }) };
-    if let Some(d) = shape.iter().position(|&s| s < 0) {
-        return err(status::SHAPE, format!("{what}: dimension {d} has negative size {}", shape[d]));
-    }
-    Ok((shape, strides))
+/// A size in bytes or elements: evaluated, and non-negative and small enough for one
+/// allocation (the compiler's guards should see to it; a wrong size must not wrap).
+fn eval_size(e: &SymExpr, syms: &[Option<i64>], what: impl Fn() -> String) -> Result<usize> {
+    let n = eval(e, syms, &what)?;
+    usize::try_from(n).ok().filter(|_| isize::try_from(n).is_ok())
+        .ok_or_else(|| Error { code: status::SHAPE, message: format!("{} is {n}: the input sizes are not valid for this program", what()) })
 }
 
-fn data_ptr(t: &AotcTensor, what: &dyn std::fmt::Display, numel: i64) -> Result<*mut u8> {
-    if t.data.is_null() && numel > 0 {
-        return err(status::INVALID_ARGUMENT, format!("{what}: data is a null pointer"));
+fn out_of_memory(bytes: usize) -> Error {
+    Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate {bytes} bytes") }
+}
+
+/// `buf` with exactly `bytes` bytes, reallocated only when its size changes.
+fn ensure_len(buf: &mut AlignedBuf, bytes: usize) -> Result<*mut u8> {
+    if buf.len() != bytes {
+        *buf = AlignedBuf::new(bytes).ok_or_else(|| out_of_memory(bytes))?;
     }
-    Ok((t.data as *mut u8).wrapping_add(t.byte_offset as usize))
+    Ok(buf.as_ptr())
+}
+
+/// The first `len` bytes of scratch slot `slot`: the new value of mutated state.
+fn scratch_prefix(scratch: &[AlignedBuf], slot: usize, len: usize) -> Result<&[u8]> {
+    scratch.get(slot).and_then(|b| b.as_slice().get(..len))
+        .ok_or_else(|| Error { code: status::INTERNAL, message: format!("scratch slot {slot} holds fewer than the {len} bytes of a mutated value") })
 }
 
 impl Model {
@@ -188,14 +75,19 @@ impl Model {
         }
         let m = &program.manifest;
         let mut buffers = Vec::with_capacity(m.buffers.len());
-        for b in &m.buffers {
-            // SAFETY: the compiler placed byte_len bytes of initial value at init_offset.
-            let init = unsafe { std::slice::from_raw_parts(weights_base().add(b.init_offset as usize), b.byte_len()) };
-            buffers.push(AlignedBuf::from_bytes(init).ok_or(Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate buffer '{}'", b.name) })?);
+        for (b, &bytes) in m.buffers.iter().zip(&program.buffer_bytes) {
+            // SAFETY: the compiler placed the buffer's initial value (bytes long) at init_offset.
+            let init = unsafe { std::slice::from_raw_parts(weights_base().add(b.init_offset as usize), bytes) };
+            buffers.push(AlignedBuf::from_bytes(init).ok_or_else(|| Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate buffer '{}'", b.name) })?);
         }
-        let staging = (0..m.inputs.len()).map(|_| None).collect();
-        let scratch = m.slots.iter().map(|_| AlignedBuf::new(0).expect("empty buffers need no memory")).collect();
-        Ok(Model { program, buffers, scratch, staging, output_shapes: vec![vec![]; m.outputs.len()] })
+        Ok(Model {
+            program,
+            buffers,
+            scratch: m.slots.iter().map(|_| AlignedBuf::empty()).collect(),
+            staging: m.inputs.iter().map(|_| AlignedBuf::empty()).collect(),
+            retired: vec![],
+            output_shapes: m.outputs.iter().map(|o| vec![0; o.sizes.len()]).collect(),
+        })
     }
 
     pub fn program(&self) -> &'static Program {
@@ -210,173 +102,60 @@ impl Model {
         })
     }
 
-    /// Checks `t` against buffer `name`'s dtype and shape; returns its index, strides and data.
-    fn check_buffer_tensor(&self, name: &str, t: &AotcTensor) -> Result<(usize, Vec<i64>, *mut u8)> {
+    /// Checks `t` against buffer `name`'s dtype and shape; returns its index and view.
+    fn check_buffer_tensor(&self, name: &str, t: &AotcTensor) -> Result<(usize, View)> {
         let i = self.buffer_index(name)?;
         let b = &self.program.manifest.buffers[i];
         let what = format!("buffer '{name}'");
-        if t.device.device_type != DL_CPU {
-            return err(status::DEVICE, format!("{what}: tensor is on device type {}, expected CPU", t.device.device_type));
-        }
         if DType::from_dlpack(t.dtype) != Some(b.dtype) {
             return err(status::DTYPE, format!("{what}: expected dtype {}, got {}", b.dtype, dtype_of(t)));
         }
-        let (shape, strides) = shape_and_strides(t, &what)?;
-        if shape != b.sizes {
-            return err(status::SHAPE, format!("{what}: expected shape {:?}, got {:?}", b.sizes, shape));
+        let want = || b.sizes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
+        let view = check_view(t, &what, b.sizes.len(), b.dtype.size(), want)?;
+        if view.shape != b.sizes {
+            return err(status::SHAPE, format!("{what}: expected shape {:?}, got {:?}", b.sizes, view.shape));
         }
-        let strides = strides.unwrap_or_else(|| contiguous_strides(&shape));
-        Ok((i, strides, data_ptr(t, &what, shape.iter().product())?))
+        Ok((i, view))
     }
 
     pub fn read_buffer(&self, name: &str, dst: &AotcTensor) -> Result<()> {
-        let (i, strides, data) = self.check_buffer_tensor(name, dst)?;
+        let (i, view) = self.check_buffer_tensor(name, dst)?;
         let b = &self.program.manifest.buffers[i];
-        // SAFETY: the state buffer holds the contiguous value; dst was checked to match it.
-        unsafe { strided_copy(self.buffers[i].as_ptr(), data, &b.sizes, &strides, b.dtype.size(), Direction::ContiguousToStrided) }
+        // SAFETY: the state buffer holds the contiguous value; dst was checked to match it,
+        // and the instance never hands out its state memory, so the two do not overlap.
+        unsafe { strided_copy(self.buffers[i].as_ptr(), view.data, &b.sizes, &view.walk_strides(), b.dtype.size(), Direction::ContiguousToStrided) }
         Ok(())
     }
 
     pub fn write_buffer(&mut self, name: &str, src: &AotcTensor) -> Result<()> {
-        let (i, strides, data) = self.check_buffer_tensor(name, src)?;
+        let (i, view) = self.check_buffer_tensor(name, src)?;
         let b = &self.program.manifest.buffers[i];
         // SAFETY: as in read_buffer, the other way round.
-        unsafe { strided_copy(self.buffers[i].as_ptr(), data, &b.sizes, &strides, b.dtype.size(), Direction::StridedToContiguous) }
+        unsafe { strided_copy(self.buffers[i].as_ptr(), view.data, &b.sizes, &view.walk_strides(), b.dtype.size(), Direction::StridedToContiguous) }
         Ok(())
     }
 
-    /// Checks the inputs and binds every symbol from their shapes; also returns each
-    /// input's shape and strides (None: contiguous), read once per call.
-    #[allow(clippy::type_complexity)]
-    fn bind_inputs(&self, inputs: &[AotcTensor]) -> Result<(Vec<Option<i64>>, Vec<(Vec<i64>, Option<Vec<i64>>)>)> {
-        let m = &self.program.manifest;
-        if inputs.len() != m.inputs.len() {
-            let names: Vec<&str> = m.inputs.iter().map(|i| i.name()).collect();
-            return err(status::INPUT_COUNT, format!("expected {} inputs ({}), got {}", m.inputs.len(), names.join(", "), inputs.len()));
-        }
-        let mut syms: Vec<Option<i64>> = vec![None; m.symbols.len()];
-        // (input, dimension) that bound each symbol, for messages about inconsistent sizes.
-        let mut bound_by: Vec<(usize, usize)> = vec![(0, 0); m.symbols.len()];
-        let mut shapes = Vec::with_capacity(inputs.len());
-        for (i, (spec, t)) in m.inputs.iter().zip(inputs).enumerate() {
-            let what = InputName(i, spec.name());
-            if t.device.device_type != DL_CPU {
-                return err(status::DEVICE, format!("{what}: tensor is on device type {}, expected CPU (1)", t.device.device_type));
-            }
-            let (shape, strides) = shape_and_strides(t, &what)?;
-            match spec {
-                InputSpec::Constant { value, .. } => check_constant(&what, value, t, &shape)?,
-                InputSpec::Tensor(ts) => {
-                    if DType::from_dlpack(t.dtype) != Some(ts.dtype) {
-                        return err(status::DTYPE, format!("{what}: expected dtype {}, got {}", ts.dtype, dtype_of(t)));
-                    }
-                    if shape.len() != ts.sizes.len() {
-                        return err(status::RANK, format!("{what}: expected rank {} (shape [{}]), got rank {} (shape {:?})",
-                            ts.sizes.len(), join(&ts.sizes, m), shape.len(), shape));
-                    }
-                    for (d, (e, &n)) in ts.sizes.iter().zip(&shape).enumerate() {
-                        if let SymExpr::Sym(s) = e {
-                            let s = *s as usize;
-                            let r = &m.symbols[s];
-                            match syms[s] {
-                                None => {
-                                    if n < r.min || r.max.is_some_and(|hi| n > hi) {
-                                        let hi = r.max.map(|h| h.to_string()).unwrap_or("inf".into());
-                                        return err(status::RANGE, format!("{what}: dimension {d} is {n}, outside the range [{}, {hi}] of dynamic dimension {}", r.min, r.name));
-                                    }
-                                    syms[s] = Some(n);
-                                    bound_by[s] = (i, d);
-                                }
-                                Some(v) if v != n => {
-                                    let (bi, bd) = bound_by[s];
-                                    return err(status::SHAPE, format!("{what}: dimension {d} is {n}, but {} dimension {bd} set the shared dynamic dimension {} to {v}", InputName(bi, m.inputs[bi].name()), r.name));
-                                }
-                                Some(_) => {}
-                            }
-                        }
-                    }
-                }
-            }
-            shapes.push((shape, strides));
-        }
-        // Static and derived dimensions, once every symbol is bound.
-        for (i, (spec, (shape, _))) in m.inputs.iter().zip(&shapes).enumerate() {
-            if let InputSpec::Tensor(ts) = spec {
-                for (d, (e, &n)) in ts.sizes.iter().zip(shape).enumerate() {
-                    let want = e.eval(&syms).map_err(|x| Error { code: status::SHAPE, message: format!("input {i} ('{}') dimension {d}: {x}", ts.name) })?;
-                    if want != n {
-                        return err(status::SHAPE, format!("input {i} ('{}'): dimension {d} is {n}, expected {want} (shape [{}])", ts.name, join(&ts.sizes, m)));
-                    }
-                }
-            }
-        }
-        Ok((syms, shapes))
-    }
-
+    /// One call. Everything that can refuse it comes first (descriptors, symbols, guards,
+    /// sizes), so a refused call touches no memory and the previous outputs stay valid.
     pub fn run(&mut self, inputs: &[AotcTensor], outputs: &mut [AotcTensor]) -> Result<()> {
-        let program = self.program;
-        let m = &program.manifest;
+        let m = &self.program.manifest;
         if outputs.len() != m.outputs.len() {
             return err(status::INVALID_ARGUMENT, format!("expected room for {} outputs, got {}", m.outputs.len(), outputs.len()));
         }
-        let (syms, layouts) = self.bind_inputs(inputs)?;
-        let eval = |e: &SymExpr, what: &dyn Fn() -> String| e.eval(&syms).map_err(|x| Error { code: status::SHAPE, message: format!("{}: {x}", what()) });
-        let dims: Vec<i64> = m.dims.iter().map(|e| eval(e, &|| format!("size {e}"))).collect::<Result<_>>()?;
-
-        // Inputs: use the caller's memory when contiguous, a staged copy otherwise.
-        let mut input_ptrs = Vec::with_capacity(inputs.len());
-        for (i, ((spec, t), (shape, strides))) in m.inputs.iter().zip(inputs).zip(&layouts).enumerate() {
-            let InputSpec::Tensor(ts) = spec else { input_ptrs.push(std::ptr::null_mut()); continue };
-            let numel: i64 = shape.iter().product();
-            let data = data_ptr(t, &InputName(i, &ts.name), numel)?;
-            match strides {
-                Some(st) if !is_contiguous(shape, st) => {
-                    let bytes = numel as usize * ts.dtype.size();
-                    let buf = reuse(&mut self.staging[i], bytes)?;
-                    // SAFETY: buf has room for numel elements; t's strides describe its memory.
-                    unsafe { strided_copy(buf.as_ptr(), data, shape, st, ts.dtype.size(), Direction::StridedToContiguous) }
-                    input_ptrs.push(buf.as_ptr());
-                }
-                _ => input_ptrs.push(data),
-            }
-        }
-
-        let mut slots: Vec<*mut u8> = Vec::with_capacity(m.slots.len());
-        for (k, slot) in m.slots.iter().enumerate() {
-            slots.push(match slot {
-                Slot::Weight { offset } => weights_base().wrapping_add(*offset as usize) as *mut u8,
-                Slot::Buffer(b) => self.buffers[*b].as_ptr(),
-                Slot::Input(i) => input_ptrs[*i],
-                Slot::Scratch { bytes } => {
-                    let n = eval(bytes, &|| format!("scratch slot {k}"))?;
-                    let buf = &mut self.scratch[k];
-                    if buf.len() != n as usize {
-                        *buf = AlignedBuf::new(n as usize).ok_or(Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate {n} bytes") })?;
-                    }
-                    buf.as_ptr()
-                }
-            });
-        }
+        let bound = bind_inputs(m, inputs)?;
+        check_guards(&m.guards, &bound.syms)?;
+        let sizes = self.evaluate_sizes(&bound.syms)?;
+        self.set_aside_aliased(&bound.views);
+        let slots = self.bind_slots(&bound.views, &sizes.scratch)?;
         // SAFETY: every slot points to memory of the size the compiler planned for the
-        // bound symbols, and dims holds every size the generated code reads.
-        unsafe { __aotc_graph_run(slots.as_ptr(), dims.as_ptr()) };
-
-        for &(slot, b) in &m.buffer_mutations {
-            let len = m.buffers[b].byte_len();
-            self.buffers[b].as_mut_slice().copy_from_slice(&self.scratch[slot].as_slice()[..len]);
-        }
-        for &(slot, i) in &m.input_mutations {
-            let InputSpec::Tensor(ts) = &m.inputs[i] else { continue };
-            let (shape, strides) = &layouts[i];
-            let strides = strides.clone().unwrap_or_else(|| contiguous_strides(shape));
-            let data = data_ptr(&inputs[i], &InputName(i, &ts.name), shape.iter().product())?;
-            // SAFETY: the slot holds the new contiguous value of the caller's tensor.
-            unsafe { strided_copy(self.scratch[slot].as_ptr(), data, shape, &strides, ts.dtype.size(), Direction::ContiguousToStrided) }
-        }
+        // bound symbols (inputs were checked against their shapes), dims holds every size
+        // the generated code reads, and no input lives in memory the program writes.
+        unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr()) };
+        self.apply_mutations(&bound.views)?;
         for (o, spec) in m.outputs.iter().enumerate() {
-            self.output_shapes[o] = spec.sizes.iter().map(|e| eval(e, &|| format!("output {o}"))).collect::<Result<_>>()?;
+            self.output_shapes[o].copy_from_slice(&sizes.outputs[o]);
             outputs[o] = AotcTensor {
-                data: slots[spec.slot] as *mut _,
+                data: slots[spec.slot].cast(),
                 device: aotc_abi::DLDevice { device_type: DL_CPU, device_id: 0 },
                 ndim: spec.sizes.len() as i32,
                 dtype: spec.dtype.to_dlpack(),
@@ -387,48 +166,83 @@ impl Model {
         }
         Ok(())
     }
-}
 
-fn reuse(slot: &mut Option<AlignedBuf>, bytes: usize) -> Result<&mut AlignedBuf> {
-    if slot.as_ref().map(|b| b.len()) != Some(bytes) {
-        *slot = Some(AlignedBuf::new(bytes).ok_or(Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate {bytes} bytes") })?);
+    fn evaluate_sizes(&self, syms: &[Option<i64>]) -> Result<Sizes> {
+        let m = &self.program.manifest;
+        let dims = m.dims.iter().map(|e| eval(e, syms, || format!("size {e}"))).collect::<Result<_>>()?;
+        let scratch = m.slots.iter().enumerate().map(|(k, slot)| match slot {
+            Slot::Scratch { bytes } => eval_size(bytes, syms, || format!("the size of scratch slot {k} ({bytes})")),
+            _ => Ok(0),
+        }).collect::<Result<_>>()?;
+        let outputs = m.outputs.iter().enumerate().map(|(o, spec)| {
+            spec.sizes.iter().enumerate()
+                .map(|(d, e)| eval_size(e, syms, || format!("output {o} ('{}') dimension {d} ({e})", spec.name)).map(|n| n as i64))
+                .collect::<Result<Vec<i64>>>()
+        }).collect::<Result<_>>()?;
+        Ok(Sizes { dims, scratch, outputs })
     }
-    Ok(slot.as_mut().expect("just set"))
-}
 
-fn join(sizes: &[SymExpr], m: &Manifest) -> String {
-    sizes.iter().map(|e| match e {
-        SymExpr::Sym(s) => m.symbols[*s as usize].name.clone(),
-        other => other.to_string(),
-    }).collect::<Vec<_>>().join(", ")
-}
-
-fn check_constant(what: &dyn std::fmt::Display, value: &ConstValue, t: &AotcTensor, shape: &[i64]) -> Result<()> {
-    if !shape.is_empty() {
-        return err(status::RANK, format!("{what}: a specialised constant ({value:?}) is passed as a 0-dim tensor, got rank {}", shape.len()));
-    }
-    let data = data_ptr(t, what, 1)?;
-    // SAFETY: a 0-dim tensor holds one element of its dtype at data.
-    let got: Option<f64> = unsafe {
-        match DType::from_dlpack(t.dtype) {
-            Some(DType::F64) => Some((data as *const f64).read_unaligned()),
-            Some(DType::F32) => Some((data as *const f32).read_unaligned() as f64),
-            Some(DType::I64) => Some((data as *const i64).read_unaligned() as f64),
-            Some(DType::I32) => Some((data as *const i32).read_unaligned() as f64),
-            Some(DType::Bool) => Some((data.read() != 0) as i64 as f64),
-            _ => None,
+    /// Keeps what this call writes out of its inputs. An input may live in memory this
+    /// instance owns (an earlier call's output passed back); that allocation then leaves
+    /// its slot for `retired` and the slot gets a fresh one, so the program only reads
+    /// the input, and the write-back of a mutated input lands in the caller's memory
+    /// rather than in this call's outputs. Retired memory no input of this call lives in
+    /// is freed: the caller's last chance to use it was the previous call.
+    fn set_aside_aliased(&mut self, views: &[View]) {
+        let aliased = |b: &AlignedBuf| views.iter().any(|v| b.overlaps(&v.span));
+        self.retired.retain(aliased);
+        for buf in self.scratch.iter_mut().chain(self.staging.iter_mut()) {
+            if aliased(buf) {
+                self.retired.push(std::mem::replace(buf, AlignedBuf::empty()));
+            }
         }
-    };
-    let want = match value {
-        ConstValue::Float(v) => Some(*v),
-        ConstValue::Int(v) => Some(*v as f64),
-        ConstValue::Bool(v) => Some(*v as i64 as f64),
-        _ => None,
-    };
-    match (want, got) {
-        (Some(w), Some(g)) if w == g => Ok(()),
-        (Some(w), Some(g)) => err(status::CONSTANT, format!("{what}: export specialised this input to {w}; got {g}")),
-        (Some(_), None) => err(status::DTYPE, format!("{what}: a scalar must be a float64/int64/bool 0-dim tensor, got {}", dtype_of(t))),
-        (None, _) => Ok(()),
+    }
+
+    /// The slot table of the call: inputs (staged when not contiguous), weights, state and
+    /// scratch of the evaluated sizes.
+    fn bind_slots(&mut self, views: &[View], scratch_bytes: &[usize]) -> Result<Vec<*mut u8>> {
+        let m = &self.program.manifest;
+        let mut slots = Vec::with_capacity(m.slots.len());
+        for (k, slot) in m.slots.iter().enumerate() {
+            slots.push(match slot {
+                Slot::Weight { offset } => weights_base().wrapping_add(*offset as usize).cast_mut(),
+                Slot::Buffer(b) => self.buffers[*b].as_ptr(),
+                Slot::Input(i) => self.input_pointer(*i, &views[*i])?,
+                Slot::Scratch { .. } => ensure_len(&mut self.scratch[k], scratch_bytes[k])?,
+            });
+        }
+        Ok(slots)
+    }
+
+    /// Where the program reads input `i`: the caller's memory when contiguous, a staged
+    /// contiguous copy otherwise.
+    fn input_pointer(&mut self, i: usize, view: &View) -> Result<*mut u8> {
+        let (InputSpec::Tensor(ts), Some(strides)) = (&self.program.manifest.inputs[i], &view.strides) else {
+            return Ok(view.data);
+        };
+        let staged = ensure_len(&mut self.staging[i], view.bytes)?;
+        // SAFETY: staged holds view.bytes (numel elements); the checked view describes the
+        // caller's memory, which set_aside_aliased keeps apart from staging.
+        unsafe { strided_copy(staged, view.data, &view.shape, strides, ts.dtype.size(), Direction::StridedToContiguous) }
+        Ok(staged)
+    }
+
+    /// New values of mutated state and inputs, from the slots the program wrote them to.
+    /// Inputs are written back in input order: where two alias, the later one wins.
+    fn apply_mutations(&mut self, views: &[View]) -> Result<()> {
+        let m = &self.program.manifest;
+        for &(slot, b) in &m.buffer_mutations {
+            let new = scratch_prefix(&self.scratch, slot, self.buffers[b].len())?;
+            self.buffers[b].as_mut_slice().copy_from_slice(new);
+        }
+        for &(slot, i) in &m.input_mutations {
+            let InputSpec::Tensor(ts) = &m.inputs[i] else { continue };
+            let view = &views[i];
+            let new = scratch_prefix(&self.scratch, slot, view.bytes)?;
+            // SAFETY: `new` holds the contiguous new value; the checked view describes the
+            // caller's memory, which set_aside_aliased keeps apart from every scratch slot.
+            unsafe { strided_copy(new.as_ptr().cast_mut(), view.data, &view.shape, &view.walk_strides(), ts.dtype.size(), Direction::ContiguousToStrided) }
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,68 @@
+//! Run-time guards: conditions on symbolic sizes the compiler could not decide, checked
+//! on every call once the inputs have bound the symbols, before any memory is touched.
+
+use crate::error::{err, Result};
+use aotc_abi::manifest::Guard;
+use aotc_abi::status;
+
+/// Fails with `AOTC_ERR_SHAPE` on the first guard that does not hold for `syms` (or
+/// cannot be evaluated), naming the node it protects.
+pub fn check_guards(guards: &[Guard], syms: &[Option<i64>]) -> Result<()> {
+    for g in guards {
+        let op = g.op.symbol();
+        let (l, r) = match (g.lhs.eval(syms), g.rhs.eval(syms)) {
+            (Ok(l), Ok(r)) => (l, r),
+            (Err(e), _) | (_, Err(e)) => return err(status::SHAPE, format!("{}: cannot check {} {op} {}: {e}", g.what, g.lhs, g.rhs)),
+        };
+        if !g.op.holds(l, r) {
+            return err(status::SHAPE, format!("{}: {} {op} {} does not hold ({l} vs {r})", g.what, g.lhs, g.rhs));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aotc_abi::manifest::GuardOp;
+    use aotc_abi::sym::SymExpr;
+
+    fn guard(lhs: SymExpr, op: GuardOp, rhs: SymExpr) -> Guard {
+        Guard { lhs, op, rhs, what: "node 'view_3' (view)".into() }
+    }
+
+    fn message(guards: &[Guard], syms: &[Option<i64>]) -> Option<(i32, String)> {
+        check_guards(guards, syms).err().map(|e| (e.code, e.message))
+    }
+
+    #[test]
+    fn guards_that_hold_pass() {
+        let s0 = SymExpr::Sym(0);
+        let guards = [
+            guard(SymExpr::mul([s0.clone(), 4.into()]), GuardOp::Eq, 12.into()),
+            guard(s0.clone(), GuardOp::Le, SymExpr::Sym(1)),
+        ];
+        assert!(message(&guards, &[Some(3), Some(3)]).is_none());
+        assert!(message(&[], &[]).is_none());
+    }
+
+    #[test]
+    fn a_false_guard_fails_with_shape_and_names_the_node() {
+        let guards = [guard(SymExpr::mul([SymExpr::Sym(0), 4.into()]), GuardOp::Eq, 12.into())];
+        let (code, msg) = message(&guards, &[Some(5)]).expect("5*4 != 12");
+        assert_eq!(code, status::SHAPE);
+        assert_eq!(msg, "node 'view_3' (view): 4*s0 == 12 does not hold (20 vs 12)");
+        let le = [guard(SymExpr::Sym(0), GuardOp::Le, 2.into())];
+        assert_eq!(message(&le, &[Some(3)]).unwrap().1, "node 'view_3' (view): s0 <= 2 does not hold (3 vs 2)");
+    }
+
+    #[test]
+    fn a_guard_that_cannot_be_evaluated_fails() {
+        let unbound = [guard(SymExpr::Sym(1), GuardOp::Eq, 1.into())];
+        let (code, msg) = message(&unbound, &[Some(2)]).expect("s1 is unbound");
+        assert_eq!(code, status::SHAPE);
+        assert!(msg.contains("symbol s1 has no value"), "{msg}");
+        let overflow = [guard(SymExpr::mul([SymExpr::Sym(0), SymExpr::Sym(0)]), GuardOp::Le, 1.into())];
+        assert!(message(&overflow, &[Some(i64::MAX)]).unwrap().1.contains("overflow"));
+    }
+}

@@ -1,0 +1,134 @@
+//! The inputs of a call: each descriptor checked against the manifest, and the symbols of
+//! dynamic dimensions bound from their shapes (consistently, and within their ranges).
+
+use crate::descriptor::{check_view, dtype_of, View};
+use crate::error::{err, Error, Result};
+use aotc_abi::manifest::{ConstValue, InputSpec, Manifest, TensorSpec};
+use aotc_abi::sym::SymExpr;
+use aotc_abi::{status, AotcTensor, DType};
+use std::fmt::Display;
+
+/// "input 3 ('x')", formatted only when a message needs it.
+struct InputName<'a>(usize, &'a str);
+
+impl Display for InputName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "input {} ('{}')", self.0, self.1)
+    }
+}
+
+/// The checked inputs of a call.
+pub struct Bound {
+    /// The value of every symbol, by `SymId`.
+    pub syms: Vec<Option<i64>>,
+    /// One checked view per input, constants included.
+    pub views: Vec<View>,
+}
+
+/// The symbols bound so far, and by which (input, dimension), for messages about sizes
+/// that disagree.
+struct Symbols {
+    values: Vec<Option<i64>>,
+    bound_by: Vec<(usize, usize)>,
+}
+
+/// Checks the inputs and binds every symbol from their shapes.
+pub fn bind_inputs(m: &Manifest, inputs: &[AotcTensor]) -> Result<Bound> {
+    if inputs.len() != m.inputs.len() {
+        let names: Vec<&str> = m.inputs.iter().map(|i| i.name()).collect();
+        return err(status::INPUT_COUNT, format!("expected {} inputs ({}), got {}", m.inputs.len(), names.join(", "), inputs.len()));
+    }
+    let mut syms = Symbols { values: vec![None; m.symbols.len()], bound_by: vec![(0, 0); m.symbols.len()] };
+    let mut views = Vec::with_capacity(inputs.len());
+    for (i, (spec, t)) in m.inputs.iter().zip(inputs).enumerate() {
+        let what = InputName(i, spec.name());
+        views.push(match spec {
+            InputSpec::Constant { value, .. } => check_constant(&what, value, t)?,
+            InputSpec::Tensor(ts) => {
+                if DType::from_dlpack(t.dtype) != Some(ts.dtype) {
+                    return err(status::DTYPE, format!("{what}: expected dtype {}, got {}", ts.dtype, dtype_of(t)));
+                }
+                let view = check_view(t, &what, ts.sizes.len(), ts.dtype.size(), || join(&ts.sizes, m))?;
+                bind_symbols(m, i, ts, &view.shape, &mut syms)?;
+                view
+            }
+        });
+    }
+    // Static and derived dimensions, once every symbol is bound.
+    for (i, (spec, view)) in m.inputs.iter().zip(&views).enumerate() {
+        if let InputSpec::Tensor(ts) = spec {
+            for (d, (e, &n)) in ts.sizes.iter().zip(&view.shape).enumerate() {
+                let want = e.eval(&syms.values).map_err(|x| Error { code: status::SHAPE, message: format!("input {i} ('{}') dimension {d}: {x}", ts.name) })?;
+                if want != n {
+                    return err(status::SHAPE, format!("input {i} ('{}'): dimension {d} is {n}, expected {want} (shape [{}])", ts.name, join(&ts.sizes, m)));
+                }
+            }
+        }
+    }
+    Ok(Bound { syms: syms.values, views })
+}
+
+/// Binds the symbols that are whole dimensions of input `i`, checking their ranges and
+/// that inputs sharing a symbol agree.
+fn bind_symbols(m: &Manifest, i: usize, ts: &TensorSpec, shape: &[i64], syms: &mut Symbols) -> Result<()> {
+    let what = InputName(i, &ts.name);
+    for (d, (e, &n)) in ts.sizes.iter().zip(shape).enumerate() {
+        let SymExpr::Sym(s) = e else { continue };
+        let s = *s as usize;
+        let r = &m.symbols[s];
+        match syms.values[s] {
+            None => {
+                if n < r.min || r.max.is_some_and(|hi| n > hi) {
+                    let hi = r.max.map(|h| h.to_string()).unwrap_or("inf".into());
+                    return err(status::RANGE, format!("{what}: dimension {d} is {n}, outside the range [{}, {hi}] of dynamic dimension {}", r.min, r.name));
+                }
+                syms.values[s] = Some(n);
+                syms.bound_by[s] = (i, d);
+            }
+            Some(v) if v != n => {
+                let (bi, bd) = syms.bound_by[s];
+                return err(status::SHAPE, format!("{what}: dimension {d} is {n}, but {} dimension {bd} set the shared dynamic dimension {} to {v}", InputName(bi, m.inputs[bi].name()), r.name));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// "s77, 8": a symbolic shape as the user knows it (export's symbol names).
+fn join(sizes: &[SymExpr], m: &Manifest) -> String {
+    sizes.iter().map(|e| match e {
+        SymExpr::Sym(s) => m.symbols[*s as usize].name.clone(),
+        other => other.to_string(),
+    }).collect::<Vec<_>>().join(", ")
+}
+
+/// A python scalar export specialised: a 0-dim tensor that must hold the exported value.
+fn check_constant(what: &dyn Display, value: &ConstValue, t: &AotcTensor) -> Result<View> {
+    let want = match value {
+        ConstValue::Float(v) => Some(*v),
+        ConstValue::Int(v) => Some(*v as f64),
+        ConstValue::Bool(v) => Some(*v as i64 as f64),
+        ConstValue::None | ConstValue::Str(_) => None,
+    };
+    let dtype = DType::from_dlpack(t.dtype)
+        .filter(|d| want.is_none() || matches!(d, DType::F64 | DType::F32 | DType::I64 | DType::I32 | DType::Bool))
+        .ok_or_else(|| Error { code: status::DTYPE, message: format!("{what}: a scalar must be a float64/int64/bool 0-dim tensor, got {}", dtype_of(t)) })?;
+    let view = check_view(t, what, 0, dtype.size(), String::new)?;
+    let Some(want) = want else { return Ok(view) };
+    let data = view.data;
+    // SAFETY: check_view found a 0-dim tensor with non-null data: one element of dtype.
+    let got = unsafe {
+        match dtype {
+            DType::F64 => (data as *const f64).read_unaligned(),
+            DType::F32 => (data as *const f32).read_unaligned() as f64,
+            DType::I64 => (data as *const i64).read_unaligned() as f64,
+            DType::I32 => (data as *const i32).read_unaligned() as f64,
+            _ => (data.read() != 0) as i64 as f64,
+        }
+    };
+    if got != want {
+        return err(status::CONSTANT, format!("{what}: export specialised this input to {want}; got {got}"));
+    }
+    Ok(view)
+}
