@@ -1,28 +1,12 @@
 //! The `aotc` command line on good and bad input: every failure is a non-zero exit with a
 //! message naming what is wrong.
 
+mod common;
+
+use common::{aotc, aotc_bin, fails_with, fixture};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const AOTC: &str = env!("CARGO_BIN_EXE_aotc");
-
-fn fixture(name: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    [root.join("tests/fixtures").join(name), root.join("../shared/fixtures").join(name)]
-        .into_iter().find(|p| p.join("model.pt2").exists()).unwrap_or_else(|| panic!("fixture {name} not found"))
-}
-
-fn aotc(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    Command::new(AOTC).args(args.iter().map(|a| a.as_ref())).output().expect("run aotc")
-}
-
-fn fails_with(out: &Output, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected failure, stdout: {}", String::from_utf8_lossy(&out.stdout));
-    assert!(err.contains(needle), "stderr {err:?} lacks {needle:?}");
-    assert!(!err.contains("panicked"), "{err}");
-}
+use std::process::Command;
 
 /// The archive's model.json, edited by `edit`, written as a bare model.json in `dir`.
 fn edited_json(name: &str, dir: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
@@ -148,7 +132,7 @@ fn paths_as_users_type_them() {
     for f in ["model.pt2", "inputs_0.safetensors"] {
         std::fs::copy(fx.join(f), dir.path().join(f)).unwrap();
     }
-    let in_dir = |args: &[&str]| Command::new(AOTC).args(args).current_dir(dir.path()).output().expect("run aotc");
+    let in_dir = |args: &[&str]| Command::new(aotc_bin()).args(args).current_dir(dir.path()).output().expect("run aotc");
     let out = in_dir(&["compile", "model.pt2", "-o", "model.so"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = in_dir(&["run", "model.so", "--input", "inputs_0.safetensors", "--output-dir", "out"]);

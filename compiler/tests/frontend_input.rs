@@ -4,38 +4,13 @@
 //!
 //! `AOTC=/path/to/aotc` runs these against another build of the binary.
 
+mod common;
+
+use common::{aotc, fails_with, fixture, succeeds};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn fixture(name: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    [root.join("tests/fixtures").join(name), root.join("../shared/fixtures").join(name)]
-        .into_iter().find(|p| p.join("model.pt2").exists()).unwrap_or_else(|| panic!("fixture {name} not found"))
-}
-
-fn aotc(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    let bin = std::env::var_os("AOTC").unwrap_or_else(|| env!("CARGO_BIN_EXE_aotc").into());
-    Command::new(bin).args(args.iter().map(|a| a.as_ref())).output().expect("run aotc")
-}
-
-fn fails_with(out: &Output, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected failure, stdout: {}", String::from_utf8_lossy(&out.stdout));
-    assert!(err.contains(needle), "stderr {:?} lacks {needle:?}", shorten(&err));
-    assert!(!err.contains("panicked"), "{}", shorten(&err));
-}
-
-fn succeeds(out: &Output) {
-    assert!(out.status.success(), "{}", shorten(&String::from_utf8_lossy(&out.stderr)));
-}
-
-/// Messages quoting a 20,000-deep expression are long; a test failure shows their ends.
-fn shorten(s: &str) -> String {
-    let chars: Vec<char> = s.chars().collect();
-    if chars.len() <= 2000 { s.into() } else { format!("{}[...]{}", String::from_iter(&chars[..1000]), String::from_iter(&chars[chars.len() - 1000..])) }
-}
+use std::process::Output;
 
 /// The fixture's entries, in archive order: (name, bytes).
 fn entries(name: &str) -> Vec<(String, Vec<u8>)> {

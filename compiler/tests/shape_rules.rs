@@ -3,32 +3,13 @@
 //! naming the node (or, for symbolic sizes, the call is refused at run time) instead of
 //! compiling into a library that reads or writes out of bounds.
 
+mod common;
+
+use common::{aotc, fails_with, fixture};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// The binary under test; AOTC_BIN overrides it (e.g. to show an older build fails).
-fn aotc_bin() -> String {
-    std::env::var("AOTC_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_aotc").into())
-}
-
-fn fixture(name: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    [root.join("tests/fixtures").join(name), root.join("../shared/fixtures").join(name)]
-        .into_iter().find(|p| p.join("model.pt2").exists()).unwrap_or_else(|| panic!("fixture {name} not found"))
-}
-
-fn aotc(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    Command::new(aotc_bin()).args(args.iter().map(|a| a.as_ref())).output().expect("run aotc")
-}
-
-fn fails_with(out: &Output, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "expected a clean failure; stdout: {} stderr: {err}", String::from_utf8_lossy(&out.stdout));
-    assert!(err.contains(needle), "stderr {err:?} lacks {needle:?}");
-    assert!(!err.contains("panicked") && !err.contains("internal error"), "{err}");
-}
+use std::process::Output;
 
 /// Unpacks fixture `name` into `dir` (the archive layout: models/model.json beside
 /// data/), edits the program with `edit`, and returns the path of the edited model.json.
