@@ -69,7 +69,8 @@ typedef enum {
   AOTC_ERR_DEVICE = 8,
   AOTC_ERR_NOT_FOUND = 9,        /* no buffer of that name */
   AOTC_ERR_OUT_OF_MEMORY = 10,
-  AOTC_ERR_INTERNAL = 11
+  AOTC_ERR_INTERNAL = 11,
+  AOTC_ERR_INDEX = 12            /* a data-dependent index (gather, embedding...) out of range */
 } AotcStatus;
 
 /* DLPack-compatible types (identical layout to dlpack.h's DLDevice/DLDataType/DLTensor). */

@@ -38,6 +38,8 @@ pub mod status {
     pub const NOT_FOUND: i32 = 9;
     pub const OUT_OF_MEMORY: i32 = 10;
     pub const INTERNAL: i32 = 11;
+    /// A data-dependent index (gather, embedding, index...) lies outside its dimension.
+    pub const INDEX: i32 = 12;
 
     /// The name a status code has in `aotc.h`, for messages.
     pub fn name(code: i32) -> &'static str {
@@ -53,6 +55,7 @@ pub mod status {
             DEVICE => "AOTC_ERR_DEVICE",
             NOT_FOUND => "AOTC_ERR_NOT_FOUND",
             OUT_OF_MEMORY => "AOTC_ERR_OUT_OF_MEMORY",
+            INDEX => "AOTC_ERR_INDEX",
             _ => "AOTC_ERR_INTERNAL",
         }
     }

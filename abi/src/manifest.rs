@@ -37,6 +37,19 @@ pub struct Manifest {
     /// bound, before any memory is touched. A false one fails the call.
     #[serde(default)]
     pub guards: Vec<Guard>,
+    /// Where the generated code records a data-dependent index out of range (gather,
+    /// embedding, index...), when the program has any.
+    #[serde(default)]
+    pub index_errors: Option<IndexErrors>,
+}
+
+/// A scratch slot of three int64 (site + 1, index, dimension size; all zero: no error),
+/// zeroed before each call and read after it, and what each site is.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexErrors {
+    pub slot: usize,
+    /// "node 'gather' (torch.ops.aten.gather.default): index along dimension 1".
+    pub sites: Vec<String>,
 }
 
 /// `lhs op rhs` over the bound symbols, with what it protects for the message.

@@ -140,3 +140,29 @@ fn paths_as_users_type_them() {
     assert!(dir.path().join("out/outputs_0.safetensors").exists());
     fails_with(&in_dir(&["compile", "model.pt2", "-o", "no/such/dir/model.so"]), "no/such/dir/model.so: the output directory no/such/dir does not exist");
 }
+
+/// An index read from the data that lies outside its dimension fails the call with
+/// AOTC_ERR_INDEX naming the node and the index; it is never read out of bounds.
+#[test]
+fn data_dependent_index_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("m.so");
+    let fx = fixture("embedding_mask");
+    let out = aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &so]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let inputs = |token: i64| {
+        let mut tokens = aotc_runtime::Tensor::zeros(aotc_abi::DType::I64, &[3, 7]);
+        tokens.data[8 * 5..8 * 6].copy_from_slice(&token.to_le_bytes());
+        let mask = aotc_runtime::Tensor::zeros(aotc_abi::DType::Bool, &[3, 7]);
+        let p = dir.path().join(format!("in{token}.safetensors"));
+        aotc::tensor_io::write(&p, &[("0".into(), &tokens), ("1".into(), &mask)]).unwrap();
+        p
+    };
+    let run = |token: i64| aotc(&[&"run", &so, &"--input", &inputs(token), &"--output-dir", &dir.path()]);
+    let ok = run(3);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    // As in torch, embedding rows do not count from the end.
+    fails_with(&run(-1), "embedding row: index -1 is out of range");
+    fails_with(&run(1000), "node 'embedding' (torch.ops.aten.embedding.default): embedding row: index 1000 is out of range for a dimension of size");
+    fails_with(&run(1000), "(AOTC_ERR_INDEX)");
+}

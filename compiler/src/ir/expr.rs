@@ -104,6 +104,15 @@ impl Scalar {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExprKind {
     Load { buf: BufId, index: Affine },
+    /// The element of `buf` (which holds `numel` elements) at a computed offset (an i64
+    /// expression: gathers, windows, padding). An offset outside `0..numel` reads as zero,
+    /// so no computed index can touch memory the buffer does not own.
+    LoadAt { buf: BufId, numel: SymExpr, offset: E },
+    /// An index (i64) into a dimension of size `bound`; with `wrap`, negative values count
+    /// from the end (python indexing), else they are out of range (gather, embedding). An
+    /// index out of range yields 0 and records run-time error `site` (an index into
+    /// `Program::index_sites`) in buffer `record`.
+    CheckIndex { value: E, bound: SymExpr, wrap: bool, site: usize, record: BufId },
     Const(Scalar),
     /// The value of an index expression, as an integer (iota, masks, counts).
     Index(Affine),
@@ -134,6 +143,15 @@ pub fn constant(value: Scalar, dtype: DType) -> E {
         (_, v) => Scalar::I(v.as_i64()),
     };
     Rc::new(Expr { dtype, kind: ExprKind::Const(value) })
+}
+
+pub fn load_at(buf: BufId, dtype: DType, numel: SymExpr, offset: E) -> E {
+    debug_assert_eq!(offset.dtype, DType::I64, "offsets are int64");
+    Rc::new(Expr { dtype, kind: ExprKind::LoadAt { buf, numel, offset } })
+}
+
+pub fn check_index(value: E, bound: SymExpr, wrap: bool, site: usize, record: BufId) -> E {
+    Rc::new(Expr { dtype: DType::I64, kind: ExprKind::CheckIndex { value: cast(value, DType::I64), bound, wrap, site, record } })
 }
 
 pub fn index_value(index: Affine) -> E {
@@ -180,6 +198,10 @@ pub fn substitute(e: &E, vars: &[Affine]) -> E {
         }
         let kind = match &e.kind {
             ExprKind::Load { buf, index } => ExprKind::Load { buf: *buf, index: index.substitute(vars) },
+            ExprKind::LoadAt { buf, numel, offset } => ExprKind::LoadAt { buf: *buf, numel: numel.clone(), offset: go(offset, vars, memo) },
+            ExprKind::CheckIndex { value, bound, wrap, site, record } => {
+                ExprKind::CheckIndex { value: go(value, vars, memo), bound: bound.clone(), wrap: *wrap, site: *site, record: *record }
+            }
             ExprKind::Const(_) => return e.clone(),
             ExprKind::Index(a) => ExprKind::Index(a.substitute(vars)),
             ExprKind::Unary(op, x) => ExprKind::Unary(*op, go(x, vars, memo)),
@@ -203,6 +225,7 @@ pub fn visit(e: &E, f: &mut impl FnMut(&E)) {
         match &e.kind {
             ExprKind::Load { .. } | ExprKind::Const(_) | ExprKind::Index(_) => {}
             ExprKind::Unary(_, x) | ExprKind::Cast(x) => go(x, f, seen),
+            ExprKind::LoadAt { offset: x, .. } | ExprKind::CheckIndex { value: x, .. } => go(x, f, seen),
             ExprKind::Binary(_, a, b) => { go(a, f, seen); go(b, f, seen) }
             ExprKind::Where(c, a, b) => { go(c, f, seen); go(a, f, seen); go(b, f, seen) }
         }
@@ -228,6 +251,8 @@ impl fmt::Display for Expr {
                 Scalar::B(x) => write!(f, "{x}"),
             },
             ExprKind::Index(a) => write!(f, "index({a})"),
+            ExprKind::LoadAt { buf, offset, .. } => write!(f, "{buf}[@{offset}]"),
+            ExprKind::CheckIndex { value, bound, site, .. } => write!(f, "check_index#{site}({value}, {bound})"),
             ExprKind::Unary(op, x) => write!(f, "{}({x})", op.name()),
             ExprKind::Binary(op, a, b) => write!(f, "{}({a}, {b})", op.name()),
             ExprKind::Where(c, a, b) => write!(f, "where({c}, {a}, {b})"),

@@ -21,6 +21,9 @@ pub enum BufKind {
     Input(usize),
     /// Written by one kernel of the program.
     Scratch,
+    /// The run-time index error record (site + 1, index, bound; all int64), written by any
+    /// kernel that checks a data-dependent index; zeroed by the library before each call.
+    IndexErrors,
 }
 
 #[derive(Clone, Debug)]
@@ -96,6 +99,14 @@ impl Kernel {
             index.sym_parts().for_each(|s| add_sym(s, syms));
         }
         ExprKind::Index(index) => index.sym_parts().for_each(|s| add_sym(s, syms)),
+        ExprKind::LoadAt { buf, numel, .. } => {
+            if !bufs.contains(buf) { bufs.push(*buf) }
+            add_sym(numel, syms);
+        }
+        ExprKind::CheckIndex { bound, record, .. } => {
+            if !bufs.contains(record) { bufs.push(*record) }
+            add_sym(bound, syms);
+        }
         _ => {}
     });
     match k {
@@ -134,11 +145,29 @@ pub struct Program {
     pub kernels: Vec<Kernel>,
     /// Payloads of `BufKind::Weight` buffers (dense bytes), and initial values of state.
     pub weights: Vec<Vec<u8>>,
+    /// What each checked index is ("node 'gather' (...): index along dimension 1"), for the
+    /// run-time error; the `BufKind::IndexErrors` buffer records which one failed.
+    pub index_sites: Vec<String>,
+    pub index_errors: Option<BufId>,
 }
 
 impl Program {
     pub fn add_buffer(&mut self, name: impl Into<String>, dtype: DType, sizes: Vec<SymExpr>, kind: BufKind) -> BufId {
         self.buffers.push(Buffer { name: name.into(), dtype, sizes, kind })
+    }
+
+    /// A new checked-index site described by `what`: its number and the error record.
+    pub fn index_site(&mut self, what: String) -> (usize, BufId) {
+        let record = match self.index_errors {
+            Some(b) => b,
+            None => {
+                let b = self.add_buffer("index_errors", DType::I64, vec![SymExpr::Int(3)], BufKind::IndexErrors);
+                self.index_errors = Some(b);
+                b
+            }
+        };
+        self.index_sites.push(what);
+        (self.index_sites.len() - 1, record)
     }
 }
 

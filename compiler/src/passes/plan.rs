@@ -2,7 +2,7 @@
 
 use crate::ir::{BufId, BufKind};
 use crate::lower::{Lowered, LoweredInput};
-use aotc_abi::manifest::{BufferSpec, InputSpec, Manifest, Slot, TensorSpec};
+use aotc_abi::manifest::{BufferSpec, IndexErrors, InputSpec, Manifest, Slot, TensorSpec};
 use aotc_abi::sym::SymExpr;
 use std::collections::HashMap;
 
@@ -37,7 +37,7 @@ pub fn plan(l: &Lowered, source: &str) -> Plan {
         BufKind::Weight(w) => Slot::Weight { offset: offsets[w] },
         BufKind::State(_) => Slot::Buffer(state_index(id)),
         BufKind::Input(i) => Slot::Input(i),
-        BufKind::Scratch => Slot::Scratch { bytes: b.bytes() },
+        BufKind::Scratch | BufKind::IndexErrors => Slot::Scratch { bytes: b.bytes() },
     }).collect();
 
     let mut dims = Vec::new();
@@ -82,6 +82,7 @@ pub fn plan(l: &Lowered, source: &str) -> Plan {
         buffer_mutations: l.buffer_mutations.iter().map(|(b, i)| (index(*b), *i)).collect(),
         input_mutations: l.input_mutations.iter().map(|(b, i)| (index(*b), *i)).collect(),
         guards: l.guards.clone(),
+        index_errors: p.index_errors.map(|b| IndexErrors { slot: index(b), sites: p.index_sites.clone() }),
     };
     Plan { manifest, weights_blob, dim_index }
 }

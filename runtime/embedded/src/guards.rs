@@ -21,6 +21,18 @@ pub fn check_guards(guards: &[Guard], syms: &[Option<i64>]) -> Result<()> {
     Ok(())
 }
 
+/// Reads the index error record the generated code fills (site + 1, index, dimension
+/// size, as little-endian int64; site 0: no error) and fails with `AOTC_ERR_INDEX`.
+pub fn check_index_errors(record: &[u8], sites: &[String]) -> Result<()> {
+    let field = |i: usize| record.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map(i64::from_le_bytes).unwrap_or(0);
+    let site = field(0);
+    if site == 0 {
+        return Ok(());
+    }
+    let what = usize::try_from(site - 1).ok().and_then(|s| sites.get(s)).map_or("an index", |s| s.as_str());
+    err(status::INDEX, format!("{what}: index {} is out of range for a dimension of size {}", field(1), field(2)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

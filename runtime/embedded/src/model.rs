@@ -2,7 +2,7 @@
 
 use crate::descriptor::{check_view, dtype_of, View};
 use crate::error::{err, Error, Result};
-use crate::guards::check_guards;
+use crate::guards::{check_guards, check_index_errors};
 use crate::inputs::bind_inputs;
 use crate::memory::{strided_copy, AlignedBuf, Direction};
 use crate::program::{program, weights_base, Program};
@@ -147,10 +147,17 @@ impl Model {
         let sizes = self.evaluate_sizes(&bound.syms)?;
         self.set_aside_aliased(&bound.views);
         let slots = self.bind_slots(&bound.views, &sizes.scratch)?;
+        if let Some(e) = &m.index_errors {
+            self.scratch[e.slot].as_mut_slice().fill(0);
+        }
         // SAFETY: every slot points to memory of the size the compiler planned for the
         // bound symbols (inputs were checked against their shapes), dims holds every size
         // the generated code reads, and no input lives in memory the program writes.
         unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr()) };
+        // A data-dependent index out of range fails the call before any state changes.
+        if let Some(e) = &m.index_errors {
+            check_index_errors(self.scratch[e.slot].as_slice(), &e.sites)?;
+        }
         self.apply_mutations(&bound.views)?;
         for (o, spec) in m.outputs.iter().enumerate() {
             self.output_shapes[o].copy_from_slice(&sizes.outputs[o]);

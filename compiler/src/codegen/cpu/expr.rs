@@ -7,7 +7,7 @@ use crate::ir::{Expr, Prim};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{types, BlockArg, Endianness, InstBuilder, MemFlagsData, Type, Value};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -34,7 +34,7 @@ pub fn vectorizable(body: &E, var: usize) -> bool {
         ok &= match &e.kind {
             ExprKind::Load { index, .. } => e.dtype == DType::F32 && matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1)),
             ExprKind::Const(_) => e.dtype == DType::F32 || e.dtype == DType::Bool,
-            ExprKind::Index(_) => false,
+            ExprKind::Index(_) | ExprKind::LoadAt { .. } | ExprKind::CheckIndex { .. } => false,
             ExprKind::Unary(op, x) => vector_prim(*op) && x.dtype == DType::F32 && (e.dtype == DType::F32 || *op == Prim::Not),
             ExprKind::Binary(op, a, _) => vector_prim(*op) && (a.dtype == DType::F32 || (a.dtype == DType::Bool && matches!(op, Prim::And | Prim::Or))),
             ExprKind::Where(c, a, _) => a.dtype == DType::F32 && c.dtype == DType::Bool,
@@ -79,6 +79,14 @@ fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*cons
             }
         }
         ExprKind::Index(a) => affine(cx, a, vars),
+        ExprKind::LoadAt { buf, numel, offset } => {
+            let off = go(cx, offset, vars, lanes, memo)?;
+            load_at(cx, *buf, numel, off, clif_type(e.dtype)?)
+        }
+        ExprKind::CheckIndex { value, bound, wrap, site, record } => {
+            let v = go(cx, value, vars, lanes, memo)?;
+            check_index(cx, v, bound, *wrap, *site, *record)
+        }
         ExprKind::Cast(x) => {
             let xv = go(cx, x, vars, lanes, memo)?;
             cast(cx, xv, x.dtype, e.dtype)?
@@ -107,6 +115,63 @@ fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*cons
     };
     memo.insert(Rc::as_ptr(e), v);
     Ok(v)
+}
+
+/// `buf[offset]` when `0 <= offset < numel`, else zero of type `ty`: the load runs only
+/// on the in-bounds branch.
+fn load_at(cx: &mut Cx, buf: crate::ir::BufId, numel: &SymExpr, offset: Value, ty: Type) -> Value {
+    let n = cx.sym(numel);
+    let inside = cx.b.ins().icmp(IntCC::UnsignedLessThan, offset, n);
+    let (load_block, merge) = (cx.b.create_block(), cx.b.create_block());
+    cx.b.append_block_param(merge, ty);
+    let zero = if ty.is_float() { float_const(cx, 0.0, ty, Lanes::Scalar) } else { cx.b.ins().iconst(ty, 0) };
+    cx.b.ins().brif(inside, load_block, &[], merge, &[BlockArg::Value(zero)]);
+    cx.b.switch_to_block(load_block);
+    cx.b.seal_block(load_block);
+    let addr = cx.elem_addr(buf, offset);
+    let v = cx.b.ins().load(ty, flags(), addr, 0);
+    cx.b.ins().jump(merge, &[BlockArg::Value(v)]);
+    cx.b.switch_to_block(merge);
+    cx.b.seal_block(merge);
+    cx.b.block_params(merge)[0]
+}
+
+/// An index into a dimension of size `bound`, normalized to `0..bound` (negatives count
+/// from the end when `wrap`); out of range, the first such error of the call is recorded
+/// as (site + 1, index, bound) and the result is 0, so the access it feeds stays in bounds.
+fn check_index(cx: &mut Cx, v: Value, bound: &SymExpr, wrap: bool, site: usize, record: crate::ir::BufId) -> Value {
+    let n = cx.sym(bound);
+    let index = if wrap {
+        let negative = cx.b.ins().icmp_imm_s(IntCC::SignedLessThan, v, 0);
+        let wrapped = cx.b.ins().iadd(v, n);
+        cx.b.ins().select(negative, wrapped, v)
+    } else {
+        v
+    };
+    let inside = cx.b.ins().icmp(IntCC::UnsignedLessThan, index, n);
+    let (fail, merge) = (cx.b.create_block(), cx.b.create_block());
+    cx.b.append_block_param(merge, types::I64);
+    cx.b.ins().brif(inside, merge, &[BlockArg::Value(index)], fail, &[]);
+    cx.b.switch_to_block(fail);
+    cx.b.seal_block(fail);
+    let base = cx.base(record);
+    let first = cx.b.ins().load(types::I64, flags(), base, 0);
+    let (write, done) = (cx.b.create_block(), cx.b.create_block());
+    cx.b.ins().brif(first, done, &[], write, &[]);
+    cx.b.switch_to_block(write);
+    cx.b.seal_block(write);
+    let site_id = cx.b.ins().iconst(types::I64, site as i64 + 1);
+    cx.b.ins().store(flags(), site_id, base, 0);
+    cx.b.ins().store(flags(), v, base, 8);
+    cx.b.ins().store(flags(), n, base, 16);
+    cx.b.ins().jump(done, &[]);
+    cx.b.switch_to_block(done);
+    cx.b.seal_block(done);
+    let zero = cx.b.ins().iconst(types::I64, 0);
+    cx.b.ins().jump(merge, &[BlockArg::Value(zero)]);
+    cx.b.switch_to_block(merge);
+    cx.b.seal_block(merge);
+    cx.b.block_params(merge)[0]
 }
 
 /// `offset + sum(coef * var)` as an i64.

@@ -3,6 +3,7 @@
 //! them. Adding an operator is one entry plus its function.
 
 pub mod creation;
+pub mod index;
 pub mod linalg;
 pub mod pointwise;
 pub mod promote;

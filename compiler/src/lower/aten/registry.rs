@@ -13,6 +13,7 @@ const FAMILIES: &[&[(&str, LowerFn)]] = &[
     super::view::OPS,
     super::linalg::OPS,
     super::creation::OPS,
+    super::index::OPS,
 ];
 
 /// The lowering of `target` and its operator name ("add.Tensor").
