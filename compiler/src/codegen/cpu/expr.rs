@@ -200,11 +200,11 @@ fn constant(cx: &mut Cx, c: Scalar, d: DType) -> R<Value> {
     })
 }
 
-fn is_unsigned(d: DType) -> bool {
+pub(super) fn is_unsigned(d: DType) -> bool {
     matches!(d, DType::U8 | DType::Bool)
 }
 
-fn cast(cx: &mut Cx, x: Value, from: DType, to: DType) -> R<Value> {
+pub(super) fn cast(cx: &mut Cx, x: Value, from: DType, to: DType) -> R<Value> {
     if from == to {
         return Ok(x);
     }
@@ -235,7 +235,7 @@ fn cast(cx: &mut Cx, x: Value, from: DType, to: DType) -> R<Value> {
 }
 
 /// A libm call, lane by lane for vectors.
-fn call_libm(cx: &mut Cx, name: &str, args: &[Value], d: DType, lanes: Lanes) -> R<Value> {
+pub(super) fn call_libm(cx: &mut Cx, name: &str, args: &[Value], d: DType, lanes: Lanes) -> R<Value> {
     let ty = clif_type(d)?;
     let symbol = if ty == types::F32 { format!("{name}f") } else { name.to_string() };
     let f = cx.libm(&symbol, ty, args.len())?;
@@ -258,7 +258,7 @@ fn call_libm(cx: &mut Cx, name: &str, args: &[Value], d: DType, lanes: Lanes) ->
     }
 }
 
-fn float_const(cx: &mut Cx, v: f64, ty: Type, lanes: Lanes) -> Value {
+pub(super) fn float_const(cx: &mut Cx, v: f64, ty: Type, lanes: Lanes) -> Value {
     let s = if ty == types::F64 { cx.b.ins().f64const(v) } else { cx.b.ins().f32const(v as f32) };
     match lanes {
         Lanes::X4(_) => cx.b.ins().splat(types::F32X4, s),
@@ -315,7 +315,7 @@ fn unary(cx: &mut Cx, op: Prim, x: Value, d: DType, lanes: Lanes) -> R<Value> {
             }
         },
         (Prim::BitNot, false) => cx.b.ins().bnot(x),
-        (op, _) => return Err(format!("{} is not defined for {d}", op.name())),
+        (op, _) => return super::math::unary(cx, op, x, d, lanes),
     })
 }
 
@@ -359,7 +359,7 @@ fn binary(cx: &mut Cx, op: Prim, a: Value, b: Value, d: DType, lanes: Lanes) -> 
         (Prim::BitAnd, false) => cx.b.ins().band(a, b),
         (Prim::BitOr, false) => cx.b.ins().bor(a, b),
         (Prim::BitXor, false) => cx.b.ins().bxor(a, b),
-        (op, _) => return Err(format!("{} is not defined for {d}", op.name())),
+        (op, _) => return super::math::binary(cx, op, a, b, d, lanes),
     })
 }
 

@@ -9,6 +9,7 @@
 
 mod expr;
 mod kernel;
+mod math;
 mod matmul;
 
 use crate::error::{Error, Result};

@@ -30,8 +30,9 @@ fn batched(r: StridedRef) -> StridedRef {
     StridedRef { strides, ..r }
 }
 
-/// Emits `out = alpha * a @ b (+ out)` for 3-D [batch, m, k] x [batch, k, n] operands.
-fn emit(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValue, out: Option<crate::ir::BufId>, alpha: f64) -> Result<TensorValue, String> {
+/// Emits `out = alpha * a @ b (+ out)` for 3-D [batch, m, k] x [batch, k, n] operands
+/// (or 2-D [m, k] x [k, n]); `out`, when given, already holds the addend.
+pub fn emit(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValue, out: Option<crate::ir::BufId>, alpha: f64) -> Result<TensorValue, String> {
     let dtype = check_dtype(a, b)?;
     let (ra, rb) = (a.rank(), b.rank());
     let (m, k) = (a.sizes[ra - 2].clone(), a.sizes[ra - 1].clone());

@@ -2,12 +2,21 @@
 //! table of (target without the `torch.ops.aten.` prefix, lowering); [`registry`] joins
 //! them. Adding an operator is one entry plus its function.
 
+pub mod activation;
+pub mod conv;
 pub mod creation;
 pub mod index;
 pub mod linalg;
+pub mod norm;
+pub mod pad;
 pub mod pointwise;
+pub mod pool;
 pub mod promote;
 pub mod reduction;
 pub mod registry;
+pub mod resize;
+pub mod scan;
+pub mod scatter;
 pub mod signatures;
+pub mod sort;
 pub mod view;

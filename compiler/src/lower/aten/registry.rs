@@ -14,6 +14,15 @@ const FAMILIES: &[&[(&str, LowerFn)]] = &[
     super::linalg::OPS,
     super::creation::OPS,
     super::index::OPS,
+    super::activation::OPS,
+    super::conv::OPS,
+    super::pool::OPS,
+    super::norm::OPS,
+    super::resize::OPS,
+    super::pad::OPS,
+    super::scatter::OPS,
+    super::scan::OPS,
+    super::sort::OPS,
 ];
 
 /// The lowering of `target` and its operator name ("add.Tensor").
