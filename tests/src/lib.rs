@@ -1,6 +1,8 @@
 //! Helpers for the integration tests: finding fixtures, compiling them, comparing
 //! outputs with PyTorch's recorded ones.
 
+pub mod fuzz;
+
 use aotc_runtime::{DType, Tensor};
 use std::path::{Path, PathBuf};
 
