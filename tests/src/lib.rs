@@ -44,46 +44,65 @@ pub fn calls(fixture: &Path) -> usize {
     info["calls"].as_u64().expect("calls") as usize
 }
 
-/// Panics with the first element out of tolerance (|got - want| > atol + rtol * |want|).
-pub fn assert_close(what: &str, want: &Tensor, got: &Tensor, rtol: f64, atol: f64) {
-    assert_eq!((want.dtype, &want.shape), (got.dtype, &got.shape), "{what}: dtype/shape");
-    let (w, g) = (want.to_f64_vec(), got.to_f64_vec());
-    if !matches!(want.dtype, DType::F16 | DType::F32 | DType::F64 | DType::BF16) {
-        assert_eq!(w, g, "{what}: values");
-        return;
+/// The first element out of tolerance (|got - want| > atol + rtol * |want|), as an error.
+pub fn compare(what: &str, want: &Tensor, got: &Tensor, rtol: f64, atol: f64) -> Result<(), String> {
+    if (want.dtype, &want.shape) != (got.dtype, &got.shape) {
+        return Err(format!("{what}: want {}{:?}, got {}{:?}", want.dtype, want.shape, got.dtype, got.shape));
     }
+    let (w, g) = (want.to_f64_vec(), got.to_f64_vec());
+    let float = matches!(want.dtype, DType::F16 | DType::F32 | DType::F64 | DType::BF16);
     for (i, (a, b)) in w.iter().zip(&g).enumerate() {
-        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * a.abs();
-        assert!(ok, "{what}: element {i}: want {a}, got {b} (rtol {rtol}, atol {atol})");
+        let ok = (a.is_nan() && b.is_nan()) || a == b || (float && (a - b).abs() <= atol + rtol * a.abs());
+        if !ok {
+            return Err(format!("{what}: element {i}: want {a}, got {b} (rtol {rtol}, atol {atol})"));
+        }
+    }
+    Ok(())
+}
+
+/// Panics with the first element out of tolerance.
+pub fn assert_close(what: &str, want: &Tensor, got: &Tensor, rtol: f64, atol: f64) {
+    if let Err(e) = compare(what, want, got, rtol, atol) {
+        panic!("{e}");
     }
 }
 
 /// Compiles a fixture, runs every recorded call in order on one instance, and checks
 /// outputs and mutated inputs against PyTorch's. Returns the number of tensors compared.
 pub fn check_fixture(name: &str) -> usize {
-    let dir = fixture(name);
-    let (_tmp, so) = compile(&dir.join("model.pt2"));
-    let mut model = aotc_runtime::Model::load(&so, aotc_runtime::Device::Cpu).expect("load");
-    let (rtol, atol) = tolerance(&dir);
+    verify_fixture(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// [`check_fixture`] for a fixture folder, every failure (compile, run, comparison) as an error.
+pub fn verify_fixture(dir: &Path) -> Result<usize, String> {
+    let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+    let so = tmp.path().join("model.so");
+    aotc::compile(&dir.join("model.pt2"), &so, &aotc::CompileOptions::default()).map_err(|e| format!("compile: {e}"))?;
+    let mut model = aotc_runtime::Model::load(&so, aotc_runtime::Device::Cpu).map_err(|e| format!("load: {e}"))?;
+    let (rtol, atol) = tolerance(dir);
     let mut compared = 0;
-    for call in 0..calls(&dir) {
-        let mut inputs = aotc::tensor_io::read_inputs(&dir.join(format!("inputs_{call}.safetensors")), model.inputs().len()).expect("inputs");
-        let outputs = model.run(&mut inputs).unwrap_or_else(|e| panic!("{name} call {call}: {e}"));
-        let (expected, _) = aotc::tensor_io::read(&dir.join(format!("expected_{call}.safetensors"))).expect("expected");
-        assert_eq!(expected.len(), outputs.len(), "{name} call {call}: output count");
+    for call in 0..calls(dir) {
+        let mut inputs = aotc::tensor_io::read_inputs(&dir.join(format!("inputs_{call}.safetensors")), model.inputs().len())?;
+        let outputs = model.run(&mut inputs).map_err(|e| format!("call {call}: {e}"))?;
+        let (expected, _) = aotc::tensor_io::read(&dir.join(format!("expected_{call}.safetensors")))?;
+        if expected.len() != outputs.len() {
+            return Err(format!("call {call}: {} outputs, PyTorch gave {}", outputs.len(), expected.len()));
+        }
         for (k, want) in &expected {
-            let got = &outputs[k.parse::<usize>().expect("flat index")];
-            assert_close(&format!("{name} call {call} output {k}"), want, got, rtol, atol);
+            let got = k.parse::<usize>().ok().and_then(|i| outputs.get(i)).ok_or_else(|| format!("call {call}: no output {k}"))?;
+            compare(&format!("call {call} output {k}"), want, got, rtol, atol)?;
             compared += 1;
         }
         let mutated = dir.join(format!("mutated_{call}.safetensors"));
         if mutated.exists() {
-            for (k, want) in aotc::tensor_io::read(&mutated).expect("mutated").0 {
-                let aotc_runtime::Value::Tensor(got) = &inputs[k.parse::<usize>().expect("flat index")] else { panic!("input {k} is not a tensor") };
-                assert_close(&format!("{name} call {call} mutated input {k}"), &want, got, rtol, atol);
+            for (k, want) in aotc::tensor_io::read(&mutated)?.0 {
+                let Some(aotc_runtime::Value::Tensor(got)) = k.parse::<usize>().ok().and_then(|i| inputs.get(i)) else {
+                    return Err(format!("call {call}: mutated input {k} is not a tensor input"));
+                };
+                compare(&format!("call {call} mutated input {k}"), &want, got, rtol, atol)?;
                 compared += 1;
             }
         }
     }
-    compared
+    Ok(compared)
 }
