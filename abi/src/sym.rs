@@ -114,7 +114,23 @@ impl SymExpr {
         if rest.len() == 1 { rest.pop().unwrap() } else { SymExpr::Mul(rest) }
     }
 
+    /// `self / d` when it divides exactly term by term (`8*s0 / 2` is `4*s0`).
+    fn exact_quotient(&self, d: i64) -> Option<SymExpr> {
+        match self {
+            SymExpr::Int(v) if v % d == 0 => Some(SymExpr::Int(v / d)),
+            SymExpr::Mul(xs) => match xs.first() {
+                Some(SymExpr::Int(c)) if c % d == 0 => Some(SymExpr::mul(std::iter::once(SymExpr::Int(c / d)).chain(xs[1..].iter().cloned()))),
+                _ => None,
+            },
+            SymExpr::Add(xs) => xs.iter().map(|x| x.exact_quotient(d)).collect::<Option<Vec<_>>>().map(SymExpr::add),
+            _ => None,
+        }
+    }
+
     pub fn floor_div(a: SymExpr, b: SymExpr) -> SymExpr {
+        if let Some(q) = b.as_int().filter(|&d| d > 0).and_then(|d| a.exact_quotient(d)) {
+            return q;
+        }
         match (&a, &b) {
             (SymExpr::Int(x), SymExpr::Int(y)) if floor_div(*x, *y).is_some() => SymExpr::Int(floor_div(*x, *y).unwrap_or_default()),
             (_, SymExpr::Int(1)) => a,
@@ -249,5 +265,9 @@ mod tests {
         assert_eq!(SymExpr::mul([SymExpr::Int(i64::MAX), SymExpr::Int(2), SymExpr::Int(0)]), SymExpr::Int(0));
         assert_eq!(SymExpr::floor_div(SymExpr::Int(i64::MIN), SymExpr::Int(-1)).eval(&[]), Err(EvalError::Overflow));
         assert_eq!(SymExpr::mul([SymExpr::Int(1 << 20), SymExpr::Int(1 << 20)]), SymExpr::Int(1 << 40));
+        let s = SymExpr::Sym(0);
+        assert_eq!(SymExpr::floor_div(SymExpr::mul([8.into(), s.clone()]), 2.into()).to_string(), "4*s0");
+        assert_eq!(SymExpr::floor_div(SymExpr::add([SymExpr::mul([6.into(), s.clone()]), 3.into()]), 3.into()).to_string(), "(2*s0) + 1");
+        assert_eq!(SymExpr::floor_div(SymExpr::add([SymExpr::mul([6.into(), s.clone()]), 1.into()]), 3.into()).to_string(), "floordiv((6*s0) + 1, 3)");
     }
 }

@@ -159,11 +159,15 @@ impl Parser<'_, '_> {
             "Max" => balanced(self.args()?, SymExpr::max).ok_or("Max()".into()),
             "Min" => balanced(self.args()?, SymExpr::min).ok_or("Min()".into()),
             "CeilToInt" | "FloorToInt" | "TruncToInt" => {
-                let mut v = self.args()?;
-                match (v.pop(), v.is_empty()) {
-                    (Some(x), true) => Ok(x),
-                    _ => Err(format!("{head} takes one argument")),
-                }
+                // A size torch computed in floating point (`x * 0.5` for a resize), rounded.
+                let (e, shift) = self.scaled()?;
+                self.expect(b')')?;
+                let den = SymExpr::Int(1 << shift);
+                Ok(match head.as_str() {
+                    "CeilToInt" => SymExpr::floor_div(SymExpr::add([e, SymExpr::Int((1 << shift) - 1)]), den),
+                    // Truncation and flooring agree on sizes, which are never negative.
+                    _ => SymExpr::floor_div(e, den),
+                })
             }
             "CleanDiv" | "IntTrueDiv" => two(self.args()?, SymExpr::floor_div),
             "Pow" | "PowByNatural" => {
@@ -183,6 +187,66 @@ impl Parser<'_, '_> {
             other => Err(format!("unsupported sympy function {other}")),
         }
     }
+}
+
+impl Parser<'_, '_> {
+    /// A real-valued size as `e / 2^shift`: `ToFloat(x)`, `Float('0.5')`, their products,
+    /// or an integer expression. Only exact binary fractions are representable.
+    fn scaled(&mut self) -> Result<(SymExpr, u32), String> {
+        if self.depth == MAX_DEPTH {
+            return Err(format!("symbolic expression nested deeper than {MAX_DEPTH} levels (at byte {})", self.i));
+        }
+        self.depth += 1;
+        let r = self.scaled_call();
+        self.depth -= 1;
+        r
+    }
+
+    fn scaled_call(&mut self) -> Result<(SymExpr, u32), String> {
+        let start = self.i;
+        match self.ident().as_str() {
+            "ToFloat" => {
+                self.expect(b'(')?;
+                let e = self.expr()?;
+                self.expect(b')')?;
+                Ok((e, 0))
+            }
+            "Float" => {
+                self.expect(b'(')?;
+                let text = self.string()?;
+                self.skip_keywords();
+                self.expect(b')')?;
+                let (num, shift) = dyadic(&text)?;
+                Ok((SymExpr::Int(num), shift))
+            }
+            "Mul" => {
+                self.expect(b'(')?;
+                let (mut product, mut shift) = (SymExpr::Int(1), 0u32);
+                loop {
+                    let (e, s) = self.scaled()?;
+                    product = SymExpr::mul([product, e]);
+                    shift = shift.checked_add(s).filter(|&t| t <= 40).ok_or("symbolic size scaled by too small a fraction")?;
+                    if !self.eat(b',') {
+                        break;
+                    }
+                }
+                self.expect(b')')?;
+                Ok((product, shift))
+            }
+            _ => {
+                self.i = start;
+                Ok((self.expr()?, 0))
+            }
+        }
+    }
+}
+
+/// `text` (a float) as `num / 2^shift` exactly, or an error for other fractions.
+fn dyadic(text: &str) -> Result<(i64, u32), String> {
+    let v: f64 = text.parse().map_err(|_| format!("Float('{text}') is not a number"))?;
+    (0..=40).map(|k| (v * (1u64 << k) as f64, k)).find(|(x, _)| x.fract() == 0.0 && x.abs() < (1u64 << 53) as f64)
+        .map(|(x, k)| (x as i64, k))
+        .ok_or_else(|| format!("Float('{text}') in a symbolic size is not a binary fraction; aotc computes sizes exactly"))
 }
 
 /// Folds `xs` pairwise, level by level, so that `Max` of n arguments is about log2(n)
@@ -230,6 +294,10 @@ mod tests {
         assert_eq!(p("FloorDiv(Symbol('s0'), Integer(2))"), "floordiv(s0, 2)");
         assert_eq!(p("Max(Integer(1), Symbol('a'))"), "max(1, s0)");
         assert_eq!(p("Mod(Integer(7), Integer(3))"), "1");
+        // Resize outputs: trunc(0.5 * x) and ceil(x * 1.5).
+        assert_eq!(p("TruncToInt(Mul(Float('0.5', precision=53), ToFloat(Symbol('s0'))))"), "floordiv(s0, 2)");
+        assert_eq!(p("CeilToInt(Mul(ToFloat(Symbol('s0')), Float('1.5', precision=53)))"), "floordiv((3*s0) + 1, 2)");
+        assert!(p("FloorToInt(Mul(Float('0.7'), ToFloat(Symbol('s0'))))").contains("not a binary fraction"));
         assert!(p("Frobnicate(Integer(1))").starts_with("error: unsupported sympy function Frobnicate"));
     }
 

@@ -68,26 +68,47 @@ pub fn bind_inputs(m: &Manifest, inputs: &[AotcTensor]) -> Result<Bound> {
     Ok(Bound { syms: syms.values, views })
 }
 
-/// Binds the symbols that are whole dimensions of input `i`, checking their ranges and
-/// that inputs sharing a symbol agree.
+/// `e` as `a * s + b` with `a > 0`: a dimension from which symbol `s` can be solved.
+fn linear_in_one_symbol(e: &SymExpr) -> Option<(usize, i64, i64)> {
+    match e {
+        SymExpr::Sym(s) => Some((*s as usize, 1, 0)),
+        SymExpr::Mul(xs) => match xs.as_slice() {
+            [SymExpr::Int(a), SymExpr::Sym(s)] | [SymExpr::Sym(s), SymExpr::Int(a)] if *a > 0 => Some((*s as usize, *a, 0)),
+            _ => None,
+        },
+        SymExpr::Add(xs) => match xs.as_slice() {
+            [x, SymExpr::Int(b)] | [SymExpr::Int(b), x] => linear_in_one_symbol(x).filter(|&(_, _, b0)| b0 == 0).map(|(s, a, _)| (s, a, *b)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Binds the symbols that input `i`'s dimensions determine (a dimension `s`, or `a*s + b`
+/// as export records for strided layers), checking their ranges and that inputs sharing
+/// a symbol agree.
 fn bind_symbols(m: &Manifest, i: usize, ts: &TensorSpec, shape: &[i64], syms: &mut Symbols) -> Result<()> {
     let what = InputName(i, &ts.name);
-    for (d, (e, &n)) in ts.sizes.iter().zip(shape).enumerate() {
-        let SymExpr::Sym(s) = e else { continue };
-        let s = *s as usize;
+    for (d, (e, &size)) in ts.sizes.iter().zip(shape).enumerate() {
+        let Some((s, a, b)) = linear_in_one_symbol(e) else { continue };
+        let Some(n) = size.checked_sub(b).filter(|v| v % a == 0).map(|v| v / a) else {
+            return err(status::SHAPE, format!("{what}: dimension {d} is {size}, which is not of the form {e} (shape [{}])", join(&ts.sizes, m)));
+        };
         let r = &m.symbols[s];
+        // "dimension 2 is 48" or, when solved from `8*s0`, "dimension 2 is 48 (s0 = 6)".
+        let dim = if (a, b) == (1, 0) { format!("dimension {d} is {size}") } else { format!("dimension {d} is {size} ({} = {n})", r.name) };
         match syms.values[s] {
             None => {
                 if n < r.min || r.max.is_some_and(|hi| n > hi) {
                     let hi = r.max.map(|h| h.to_string()).unwrap_or("inf".into());
-                    return err(status::RANGE, format!("{what}: dimension {d} is {n}, outside the range [{}, {hi}] of dynamic dimension {}", r.min, r.name));
+                    return err(status::RANGE, format!("{what}: {dim}, outside the range [{}, {hi}] of dynamic dimension {}", r.min, r.name));
                 }
                 syms.values[s] = Some(n);
                 syms.bound_by[s] = (i, d);
             }
             Some(v) if v != n => {
                 let (bi, bd) = syms.bound_by[s];
-                return err(status::SHAPE, format!("{what}: dimension {d} is {n}, but {} dimension {bd} set the shared dynamic dimension {} to {v}", InputName(bi, m.inputs[bi].name()), r.name));
+                return err(status::SHAPE, format!("{what}: {dim}, but {} dimension {bd} set the shared dynamic dimension {} to {v}", InputName(bi, m.inputs[bi].name()), r.name));
             }
             Some(_) => {}
         }
