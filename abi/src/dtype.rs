@@ -36,6 +36,11 @@ impl DType {
         TABLE.iter().find(|r| r.0 == self).expect("every dtype has a table row")
     }
 
+    /// Every dtype aotc knows.
+    pub fn all() -> impl Iterator<Item = DType> {
+        TABLE.iter().map(|r| r.0)
+    }
+
     /// From torch.export's `ScalarType` code.
     pub fn from_torch_code(code: i64) -> Option<DType> {
         TABLE.iter().find(|r| r.1 == code).map(|r| r.0)

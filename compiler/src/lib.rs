@@ -13,6 +13,7 @@ pub mod inspect;
 pub mod ir;
 pub mod link;
 pub mod lower;
+pub mod op_support;
 pub mod passes;
 pub mod tensor_io;
 

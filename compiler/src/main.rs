@@ -42,6 +42,8 @@ enum Command {
         #[arg(long)]
         print: bool,
     },
+    /// List the Core ATen operators and whether aotc supports each.
+    Ops,
     /// Describe a program or a compiled library.
     Inspect {
         path: PathBuf,
@@ -122,6 +124,10 @@ fn run(cli: Cli) -> Result<(), String> {
                     }
                 }
             }
+            Ok(())
+        }
+        Command::Ops => {
+            print!("{}", aotc::op_support::report());
             Ok(())
         }
         Command::Inspect { path, weights } => {

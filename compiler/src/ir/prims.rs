@@ -38,6 +38,17 @@ define_prims! {
     Cos => "cos", 1, false;
     Tanh => "tanh", 1, false;
     Erf => "erf", 1, false;
+    Tan => "tan", 1, false;
+    Asin => "asin", 1, false;
+    Acos => "acos", 1, false;
+    Atan => "atan", 1, false;
+    Sinh => "sinh", 1, false;
+    Cosh => "cosh", 1, false;
+    Asinh => "asinh", 1, false;
+    Acosh => "acosh", 1, false;
+    Atanh => "atanh", 1, false;
+    Log2 => "log2", 1, false;
+    Log10 => "log10", 1, false;
     Sigmoid => "sigmoid", 1, false;
     Floor => "floor", 1, false;
     Ceil => "ceil", 1, false;
@@ -48,9 +59,14 @@ define_prims! {
     Add => "add", 2, false;
     Sub => "sub", 2, false;
     Mul => "mul", 2, false;
+    // On integers, div truncates and fmod has the dividend's sign (C's / and %); neither
+    // traps: a zero divisor gives 0 and MIN / -1 wraps to MIN.
     Div => "div", 2, false;
+    Fmod => "fmod", 2, false;
+    Atan2 => "atan2", 2, false;
     Max => "max", 2, false;
     Min => "min", 2, false;
+    // On integers, a negative exponent gives 1 for base 1, +-1 for base -1, else 0 (torch).
     Pow => "pow", 2, false;
     Eq => "eq", 2, true;
     Ne => "ne", 2, true;

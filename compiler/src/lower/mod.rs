@@ -81,7 +81,7 @@ pub fn current_node() -> Option<String> {
 /// also records in `sym_int_values`) and runtime asserts. Asserts on tensor metadata are
 /// proven by the static types; asserts on sizes are the range checks the library runs
 /// on every call.
-fn is_bookkeeping(target: &str) -> bool {
+pub fn is_bookkeeping(target: &str) -> bool {
     target.starts_with("_operator.")
         || target.starts_with("<built-in function ")
         || target.starts_with("torch.ops.aten.sym_")

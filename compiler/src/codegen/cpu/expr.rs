@@ -1,6 +1,7 @@
 //! Expression bodies to Cranelift values: each primitive for each dtype, scalar or as
 //! f32x4 vectors along one loop variable.
 
+use super::half::{self, in_f32};
 use super::kernel::{clif_type, flags, Cx, R};
 use crate::ir::expr::{visit, Affine, ExprKind, Scalar, E};
 use crate::ir::{Expr, Prim};
@@ -25,20 +26,20 @@ fn vector_prim(op: Prim) -> bool {
     !matches!(op, BitNot | BitAnd | BitOr | BitXor | Pow)
 }
 
-/// Can `body` run on f32x4 lanes along variable `var`? Every value must be f32 (or a
-/// comparison mask), every load contiguous or constant along `var`, and every index
-/// expression constant along it.
+/// Can `body` run on f32x4 lanes along variable `var`? Every value must be computed in
+/// f32 (or be a comparison mask), every load contiguous or constant along `var`, and
+/// every index expression constant along it.
 pub fn vectorizable(body: &E, var: usize) -> bool {
     let mut ok = true;
     visit(body, &mut |e| {
         ok &= match &e.kind {
-            ExprKind::Load { index, .. } => e.dtype == DType::F32 && matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1)),
-            ExprKind::Const(_) => e.dtype == DType::F32 || e.dtype == DType::Bool,
+            ExprKind::Load { index, .. } => in_f32(e.dtype) && matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1)),
+            ExprKind::Const(_) => in_f32(e.dtype) || e.dtype == DType::Bool,
             ExprKind::Index(_) | ExprKind::LoadAt { .. } | ExprKind::CheckIndex { .. } => false,
-            ExprKind::Unary(op, x) => vector_prim(*op) && x.dtype == DType::F32 && (e.dtype == DType::F32 || *op == Prim::Not),
-            ExprKind::Binary(op, a, _) => vector_prim(*op) && (a.dtype == DType::F32 || (a.dtype == DType::Bool && matches!(op, Prim::And | Prim::Or))),
-            ExprKind::Where(c, a, _) => a.dtype == DType::F32 && c.dtype == DType::Bool,
-            ExprKind::Cast(x) => x.dtype == e.dtype,
+            ExprKind::Unary(op, x) => vector_prim(*op) && in_f32(x.dtype) && (in_f32(e.dtype) || *op == Prim::Not),
+            ExprKind::Binary(op, a, _) => vector_prim(*op) && (in_f32(a.dtype) || (a.dtype == DType::Bool && matches!(op, Prim::And | Prim::Or))),
+            ExprKind::Where(c, a, _) => in_f32(a.dtype) && c.dtype == DType::Bool,
+            ExprKind::Cast(x) => x.dtype == e.dtype || (in_f32(x.dtype) && in_f32(e.dtype)),
         };
     });
     ok
@@ -55,16 +56,14 @@ fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*cons
     }
     let v = match &e.kind {
         ExprKind::Load { buf, index } => {
-            let ty = clif_type(e.dtype)?;
             let at = affine(cx, index, vars);
-            let addr = cx.elem_addr(*buf, at);
             match lanes {
-                Lanes::X4(var) if index.coef(var) == SymExpr::Int(1) => cx.b.ins().load(types::F32X4, flags(), addr, 0),
+                Lanes::X4(var) if index.coef(var) == SymExpr::Int(1) => cx.load_elems(*buf, at, lanes)?,
                 Lanes::X4(_) => {
-                    let s = cx.b.ins().load(ty, flags(), addr, 0);
+                    let s = cx.load_elems(*buf, at, Lanes::Scalar)?;
                     cx.b.ins().splat(types::F32X4, s)
                 }
-                Lanes::Scalar => cx.b.ins().load(ty, flags(), addr, 0),
+                Lanes::Scalar => cx.load_elems(*buf, at, lanes)?,
             }
         }
         ExprKind::Const(c) => {
@@ -81,7 +80,7 @@ fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*cons
         ExprKind::Index(a) => affine(cx, a, vars),
         ExprKind::LoadAt { buf, numel, offset } => {
             let off = go(cx, offset, vars, lanes, memo)?;
-            load_at(cx, *buf, numel, off, clif_type(e.dtype)?)
+            load_at(cx, *buf, numel, off, clif_type(e.dtype)?)?
         }
         ExprKind::CheckIndex { value, bound, wrap, site, record } => {
             let v = go(cx, value, vars, lanes, memo)?;
@@ -89,16 +88,16 @@ fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*cons
         }
         ExprKind::Cast(x) => {
             let xv = go(cx, x, vars, lanes, memo)?;
-            cast(cx, xv, x.dtype, e.dtype)?
+            cast_node(cx, xv, x, e.dtype, lanes)?
         }
         ExprKind::Unary(op, x) => {
             let xv = go(cx, x, vars, lanes, memo)?;
-            unary(cx, *op, xv, x.dtype, lanes)?
+            unary(cx, *op, xv, half::compute_dtype(x.dtype), lanes)?
         }
         ExprKind::Binary(op, a, b) => {
             let av = go(cx, a, vars, lanes, memo)?;
             let bv = go(cx, b, vars, lanes, memo)?;
-            binary(cx, *op, av, bv, a.dtype, lanes)?
+            binary(cx, *op, av, bv, half::compute_dtype(a.dtype), lanes)?
         }
         ExprKind::Where(c, a, b) => {
             let cv = go(cx, c, vars, lanes, memo)?;
@@ -119,7 +118,7 @@ fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*cons
 
 /// `buf[offset]` when `0 <= offset < numel`, else zero of type `ty`: the load runs only
 /// on the in-bounds branch.
-fn load_at(cx: &mut Cx, buf: crate::ir::BufId, numel: &SymExpr, offset: Value, ty: Type) -> Value {
+fn load_at(cx: &mut Cx, buf: crate::ir::BufId, numel: &SymExpr, offset: Value, ty: Type) -> R<Value> {
     let n = cx.sym(numel);
     let inside = cx.b.ins().icmp(IntCC::UnsignedLessThan, offset, n);
     let (load_block, merge) = (cx.b.create_block(), cx.b.create_block());
@@ -128,12 +127,11 @@ fn load_at(cx: &mut Cx, buf: crate::ir::BufId, numel: &SymExpr, offset: Value, t
     cx.b.ins().brif(inside, load_block, &[], merge, &[BlockArg::Value(zero)]);
     cx.b.switch_to_block(load_block);
     cx.b.seal_block(load_block);
-    let addr = cx.elem_addr(buf, offset);
-    let v = cx.b.ins().load(ty, flags(), addr, 0);
+    let v = cx.load_elems(buf, offset, Lanes::Scalar)?;
     cx.b.ins().jump(merge, &[BlockArg::Value(v)]);
     cx.b.switch_to_block(merge);
     cx.b.seal_block(merge);
-    cx.b.block_params(merge)[0]
+    Ok(cx.b.block_params(merge)[0])
 }
 
 /// An index into a dimension of size `bound`, normalized to `0..bound` (negatives count
@@ -191,13 +189,37 @@ fn affine(cx: &mut Cx, a: &Affine, vars: &[Value]) -> Value {
     acc
 }
 
+/// A constant of dtype `d`; one of a 16-bit float dtype is that dtype's nearest value
+/// (rounded through f32, as `c10::Half(double)` does).
 fn constant(cx: &mut Cx, c: Scalar, d: DType) -> R<Value> {
     let ty = clif_type(d)?;
     Ok(match ty {
+        types::F32 if half::is_half(d) => {
+            let v = cx.b.ins().f32const(c.as_f64() as f32);
+            half::round(cx, v, d, Lanes::Scalar)
+        }
         types::F32 => cx.b.ins().f32const(c.as_f64() as f32),
         types::F64 => cx.b.ins().f64const(c.as_f64()),
         _ => cx.b.ins().iconst(ty, c.as_i64()),
     })
+}
+
+/// A Cast node from `x` to `to`. A 16-bit float is an f32 in registers that arithmetic
+/// may have left between two values of its dtype, so a cast from one rounds it first
+/// (unless it is known to hold such a value), and a cast to one rounds the result.
+fn cast_node(cx: &mut Cx, xv: Value, x: &E, to: DType, lanes: Lanes) -> R<Value> {
+    let from = x.dtype;
+    if from == to {
+        return Ok(xv);
+    }
+    let xv = if half::is_half(from) && !is_rounded(x) { half::round(cx, xv, from, lanes) } else { xv };
+    let v = cast(cx, xv, half::compute_dtype(from), half::compute_dtype(to))?;
+    Ok(if half::is_half(to) { half::round(cx, v, to, lanes) } else { v })
+}
+
+/// Does `e` certainly hold a value of its dtype (loaded, constant, or cast to it)?
+fn is_rounded(e: &E) -> bool {
+    matches!(e.kind, ExprKind::Load { .. } | ExprKind::LoadAt { .. } | ExprKind::Const(_) | ExprKind::Cast(_))
 }
 
 pub(super) fn is_unsigned(d: DType) -> bool {
@@ -379,7 +401,7 @@ mod tests {
     }
 
     #[test]
-    fn vectorizes_contiguous_and_broadcast_f32_bodies_only() {
+    fn vectorizes_contiguous_and_broadcast_bodies_computed_in_f32_only() {
         let x = at(0, 1);
         let bias = load(BufId::new(1), DType::F32, Affine::var(0));
         let gelu_like = binary(Prim::Mul, x.clone(), unary(Prim::Erf, binary(Prim::Add, x.clone(), bias)));
@@ -390,5 +412,11 @@ mod tests {
         assert!(!vectorizable(&at(0, 8), 1));
         assert!(!vectorizable(&cast(x.clone(), DType::F64), 1));
         assert!(!vectorizable(&x, 0));
+        // float16 and bfloat16 are computed in f32: their loads, arithmetic and casts
+        // to and from float32 vectorize; a cast to an integer does not.
+        let h = load(BufId::new(2), DType::F16, Affine::var(1));
+        let scaled = binary(Prim::Mul, h.clone(), constant(Scalar::F(0.5), DType::F16));
+        assert!(vectorizable(&cast(binary(Prim::Add, cast(scaled, DType::F32), x.clone()), DType::BF16), 1));
+        assert!(!vectorizable(&cast(h, DType::I32), 1));
     }
 }

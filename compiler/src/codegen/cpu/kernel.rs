@@ -4,14 +4,14 @@
 //! ([`expr::vectorizable`]), with a scalar loop for the remainder.
 
 use super::expr::{self, Lanes};
-use super::matmul;
+use super::{half, matmul};
 use crate::ir::expr::E;
 use crate::ir::{BufId, Kernel, Program, ReduceOp};
 use crate::passes::plan::Plan;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{types, BlockArg, Endianness, FuncRef, Function, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::Module;
 use cranelift_object::ObjectModule;
@@ -33,15 +33,15 @@ pub fn flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
+/// The type of a value of dtype `d` in registers (16-bit floats are computed in f32).
 pub fn clif_type(d: DType) -> R<Type> {
     Ok(match d {
-        DType::F32 => types::F32,
+        DType::F32 | DType::F16 | DType::BF16 => types::F32,
         DType::F64 => types::F64,
         DType::I64 => types::I64,
         DType::I32 => types::I32,
         DType::I16 => types::I16,
         DType::I8 | DType::U8 | DType::Bool => types::I8,
-        DType::F16 | DType::BF16 => return Err(format!("{d} tensors are not supported by the CPU backend yet")),
     })
 }
 
@@ -132,6 +132,45 @@ impl<'a, 'b> Cx<'a, 'b> {
         let base = self.base(buf);
         self.b.ins().iadd(base, off)
     }
+
+    /// Element `index` of `buf` (with `Lanes::X4`, the four from `index` on, as f32x4),
+    /// in its register type: 16-bit floats are widened to f32.
+    pub fn load_elems(&mut self, buf: BufId, index: Value, lanes: Lanes) -> R<Value> {
+        let dtype = self.program.buffers[buf].dtype;
+        let addr = self.elem_addr(buf, index);
+        let ins = self.b.ins();
+        Ok(match (lanes, half::is_half(dtype)) {
+            (Lanes::Scalar, false) => ins.load(clif_type(dtype)?, flags(), addr, 0),
+            (Lanes::X4(_), false) => ins.load(types::F32X4, flags(), addr, 0),
+            (Lanes::Scalar, true) => {
+                let bits = ins.load(types::I16, flags(), addr, 0);
+                half::widen(self, bits, dtype, lanes)
+            }
+            (Lanes::X4(_), true) => {
+                let bits = ins.uload16x4(flags(), addr, 0);
+                half::widen(self, bits, dtype, lanes)
+            }
+        })
+    }
+
+    /// Stores `v` (in the register type of `buf`'s dtype) as element `index` of `buf`
+    /// (with `Lanes::X4`, as the four from `index` on); 16-bit floats are rounded.
+    pub fn store_elems(&mut self, buf: BufId, index: Value, v: Value, lanes: Lanes) {
+        let dtype = self.program.buffers[buf].dtype;
+        let addr = self.elem_addr(buf, index);
+        let v = match (lanes, half::is_half(dtype)) {
+            (_, false) => v,
+            (Lanes::Scalar, true) => half::narrow(self, v, dtype, lanes),
+            (Lanes::X4(_), true) => {
+                // Four 16-bit results in the low 64 bits of an i16x8.
+                let bits = half::narrow(self, v, dtype, lanes);
+                let packed = self.b.ins().unarrow(bits, bits);
+                let packed = self.b.ins().bitcast(types::I64X2, MemFlagsData::new().with_endianness(Endianness::Little), packed);
+                self.b.ins().extractlane(packed, 0)
+            }
+        };
+        self.b.ins().store(flags(), v, addr, 0);
+    }
 }
 
 pub fn emit_kernel(module: &mut ObjectModule, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, plan: &Plan, k: &Kernel) -> R<()> {
@@ -166,19 +205,17 @@ pub fn emit_kernel(module: &mut ObjectModule, func: &mut Function, fctx: &mut Fu
 
 fn pointwise(cx: &mut Cx, out: BufId, ranges: &[SymExpr], body: &E) -> R<()> {
     let dtype = cx.program.buffers[out].dtype;
-    clif_type(dtype)?;
     let rank = ranges.len();
     let store = |cx: &mut Cx, vars: &[Value], lanes: Lanes| -> R<()> {
         let v = expr::emit(cx, body, vars, lanes)?;
         let at = cx.linear(ranges, vars);
-        let addr = cx.elem_addr(out, at);
-        cx.b.ins().store(flags(), v, addr, 0);
+        cx.store_elems(out, at, v, lanes);
         Ok(())
     };
     if rank == 0 {
         return store(cx, &[], Lanes::Scalar);
     }
-    let vector = dtype == DType::F32 && expr::vectorizable(body, rank - 1);
+    let vector = half::in_f32(dtype) && expr::vectorizable(body, rank - 1);
     cx.nest(&ranges[..rank - 1], &mut vec![], &mut |cx, outer| {
         let mut vars = outer.to_vec();
         let zero = cx.b.ins().iconst(types::I64, 0);
@@ -251,7 +288,7 @@ fn reduction(cx: &mut Cx, out: BufId, ranges: &[SymExpr], reduce: &[SymExpr], op
     let ty = clif_type(dtype)?;
     let n_out = ranges.len();
     let last = n_out + reduce.len() - 1;
-    let vector = !is_arg && dtype == DType::F32 && !reduce.is_empty() && expr::vectorizable(body, last);
+    let vector = !is_arg && half::in_f32(dtype) && !reduce.is_empty() && expr::vectorizable(body, last);
     cx.nest(ranges, &mut vec![], &mut |cx, outer| {
         let acc = cx.b.declare_var(ty);
         let init = init_value(cx, op, dtype, ty);
@@ -315,8 +352,7 @@ fn reduction(cx: &mut Cx, out: BufId, ranges: &[SymExpr], reduce: &[SymExpr], op
             result = cx.b.use_var(best);
         }
         let at = cx.linear(ranges, outer);
-        let addr = cx.elem_addr(out, at);
-        cx.b.ins().store(flags(), result, addr, 0);
+        cx.store_elems(out, at, result, Lanes::Scalar);
         Ok(())
     })
 }

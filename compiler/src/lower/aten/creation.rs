@@ -1,4 +1,5 @@
-//! Tensors made from nothing but sizes and values: full, arange, scalar_tensor.
+//! Tensors made from nothing but sizes and values: full, fill, empty, arange,
+//! scalar_tensor.
 
 use super::registry::LowerFn;
 use crate::ir::expr::{self, binary, cast, constant, Affine};
@@ -16,6 +17,12 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("full_like.default", full_like),
     ("zeros_like.default", |lw, a| fill_like(lw, a, Scalar::I(0))),
     ("ones_like.default", |lw, a| fill_like(lw, a, Scalar::I(1))),
+    ("fill.Scalar", |lw, a| {
+        let v = a.scalar("value")?;
+        fill_like(lw, a, v)
+    }),
+    ("empty.memory_format", empty),
+    ("empty_strided.default", empty_strided),
     ("scalar_tensor.default", scalar_tensor),
     ("arange.start_step", arange),
     ("arange.start", arange),
@@ -47,6 +54,22 @@ fn fill_like(lw: &mut Lowerer, a: &Args, v: Scalar) -> R {
     let x = a.tensor(lw, "self")?;
     let d = a.opt_dtype("dtype")?.unwrap_or(x.dtype);
     Ok(vec![TensorValue::lazy(d, x.sizes.clone(), constant(v, d))])
+}
+
+/// Uninitialised memory in torch; zeros here, so that results never depend on stale data.
+fn empty(lw: &mut Lowerer, a: &Args) -> R {
+    let sizes = a.sym_ints(lw, "size")?;
+    let d = a.opt_dtype("dtype")?.unwrap_or(DType::F32);
+    Ok(vec![TensorValue::lazy(d, sizes, constant(Scalar::I(0), d))])
+}
+
+/// Its strides do not matter: every layout of zeros reads the same.
+fn empty_strided(lw: &mut Lowerer, a: &Args) -> R {
+    let (sizes, strides) = (a.sym_ints(lw, "size")?, a.sym_ints(lw, "stride")?);
+    if sizes.len() != strides.len() {
+        return Err(format!("empty_strided got {} sizes and {} strides", sizes.len(), strides.len()));
+    }
+    empty(lw, a)
 }
 
 fn scalar_tensor(_lw: &mut Lowerer, a: &Args) -> R {

@@ -1,5 +1,8 @@
 //! Elementwise operators: unary math, arithmetic with alpha, comparisons, logic,
-//! where/clamp, activations and dtype conversion.
+//! where/clamp, activations and dtype conversion; divisions and remainders are in
+//! [`division`].
+
+mod division;
 
 use super::promote::{float_of, map, operand, result_type, Operand};
 use super::registry::LowerFn;
@@ -8,6 +11,7 @@ use crate::ir::{Prim, Scalar};
 use crate::lower::args::Args;
 use crate::lower::tensor::TensorValue;
 use crate::lower::Lowerer;
+use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 
 type R = Result<Vec<TensorValue>, String>;
@@ -31,16 +35,35 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("cos.default", |lw, a| float_unary(lw, a, Prim::Cos)),
     ("tanh.default", |lw, a| float_unary(lw, a, Prim::Tanh)),
     ("erf.default", |lw, a| float_unary(lw, a, Prim::Erf)),
+    ("tan.default", |lw, a| float_unary(lw, a, Prim::Tan)),
+    ("asin.default", |lw, a| float_unary(lw, a, Prim::Asin)),
+    ("acos.default", |lw, a| float_unary(lw, a, Prim::Acos)),
+    ("atan.default", |lw, a| float_unary(lw, a, Prim::Atan)),
+    ("sinh.default", |lw, a| float_unary(lw, a, Prim::Sinh)),
+    ("cosh.default", |lw, a| float_unary(lw, a, Prim::Cosh)),
+    ("asinh.default", |lw, a| float_unary(lw, a, Prim::Asinh)),
+    ("acosh.default", |lw, a| float_unary(lw, a, Prim::Acosh)),
+    ("atanh.default", |lw, a| float_unary(lw, a, Prim::Atanh)),
+    ("log2.default", |lw, a| float_unary(lw, a, Prim::Log2)),
+    ("log10.default", |lw, a| float_unary(lw, a, Prim::Log10)),
+    ("atan2.default", |lw, a| float_binary(lw, a, Prim::Atan2)),
     ("sigmoid.default", |lw, a| float_unary(lw, a, Prim::Sigmoid)),
+    ("sign.default", |lw, a| same_type(lw, a, sign)),
+    ("isnan.default", |lw, a| float_class(lw, a, |x| binary(Prim::Ne, x.clone(), x.clone()))),
+    ("isinf.default", |lw, a| float_class(lw, a, |x| binary(Prim::Eq, unary(Prim::Abs, x.clone()), constant(Scalar::F(f64::INFINITY), x.dtype)))),
     ("silu.default", |lw, a| float_map(lw, a, |x| binary(Prim::Mul, x.clone(), unary(Prim::Sigmoid, x.clone())))),
     ("gelu.default", gelu),
     ("logical_not.default", |lw, a| bool_map(lw, a, &["self"], |x| unary(Prim::Not, x[0].clone()))),
     ("logical_and.default", |lw, a| bool_map(lw, a, &["self", "other"], |x| binary(Prim::And, x[0].clone(), x[1].clone()))),
     ("logical_or.default", |lw, a| bool_map(lw, a, &["self", "other"], |x| binary(Prim::Or, x[0].clone(), x[1].clone()))),
+    ("logical_xor.default", |lw, a| bool_map(lw, a, &["self", "other"], |x| binary(Prim::Ne, x[0].clone(), x[1].clone()))),
     ("bitwise_not.default", |lw, a| same_type(lw, a, |x| if x.dtype == DType::Bool { unary(Prim::Not, x.clone()) } else { unary(Prim::BitNot, x.clone()) })),
     ("bitwise_and.Tensor", |lw, a| arith(lw, a, Prim::BitAnd)),
     ("bitwise_or.Tensor", |lw, a| arith(lw, a, Prim::BitOr)),
     ("bitwise_xor.Tensor", |lw, a| arith(lw, a, Prim::BitXor)),
+    ("bitwise_and.Scalar", |lw, a| arith(lw, a, Prim::BitAnd)),
+    ("bitwise_or.Scalar", |lw, a| arith(lw, a, Prim::BitOr)),
+    ("bitwise_xor.Scalar", |lw, a| arith(lw, a, Prim::BitXor)),
     ("add.Tensor", |lw, a| add_sub(lw, a, Prim::Add)),
     ("add.Scalar", |lw, a| add_sub(lw, a, Prim::Add)),
     ("sub.Tensor", |lw, a| add_sub(lw, a, Prim::Sub)),
@@ -49,10 +72,17 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("mul.Scalar", |lw, a| arith(lw, a, Prim::Mul)),
     ("maximum.default", |lw, a| arith(lw, a, Prim::Max)),
     ("minimum.default", |lw, a| arith(lw, a, Prim::Min)),
-    ("div.Tensor", true_div),
-    ("div.Scalar", true_div),
+    ("div.Tensor", division::div),
+    ("div.Scalar", division::div),
+    ("div.Tensor_mode", division::div),
+    ("div.Scalar_mode", division::div),
+    ("remainder.Tensor", division::remainder),
+    ("remainder.Scalar", division::remainder),
+    ("fmod.Tensor", division::fmod),
+    ("fmod.Scalar", division::fmod),
     ("pow.Tensor_Scalar", pow),
     ("pow.Tensor_Tensor", pow),
+    ("pow.Scalar", pow),
     ("eq.Tensor", |lw, a| compare(lw, a, Prim::Eq)),
     ("eq.Scalar", |lw, a| compare(lw, a, Prim::Eq)),
     ("ne.Tensor", |lw, a| compare(lw, a, Prim::Ne)),
@@ -69,6 +99,8 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("clamp.default", clamp),
     ("clamp.Tensor", clamp),
     ("_to_copy.default", to_copy),
+    ("copy.default", copy),
+    ("native_dropout.default", native_dropout),
     ("clone.default", |lw, a| Ok(vec![a.tensor(lw, "self")?])),
     ("alias.default", |lw, a| Ok(vec![a.tensor(lw, "self")?])),
     ("lift_fresh_copy.default", |lw, a| Ok(vec![a.tensor(lw, "self")?])),
@@ -101,6 +133,23 @@ fn float_unary(lw: &mut Lowerer, a: &Args, op: Prim) -> R {
     float_map(lw, a, |x| unary(op, x.clone()))
 }
 
+/// isnan/isinf: a float classification, false for every integer.
+fn float_class(lw: &mut Lowerer, a: &Args, test: impl Fn(&E) -> E) -> R {
+    let x = Operand::T(a.tensor(lw, "self")?);
+    let d = result_type(&[&x]);
+    one(map(&[&x], d, DType::Bool, |v| if d.is_float() { test(&v[0]) } else { constant(Scalar::B(false), DType::Bool) })?)
+}
+
+/// 1, -1 or 0 (also for NaN, as torch's `(0 < x) - (x < 0)`); the identity on bools.
+fn sign(x: &E) -> E {
+    if x.dtype == DType::Bool {
+        return x.clone();
+    }
+    let c = |v: i64| constant(Scalar::I(v), x.dtype);
+    let negative = select(binary(Prim::Lt, x.clone(), c(0)), c(-1), c(0));
+    select(binary(Prim::Gt, x.clone(), c(0)), c(1), negative)
+}
+
 fn bool_map(lw: &mut Lowerer, a: &Args, names: &[&str], f: impl Fn(&[E]) -> E) -> R {
     let ops = names.iter().map(|n| operand(lw, a, n)).collect::<Result<Vec<_>, _>>()?;
     let refs: Vec<&Operand> = ops.iter().collect();
@@ -110,6 +159,9 @@ fn bool_map(lw: &mut Lowerer, a: &Args, names: &[&str], f: impl Fn(&[E]) -> E) -
 fn arith(lw: &mut Lowerer, a: &Args, op: Prim) -> R {
     let (x, y) = (operand(lw, a, "self")?, operand(lw, a, "other")?);
     let d = result_type(&[&x, &y]);
+    if matches!(op, Prim::BitAnd | Prim::BitOr | Prim::BitXor) && d.is_float() {
+        return Err(format!("bitwise operations are defined on integers and bools only, not {d}"));
+    }
     // Arithmetic on bools is logical in torch (True + True == True).
     let op = match (d, op) {
         (DType::Bool, Prim::Add | Prim::Max | Prim::BitOr) => Prim::Or,
@@ -134,19 +186,24 @@ fn add_sub(lw: &mut Lowerer, a: &Args, op: Prim) -> R {
     })?)
 }
 
-fn true_div(lw: &mut Lowerer, a: &Args) -> R {
+/// Binary ops that compute in floating point (true division, atan2).
+fn float_binary(lw: &mut Lowerer, a: &Args, op: Prim) -> R {
     let (x, y) = (operand(lw, a, "self")?, operand(lw, a, "other")?);
-    if a.get("rounding_mode").is_some_and(|m| !matches!(m, crate::frontend::schema::Argument::None(_))) {
-        return Err("div with a rounding_mode is not supported yet".into());
-    }
     let d = float_of(result_type(&[&x, &y]));
-    one(map(&[&x, &y], d, d, |v| binary(Prim::Div, v[0].clone(), v[1].clone()))?)
+    one(map(&[&x, &y], d, d, |v| binary(op, v[0].clone(), v[1].clone()))?)
 }
 
+/// pow.Tensor_Tensor, pow.Tensor_Scalar and pow.Scalar (a number to tensor powers).
 fn pow(lw: &mut Lowerer, a: &Args) -> R {
     let (x, y) = (operand(lw, a, "self")?, operand(lw, a, "exponent")?);
     let d = result_type(&[&x, &y]);
+    if d == DType::Bool {
+        return Err("pow is not defined for bool tensors".into());
+    }
     if let Operand::S(e) = y {
+        if !d.is_float() && matches!(e, Scalar::I(n) if n < 0) {
+            return Err("Integers to negative integer powers are not allowed.".into());
+        }
         // Small integer powers are products: exact, and what PyTorch's kernels do.
         let e = e.as_f64();
         if e == 2.0 || e == 3.0 || e == 1.0 {
@@ -155,9 +212,6 @@ fn pow(lw: &mut Lowerer, a: &Args) -> R {
         if e == 0.5 && d.is_float() {
             return one(map(&[&x], d, d, |v| unary(Prim::Sqrt, v[0].clone()))?);
         }
-    }
-    if !d.is_float() {
-        return Err(format!("integer pow ({d}) is not supported yet"));
     }
     one(map(&[&x, &y], d, d, |v| binary(Prim::Pow, v[0].clone(), v[1].clone()))?)
 }
@@ -228,4 +282,32 @@ fn to_copy(lw: &mut Lowerer, a: &Args) -> R {
     let sizes = x.sizes.clone();
     let body = cast(x.load(&crate::lower::tensor::vars(x.rank())), d);
     one(TensorValue::lazy(d, sizes, body))
+}
+
+/// copy(self, src): `src` broadcast to the shape of `self` and cast to its dtype.
+fn copy(lw: &mut Lowerer, a: &Args) -> R {
+    let (dst, src) = (a.tensor(lw, "self")?, a.tensor(lw, "src")?);
+    a.bool_or("non_blocking", false)?;
+    let body = cast(src.expand(&dst.sizes)?.load(&crate::lower::tensor::vars(dst.rank())), dst.dtype);
+    one(TensorValue::lazy(dst.dtype, dst.sizes.clone(), body))
+}
+
+/// (output, keep mask). Training mode (`train` true or None) keeps each element with
+/// probability 1 - p, drawn at random; only p = 0 (keep all) and p = 1 (drop all, output
+/// `x * 0`) are deterministic there.
+fn native_dropout(lw: &mut Lowerer, a: &Args) -> R {
+    let x = a.tensor(lw, "input")?;
+    let p = a.scalar("p")?.as_f64();
+    let train = a.bool_or("train", true)?;
+    let keep = match (train, p) {
+        (false, _) | (true, 0.0) => true,
+        (true, 1.0) => false,
+        _ => return Err(format!("native_dropout in training mode with p = {p} draws random numbers; aotc compiles deterministic programs only (export the model in eval mode)")),
+    };
+    let idx = crate::lower::tensor::vars(x.rank());
+    let output = if keep { x.clone() } else { TensorValue::lazy(x.dtype, x.sizes.clone(), binary(Prim::Mul, x.load(&idx), constant(Scalar::I(0), x.dtype))) };
+    // torch returns an uninitialised mask of the input's dtype for an empty input.
+    let mask_dtype = if SymExpr::product(x.sizes.iter()) == SymExpr::Int(0) { x.dtype } else { DType::Bool };
+    let mask = TensorValue::lazy(mask_dtype, x.sizes.clone(), constant(Scalar::B(keep), mask_dtype));
+    Ok(vec![output, mask])
 }

@@ -42,6 +42,7 @@ pub fn promote_types(a: DType, b: DType) -> DType {
         (x, y) if x != y => if x > y { a } else { b },
         (2, 2) => match (a, b) {
             (F64, _) | (_, F64) => F64,
+            // float16 with bfloat16 (neither holds the other) is float32, as in torch.
             _ => F32,
         },
         _ => match (a, b) {
@@ -101,4 +102,43 @@ pub fn map(ops: &[&Operand], compute: DType, out: DType, body: impl Fn(&[E]) -> 
 /// The float dtype an op like exp or true division computes in for this input dtype.
 pub fn float_of(d: DType) -> DType {
     if d.is_float() { d } else { DType::F32 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{float_of, promote_types, result_type, Operand};
+    use crate::ir::{BufId, Scalar};
+    use crate::lower::tensor::TensorValue;
+    use aotc_abi::sym::SymExpr;
+    use aotc_abi::DType::{self, *};
+    use cranelift_codegen::entity::EntityRef;
+
+    fn tensor(dtype: DType, rank: usize) -> Operand {
+        Operand::T(TensorValue::view_of(BufId::new(0), dtype, vec![SymExpr::Int(2); rank]))
+    }
+
+    #[test]
+    fn sixteen_bit_floats_promote_as_in_torch() {
+        assert_eq!(promote_types(F16, F16), F16);
+        assert_eq!(promote_types(BF16, BF16), BF16);
+        assert_eq!(promote_types(F16, BF16), F32);
+        assert_eq!(promote_types(BF16, F16), F32);
+        assert_eq!(promote_types(F16, F32), F32);
+        assert_eq!(promote_types(BF16, F64), F64);
+        assert_eq!(promote_types(I64, F16), F16);
+        assert_eq!(promote_types(Bool, BF16), BF16);
+        assert_eq!(float_of(F16), F16);
+        assert_eq!(float_of(BF16), BF16);
+        assert_eq!(float_of(I32), F32);
+    }
+
+    #[test]
+    fn sixteen_bit_tensors_outrank_numbers_and_zero_dim_tensors_of_their_category() {
+        let (h, b) = (tensor(F16, 2), tensor(BF16, 1));
+        assert_eq!(result_type(&[&h, &Operand::S(Scalar::F(0.5))]), F16);
+        assert_eq!(result_type(&[&b, &tensor(F32, 0)]), BF16);
+        assert_eq!(result_type(&[&h, &b]), F32);
+        assert_eq!(result_type(&[&tensor(I64, 2), &tensor(F16, 0)]), F16);
+        assert_eq!(result_type(&[&tensor(I64, 2), &Operand::S(Scalar::F(0.5))]), F32);
+    }
 }

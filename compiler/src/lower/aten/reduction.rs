@@ -1,12 +1,14 @@
-//! Reductions (sum, mean, amax, argmax...) and the softmax family built from them.
+//! Reductions (sum, mean, var, amax, max.dim, argmax...) and the softmax and layer norm
+//! built from them.
 
 use super::promote::float_of;
 use super::registry::LowerFn;
-use crate::ir::expr::{self, binary, cast, unary, Affine};
-use crate::ir::{Kernel, Prim, ReduceOp};
+use crate::ir::expr::{self, binary, cast, unary, Affine, E};
+use crate::ir::{Kernel, Prim, ReduceOp, Scalar};
 use crate::lower::args::Args;
 use crate::lower::tensor::{norm_dim, vars, TensorValue};
 use crate::lower::Lowerer;
+use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 
@@ -23,6 +25,16 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("amin.default", |lw, a| simple(lw, a, ReduceOp::Min)),
     ("argmax.default", |lw, a| arg(lw, a, ReduceOp::ArgMax)),
     ("argmin.default", |lw, a| arg(lw, a, ReduceOp::ArgMin)),
+    ("max.dim", |lw, a| extremum_dim(lw, a, ReduceOp::Max, ReduceOp::ArgMax)),
+    ("min.dim", |lw, a| extremum_dim(lw, a, ReduceOp::Min, ReduceOp::ArgMin)),
+    ("var.correction", |lw, a| {
+        let correction = a.opt_scalar("correction")?.map_or(1.0, Scalar::as_f64);
+        var(lw, a, correction)
+    }),
+    ("var.dim", |lw, a| {
+        let correction = if a.bool_or("unbiased", true)? { 1.0 } else { 0.0 };
+        var(lw, a, correction)
+    }),
     ("any.dim", |lw, a| logical(lw, a, ReduceOp::Max)),
     ("any.dims", |lw, a| logical(lw, a, ReduceOp::Max)),
     ("any.default", |lw, a| logical(lw, a, ReduceOp::Max)),
@@ -51,6 +63,13 @@ fn axes(a: &Args, rank: usize) -> Result<Vec<usize>, String> {
     out.sort_unstable();
     out.dedup();
     Ok(out)
+}
+
+/// The axes of a reduction along `dim`: none on a 0-dim tensor (which accepts dim 0 or
+/// -1 and is its own reduction).
+fn reduced_dim(x: &TensorValue, dim: i64) -> Result<Vec<usize>, String> {
+    let d = norm_dim(dim, x.rank())?;
+    Ok(if x.rank() == 0 { vec![] } else { vec![d] })
 }
 
 /// Reduces `x` over `axes` with `op`, into a new buffer of `dtype`; the body is `x`'s
@@ -124,22 +143,93 @@ fn simple(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
     let ax = axes(a, x.rank())?;
     let keepdim = a.bool_or("keepdim", false)?;
     let dtype = a.opt_dtype("dtype")?.unwrap_or(if op == ReduceOp::Prod && !x.dtype.is_float() { DType::I64 } else { x.dtype });
+    if op != ReduceOp::Prod {
+        require_non_empty(lw, &x, &ax)?;
+    }
     Ok(vec![reduce(lw, &x, &ax, keepdim, op, dtype, &node_name(a))])
+}
+
+/// torch has no maximum or minimum (nor its index) of nothing: every reduced dimension
+/// must be non-empty (checked on each call when it is dynamic).
+fn require_non_empty(lw: &mut Lowerer, x: &TensorValue, axes: &[usize]) -> Result<(), String> {
+    for &d in axes {
+        lw.require(SymExpr::Int(1), GuardOp::Le, x.sizes[d].clone(), &format!("reduced dimension {d} must not be empty"))?;
+    }
+    Ok(())
 }
 
 fn arg(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
     let x = a.tensor(lw, "self")?;
     let keepdim = a.bool_or("keepdim", false)?;
     match a.opt_int("dim")? {
-        Some(d) => Ok(vec![reduce(lw, &x, &[norm_dim(d, x.rank())?], keepdim, op, DType::I64, &node_name(a))]),
+        Some(d) => {
+            let ax = reduced_dim(&x, d)?;
+            require_non_empty(lw, &x, &ax)?;
+            Ok(vec![reduce(lw, &x, &ax, keepdim, op, DType::I64, &node_name(a))])
+        }
         None => {
             // Over the flattened tensor: reshape to 1-D first.
             let n = SymExpr::product(x.sizes.iter());
             let flat = lw.reshape(&x, &[n], &node_name(a));
+            require_non_empty(lw, &flat, &[0])?;
             let r = reduce(lw, &flat, &[0], false, op, DType::I64, &node_name(a));
             Ok(vec![if keepdim { lw.reshape(&r, &vec![SymExpr::Int(1); x.rank()], &node_name(a)) } else { r }])
         }
     }
+}
+
+/// (values, indices) of the maximum (minimum) along `dim`: the first one on ties, the
+/// first NaN if there is one (NaN propagates, as in torch).
+fn extremum_dim(lw: &mut Lowerer, a: &Args, value: ReduceOp, index: ReduceOp) -> R {
+    let x = a.tensor(lw, "self")?;
+    let ax = reduced_dim(&x, a.int("dim")?)?;
+    require_non_empty(lw, &x, &ax)?;
+    let keepdim = a.bool_or("keepdim", false)?;
+    let name = node_name(a);
+    let values = reduce(lw, &x, &ax, keepdim, value, x.dtype, &format!("{name}.values"));
+    let indices = reduce(lw, &x, &ax, keepdim, index, DType::I64, &format!("{name}.indices"));
+    Ok(vec![values, indices])
+}
+
+/// Variance with `correction` (Bessel's is 1): the squared deviations from the mean,
+/// summed in a second pass for accuracy, over `max(0, N - correction)`.
+fn var(lw: &mut Lowerer, a: &Args, correction: f64) -> R {
+    let x = a.tensor(lw, "self")?;
+    if !x.dtype.is_float() {
+        return Err(format!("var is defined for floating dtypes only, not {}", x.dtype));
+    }
+    let ax = axes(a, x.rank())?;
+    let keepdim = a.bool_or("keepdim", false)?;
+    let name = node_name(a);
+    let (_, deviation) = mean_and_deviation(lw, &x, &ax, x.dtype, &name)?;
+    let ssq = sum_of_squares(lw, &x.sizes, &deviation, &ax, keepdim, &name);
+    let c = |v: f64| expr::constant(Scalar::F(v), x.dtype);
+    let dof = binary(Prim::Max, binary(Prim::Sub, element_count(&x, &ax, x.dtype), c(correction)), c(0.0));
+    let body = binary(Prim::Div, ssq.load(&vars(ssq.rank())), dof);
+    Ok(vec![TensorValue::lazy(x.dtype, ssq.sizes.clone(), body)])
+}
+
+/// The number of elements of `x` over `axes`, as a value of `dtype`.
+fn element_count(x: &TensorValue, axes: &[usize], dtype: DType) -> E {
+    cast(expr::index_value(Affine::constant(SymExpr::product(axes.iter().map(|&d| &x.sizes[d])))), dtype)
+}
+
+/// The mean of `x` over `axes` (kept as size-1 dimensions, in a buffer: every element
+/// reads it) and the deviation `x - mean` of each element, in `dtype`.
+fn mean_and_deviation(lw: &mut Lowerer, x: &TensorValue, axes: &[usize], dtype: DType, name: &str) -> Result<(TensorValue, E), String> {
+    let idx = vars(x.rank());
+    let sum = reduce(lw, x, axes, true, ReduceOp::Sum, dtype, &format!("{name}.sum"));
+    let mean = TensorValue::lazy(dtype, sum.sizes.clone(), binary(Prim::Div, sum.load(&idx), element_count(x, axes, dtype)));
+    let mean = lw.realize(&mean, &format!("{name}.mean"));
+    let deviation = binary(Prim::Sub, cast(x.load(&idx), dtype), mean.expand(&x.sizes)?.load(&idx));
+    Ok((mean, deviation))
+}
+
+/// The sum over `axes` of `deviation * deviation` (a body over the index of a tensor of
+/// `sizes`).
+fn sum_of_squares(lw: &mut Lowerer, sizes: &[SymExpr], deviation: &E, axes: &[usize], keepdim: bool, name: &str) -> TensorValue {
+    let squares = TensorValue::lazy(deviation.dtype, sizes.to_vec(), binary(Prim::Mul, deviation.clone(), deviation.clone()));
+    reduce(lw, &squares, axes, keepdim, ReduceOp::Sum, deviation.dtype, &format!("{name}.ssq"))
 }
 
 /// any/all: max/min over the values as bools.
@@ -189,16 +279,11 @@ fn layer_norm(lw: &mut Lowerer, a: &Args) -> R {
     let name = node_name(a);
     let rank = x.rank();
     let axes: Vec<usize> = (rank - norm..rank).collect();
-    let count = cast(expr::index_value(Affine::constant(SymExpr::product(axes.iter().map(|&i| &x.sizes[i])))), d);
     let idx = vars(rank);
-    let sum = reduce(lw, &x, &axes, true, ReduceOp::Sum, d, &format!("{name}.sum"));
-    let mean = TensorValue::lazy(d, sum.sizes.clone(), binary(Prim::Div, sum.load(&vars(rank)), count.clone()));
-    let mean = lw.realize(&mean, &format!("{name}.mean"));
-    let centered = binary(Prim::Sub, cast(x.load(&idx), d), mean.expand(&x.sizes)?.load(&idx));
-    let sq = TensorValue::lazy(d, x.sizes.clone(), binary(Prim::Mul, centered.clone(), centered.clone()));
-    let ssq = reduce(lw, &sq, &axes, true, ReduceOp::Sum, d, &format!("{name}.ssq"));
-    let var = binary(Prim::Div, ssq.load(&vars(rank)), count);
-    let eps = expr::constant(crate::ir::Scalar::F(eps), d);
+    let (mean, centered) = mean_and_deviation(lw, &x, &axes, d, &name)?;
+    let ssq = sum_of_squares(lw, &x.sizes, &centered, &axes, true, &name);
+    let var = binary(Prim::Div, ssq.load(&idx), element_count(&x, &axes, d));
+    let eps = expr::constant(Scalar::F(eps), d);
     let rstd = TensorValue::lazy(d, ssq.sizes.clone(), unary(Prim::Rsqrt, binary(Prim::Add, var, eps)));
     let rstd = lw.realize(&rstd, &format!("{name}.rstd"));
     let mut out = binary(Prim::Mul, centered, rstd.expand(&x.sizes)?.load(&idx));

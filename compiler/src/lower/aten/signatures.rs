@@ -44,6 +44,11 @@ pub struct Signature {
     pub params: Vec<Param>,
 }
 
+/// The Core ATen operators ("add.Tensor", "abs.default"), in the reference's order.
+pub fn core_operators() -> impl Iterator<Item = String> {
+    CORE.lines().filter_map(|l| l.split_once('\t')).map(|(_, schema)| parse(schema).0)
+}
+
 /// The signature of `op` ("add.Tensor", "view.default"), if aotc knows it.
 pub fn lookup(op: &str) -> Option<&'static Signature> {
     static TABLE: OnceLock<HashMap<String, Signature>> = OnceLock::new();

@@ -2,8 +2,11 @@
 //! not contiguous).
 
 use super::registry::LowerFn;
+use crate::frontend::schema::Argument;
+use crate::ir::expr::Affine;
+use crate::ir::StridedRef;
 use crate::lower::args::Args;
-use crate::lower::tensor::{norm_dim, TensorValue};
+use crate::lower::tensor::{contiguous_strides, norm_dim, Repr, TensorValue};
 use crate::lower::Lowerer;
 use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
@@ -26,6 +29,11 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("reshape.default", view),
     ("split_with_sizes.default", split_with_sizes),
     ("split.Tensor", split),
+    ("alias.default", alias),
+    ("diagonal.default", diagonal),
+    ("flip.default", flip),
+    ("repeat.default", repeat),
+    ("as_strided.default", as_strided),
 ];
 
 fn permute(lw: &mut Lowerer, a: &Args) -> R {
@@ -81,16 +89,20 @@ fn squeeze(lw: &mut Lowerer, a: &Args) -> R {
 fn select(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "self")?;
     let dim = norm_dim(a.int("dim")?, x.rank())?;
-    let i = a.sym_int(lw, "index")?;
-    let n = x.sizes[dim].clone();
-    // A negative index counts from the end (python), known only when the index is static.
+    let i = select_index(lw, a.sym_int(lw, "index")?, &x.sizes[dim], dim)?;
+    Ok(vec![x.select(dim, i)])
+}
+
+/// A select index `i` into dimension `dim` of size `n`, required to lie inside it; a
+/// negative index counts from the end (python), known only when the index is static.
+pub fn select_index(lw: &mut Lowerer, i: SymExpr, n: &SymExpr, dim: usize) -> Result<SymExpr, String> {
     let i = match i.as_int() {
         Some(v) if v < 0 => SymExpr::add([n.clone(), i]),
         _ => i,
     };
     lw.require(SymExpr::Int(0), GuardOp::Le, i.clone(), &format!("select index must lie in dimension {dim}"))?;
-    lw.require(SymExpr::add([i.clone(), SymExpr::Int(1)]), GuardOp::Le, n, &format!("select index must lie in dimension {dim}"))?;
-    Ok(vec![x.select(dim, i)])
+    lw.require(SymExpr::add([i.clone(), SymExpr::Int(1)]), GuardOp::Le, n.clone(), &format!("select index must lie in dimension {dim}"))?;
+    Ok(i)
 }
 
 /// Clamps a python slice bound into `[0, size]`. A symbolic bound must not be negative
@@ -111,18 +123,24 @@ fn clamp_bound(lw: &mut Lowerer, b: SymExpr, size: &SymExpr) -> Result<SymExpr, 
 fn slice(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "self")?;
     let dim = norm_dim(a.int_or("dim", 0)?, x.rank())?;
-    let size = x.sizes[dim].clone();
-    let start = if a.get("start").is_some_and(|s| !matches!(s, crate::frontend::schema::Argument::None(_))) { a.sym_int(lw, "start")? } else { SymExpr::Int(0) };
-    let end = if a.get("end").is_some_and(|s| !matches!(s, crate::frontend::schema::Argument::None(_))) { a.sym_int(lw, "end")? } else { size.clone() };
+    let (start, len, step) = slice_range(lw, a, &x.sizes[dim])?;
+    Ok(vec![x.slice(dim, start, len, step)])
+}
+
+/// The (start, length, step) of the python slice `start:end:step` (arguments of `a`)
+/// of a dimension of `size`.
+pub fn slice_range(lw: &mut Lowerer, a: &Args, size: &SymExpr) -> Result<(SymExpr, SymExpr, i64), String> {
+    let start = if a.get("start").is_some_and(|s| !matches!(s, Argument::None(_))) { a.sym_int(lw, "start")? } else { SymExpr::Int(0) };
+    let end = if a.get("end").is_some_and(|s| !matches!(s, Argument::None(_))) { a.sym_int(lw, "end")? } else { size.clone() };
     let step = a.int_or("step", 1)?;
     if step <= 0 {
         return Err(format!("slice step must be positive, got {step}"));
     }
-    let (start, end) = (clamp_bound(lw, start, &size)?, clamp_bound(lw, end, &size)?);
+    let (start, end) = (clamp_bound(lw, start, size)?, clamp_bound(lw, end, size)?);
     // len = max(0, ceil((end - start) / step))
     let span = SymExpr::max(SymExpr::add([end, SymExpr::mul([start.clone(), SymExpr::Int(-1)])]), SymExpr::Int(0));
     let len = SymExpr::floor_div(SymExpr::add([span, SymExpr::Int(step - 1)]), SymExpr::Int(step));
-    Ok(vec![x.slice(dim, start, len, step)])
+    Ok((start, len, step))
 }
 
 /// view/reshape: the new sizes (one may be -1, inferred) hold as many elements as `self`.
@@ -173,4 +191,144 @@ fn split(lw: &mut Lowerer, a: &Args) -> R {
         return Err(format!("split_size must be positive, got {chunk}"));
     }
     Ok((0..n).step_by(chunk as usize).map(|s| x.slice(dim, SymExpr::Int(s), SymExpr::Int(chunk.min(n - s)), 1)).collect())
+}
+
+fn alias(lw: &mut Lowerer, a: &Args) -> R {
+    Ok(vec![a.tensor(lw, "self")?])
+}
+
+/// The diagonal of the (dim1, dim2) planes, `offset` above (> 0) or below (< 0) the main
+/// one, as a new last dimension.
+fn diagonal(lw: &mut Lowerer, a: &Args) -> R {
+    let x = a.tensor(lw, "self")?;
+    let offset = a.int_or("offset", 0)?;
+    let (d1, d2) = (norm_dim(a.int_or("dim1", 0)?, x.rank())?, norm_dim(a.int_or("dim2", 1)?, x.rank())?);
+    if d1 == d2 || x.rank() < 2 {
+        return Err(format!("diagonal needs two different dimensions of a tensor of rank >= 2, got dim1 {d1}, dim2 {d2}, rank {}", x.rank()));
+    }
+    // Row and column of the diagonal's first element.
+    let (row, col) = (offset.saturating_neg().max(0), offset.max(0));
+    let len = SymExpr::max(
+        SymExpr::min(SymExpr::add([x.sizes[d1].clone(), SymExpr::Int(-row)]), SymExpr::add([x.sizes[d2].clone(), SymExpr::Int(-col)])),
+        SymExpr::Int(0),
+    );
+    let kept: Vec<usize> = (0..x.rank()).filter(|&d| d != d1 && d != d2).collect();
+    let mut sizes: Vec<SymExpr> = kept.iter().map(|&d| x.sizes[d].clone()).collect();
+    sizes.push(len);
+    Ok(vec![x.remap(sizes, &|v| {
+        let k = &v[kept.len()];
+        let mut old = vec![Affine::constant(SymExpr::Int(0)); kept.len() + 2];
+        for (j, &d) in kept.iter().enumerate() {
+            old[d] = v[j].clone();
+        }
+        old[d1] = k.plus(&Affine::constant(SymExpr::Int(row)));
+        old[d2] = k.plus(&Affine::constant(SymExpr::Int(col)));
+        old
+    })])
+}
+
+/// Reverses the given dimensions: element `i` reads `n - 1 - i`.
+fn flip(lw: &mut Lowerer, a: &Args) -> R {
+    let x = a.tensor(lw, "self")?;
+    let mut dims = vec![];
+    for d in a.ints("dims")? {
+        let d = norm_dim(d, x.rank())?;
+        if dims.contains(&d) {
+            return Err(format!("flip: dimension {d} appears twice in dims"));
+        }
+        dims.push(d);
+    }
+    if x.rank() == 0 {
+        return Ok(vec![x]);
+    }
+    let sizes = x.sizes.clone();
+    Ok(vec![x.remap(sizes.clone(), &|v| {
+        v.iter().enumerate().map(|(d, i)| {
+            if !dims.contains(&d) {
+                return i.clone();
+            }
+            Affine::constant(SymExpr::add([sizes[d].clone(), SymExpr::Int(-1)])).plus(&i.scale(&SymExpr::Int(-1)))
+        }).collect()
+    })])
+}
+
+/// Tiles `self` `repeats[d]` times along each dimension (leading 1s pad `self` to the
+/// length of `repeats`): the view [1, n0, 1, n1, ...] expanded to [r0, n0, r1, n1, ...],
+/// then reshaped to [r0 * n0, r1 * n1, ...].
+fn repeat(lw: &mut Lowerer, a: &Args) -> R {
+    let x = a.tensor(lw, "self")?;
+    let repeats = a.sym_ints(lw, "repeats")?;
+    if repeats.len() < x.rank() {
+        return Err(format!("repeat needs at least as many repeats ({}) as self has dimensions ({})", repeats.len(), x.rank()));
+    }
+    for r in &repeats {
+        lw.require(SymExpr::Int(0), GuardOp::Le, r.clone(), "repeats must not be negative")?;
+    }
+    let mut padded = x;
+    while padded.rank() < repeats.len() {
+        padded = padded.unsqueeze(0);
+    }
+    let mut interleaved = padded.clone();
+    let mut expanded_sizes = vec![];
+    for (d, r) in repeats.iter().enumerate() {
+        interleaved = interleaved.unsqueeze(2 * d);
+        expanded_sizes.extend([r.clone(), padded.sizes[d].clone()]);
+    }
+    let expanded = interleaved.expand(&expanded_sizes)?;
+    let sizes: Vec<SymExpr> = expanded_sizes.chunks(2).map(|rn| SymExpr::mul(rn.iter().cloned())).collect();
+    let name = a.node.name.clone().unwrap_or_default();
+    Ok(vec![lw.reshape(&expanded, &sizes, &name)])
+}
+
+/// A strided view of `self`'s storage. torch reads the storage whatever `self`'s own
+/// layout, so `self` is written out in the memory order torch recorded for it first;
+/// every element the view can reach must lie inside it.
+fn as_strided(lw: &mut Lowerer, a: &Args) -> R {
+    let x = a.tensor(lw, "self")?;
+    let sizes = a.sym_ints(lw, "size")?;
+    let strides = a.sym_ints(lw, "stride")?;
+    if sizes.len() != strides.len() {
+        return Err(format!("as_strided: {} sizes but {} strides", sizes.len(), strides.len()));
+    }
+    let storage = storage_of(lw, a, &x)?;
+    let offset = match a.get("storage_offset") {
+        None | Some(Argument::None(_)) => SymExpr::Int(0),
+        Some(_) => a.sym_int(lw, "storage_offset")?,
+    };
+    // The farthest element: offset + sum((size - 1) * stride), every term >= 0.
+    let mut last = vec![offset.clone()];
+    lw.require(SymExpr::Int(0), GuardOp::Le, offset.clone(), "as_strided: storage_offset must not be negative")?;
+    for (size, stride) in sizes.iter().zip(&strides) {
+        lw.require(SymExpr::Int(0), GuardOp::Le, size.clone(), "as_strided: sizes must not be negative")?;
+        lw.require(SymExpr::Int(0), GuardOp::Le, stride.clone(), "as_strided: strides must not be negative")?;
+        last.push(SymExpr::mul([SymExpr::max(SymExpr::add([size.clone(), SymExpr::Int(-1)]), SymExpr::Int(0)), stride.clone()]));
+    }
+    let numel = SymExpr::product(x.sizes.iter());
+    lw.require(SymExpr::add(last.into_iter().chain([SymExpr::Int(1)])), GuardOp::Le, numel, "as_strided: every element it reaches must lie inside self's storage")?;
+    let Repr::View(r) = &storage.repr else { unreachable!("storage_of returns a view") };
+    let view = StridedRef { buf: r.buf, offset: SymExpr::add([r.offset.clone(), offset]), strides };
+    Ok(vec![TensorValue { dtype: x.dtype, sizes, repr: Repr::View(view) }])
+}
+
+/// `self`'s elements in the order of its storage, as a contiguous view: the layout
+/// torch.export recorded for `self` must be dense (a permutation of a contiguous one)
+/// and start its storage, else elements torch would read are unknown here.
+fn storage_of(lw: &mut Lowerer, a: &Args, x: &TensorValue) -> Result<TensorValue, String> {
+    let Some(Argument::Tensor(t)) = a.get("self") else { return Err("argument 'self' should be a tensor".into()) };
+    let meta = lw.meta(&t.name)?;
+    let recorded: Vec<SymExpr> = meta.strides.iter().map(|s| lw.parse_sym(s)).collect::<Result<_, _>>()?;
+    let storage_offset = lw.parse_sym(&meta.storage_offset)?;
+    // Dimensions from the outermost in memory to the innermost.
+    let mut order: Vec<usize> = (0..x.rank()).collect();
+    order.sort_by_key(|&d| std::cmp::Reverse(recorded.get(d).and_then(|s| s.as_int()).unwrap_or(i64::MAX)));
+    let permuted = x.permute(&order)?;
+    let dense = recorded.len() == x.rank() && contiguous_strides(&permuted.sizes).iter().zip(&order).all(|(s, &d)| *s == recorded[d] || x.sizes[d] == SymExpr::Int(1));
+    if !dense || storage_offset != SymExpr::Int(0) {
+        return Err(format!(
+            "as_strided of a tensor that torch.export recorded as a view into a larger storage (strides [{}], storage offset {storage_offset}): aotc only knows the tensor's own elements",
+            recorded.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    // A reshape to its own sizes: a view of contiguous memory, copying only when needed.
+    Ok(lw.reshape(&permuted, &permuted.sizes.clone(), &a.node.name.clone().unwrap_or_default()))
 }

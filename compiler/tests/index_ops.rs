@@ -1,0 +1,158 @@
+//! Indexing, scatter and sort semantics the recorded fixtures leave out: several writes
+//! to one position (the last one wins), negative python indices, NaN and ties in sorts,
+//! and indices out of range (the call fails with AOTC_ERR_INDEX naming the node; nothing
+//! is read or written out of bounds). Each case compiles an op fixture and runs it on
+//! inputs written here, against a reference computed here.
+
+mod common;
+
+use aotc_abi::DType;
+use aotc_runtime::{Device, Model, Tensor, Value};
+use common::{aotc, fixture, succeeds};
+
+/// The compiled op fixture `name` (kept alive by the returned directory).
+fn compiled(name: &str) -> (tempfile::TempDir, Model) {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("m.so");
+    succeeds(&aotc(&[&"compile", &fixture(&format!("ops/{name}")).join("model.pt2"), &"-o", &so]));
+    let model = Model::load(&so, Device::Cpu).unwrap();
+    (dir, model)
+}
+
+fn floats(shape: &[i64], values: &[f32]) -> Value {
+    Value::Tensor(Tensor::from_f32(shape, values))
+}
+
+fn longs(shape: &[i64], values: &[i64]) -> Value {
+    Value::Tensor(Tensor { dtype: DType::I64, shape: shape.to_vec(), data: values.iter().flat_map(|v| v.to_le_bytes()).collect() })
+}
+
+fn run(model: &mut Model, inputs: &[Value]) -> Result<Vec<Vec<f64>>, String> {
+    let out = model.run(&mut inputs.to_vec()).map_err(|e| e.to_string())?;
+    Ok(out.iter().map(|t| t.to_f64_vec()).collect())
+}
+
+/// `got` is `want` exactly, NaN where NaN.
+fn same(what: &str, got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(g == w || (g.is_nan() && w.is_nan()), "{what}: element {i} is {g}, expected {w}\n got {got:?}\nwant {want:?}");
+    }
+}
+
+fn fails_with_index_error(result: Result<Vec<Vec<f64>>, String>, needle: &str) {
+    let err = result.expect_err("an index out of range must fail the call");
+    assert!(err.contains(needle) && err.contains("AOTC_ERR_INDEX"), "{err}");
+}
+
+fn arange(n: usize) -> Vec<f32> {
+    (0..n).map(|v| v as f32).collect()
+}
+
+/// scatter(self [5, 4], 0, index [3, 4], src [3, 4]): torch writes the sources in order.
+#[test]
+fn scatter_keeps_the_last_write_and_checks_its_indices() {
+    let (_dir, mut model) = compiled("handwritten.scatter_src__float32__0");
+    let index = [1, 0, 4, 2, 1, 3, 4, 0, 2, 0, 4, 2];
+    let src: Vec<f32> = (1..=12).map(|v| v as f32).collect();
+    let mut want = vec![-1.0; 20];
+    for (j, &i) in index.iter().enumerate() {
+        want[i as usize * 4 + j % 4] = src[j] as f64;
+    }
+    let inputs = |index: &[i64]| [floats(&[5, 4], &[-1.0; 20]), longs(&[3, 4], index), floats(&[3, 4], &src)];
+    same("scatter", &run(&mut model, &inputs(&index)).unwrap()[0], &want);
+    for bad in [5, -1] {
+        let mut index = index;
+        index[6] = bad;
+        fails_with_index_error(run(&mut model, &inputs(&index)), &format!("scatter index along dimension 0: index {bad} is out of range"));
+    }
+}
+
+/// self[rows, cols] = values on self [4, 5]: python indices (negative ones count from the
+/// end), the last write to a position wins.
+#[test]
+fn index_put_wraps_negative_indices_and_keeps_the_last_write() {
+    let (_dir, mut model) = compiled("handwritten.index_put__float32__0");
+    let inputs = |rows: &[i64], cols: &[i64]| [floats(&[4, 5], &arange(20)), longs(&[3], rows), longs(&[3], cols), floats(&[3], &[100.0, 200.0, 300.0])];
+    let mut want: Vec<f64> = (0..20).map(|v| v as f64).collect();
+    want[5 + 2] = 200.0;
+    want[15 + 4] = 300.0;
+    same("index_put", &run(&mut model, &inputs(&[1, -3, 3], &[2, 2, -1])).unwrap()[0], &want);
+    fails_with_index_error(run(&mut model, &inputs(&[1, 4, 3], &[0, 0, 0])), "index into dimension 0: index 4 is out of range");
+    fails_with_index_error(run(&mut model, &inputs(&[1, 1, 3], &[0, -6, 0])), "index into dimension 1: index -6 is out of range");
+}
+
+/// x[i, :, k] on x [5, 3, 6] with index tensors [4, 2]: the result is [4, 2, 3].
+#[test]
+fn advanced_indexing_wraps_negative_indices() {
+    let (_dir, mut model) = compiled("handwritten.index_Tensor__float32__0");
+    let first = [0, -1, 4, -5, 2, 3, -2, 1];
+    let last = [5, -6, 0, -1, 3, 2, 1, -3];
+    let inputs = |first: &[i64]| [floats(&[5, 3, 6], &arange(90)), longs(&[4, 2], first), longs(&[4, 2], &last)];
+    let wrap = |i: i64, n: i64| if i < 0 { i + n } else { i };
+    let want: Vec<f64> = (0..8).flat_map(|p| (0..3).map(move |j| (wrap(first[p], 5) * 18 + j * 6 + wrap(last[p], 6)) as f64)).collect();
+    same("index", &run(&mut model, &inputs(&first)).unwrap()[0], &want);
+    let mut bad = first;
+    bad[3] = 5;
+    fails_with_index_error(run(&mut model, &inputs(&bad)), "index into dimension 0: index 5 is out of range");
+}
+
+/// The order of a stable sort in which NaN is larger than every number.
+fn stable_order(values: &[f32], descending: bool) -> Vec<usize> {
+    let key = |v: f32| (v.is_nan(), if v.is_nan() { 0.0 } else { v });
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| {
+        let ord = key(values[a]).partial_cmp(&key(values[b])).unwrap();
+        if descending { ord.reverse() } else { ord }
+    });
+    order
+}
+
+/// sort(x [4, 6], dim 1, descending): NaN first, equal values in their original order.
+#[test]
+fn sort_is_stable_and_sorts_nan_as_the_largest() {
+    let (_dir, mut model) = compiled("handwritten.sort__float32__0");
+    let nan = f32::NAN;
+    let x = [
+        1.0, nan, 3.0, 3.0, f32::NEG_INFINITY, 1.0,
+        2.0, 2.0, 2.0, 2.0, 2.0, 2.0,
+        nan, 0.0, nan, -0.5, f32::INFINITY, -0.5,
+        5.0, 4.0, 3.0, 2.0, 1.0, 0.0,
+    ];
+    let out = run(&mut model, &[floats(&[4, 6], &x)]).unwrap();
+    let (mut values, mut indices) = (vec![], vec![]);
+    for row in x.chunks(6) {
+        for i in stable_order(row, true) {
+            values.push(row[i] as f64);
+            indices.push(i as f64);
+        }
+    }
+    same("sort values", &out[0], &values);
+    same("sort indices", &out[1], &indices);
+}
+
+/// topk(x [6, 5], 3, dim 0, largest=False): the three smallest of each column, in order,
+/// ties in their original order, NaN only when fewer numbers remain.
+#[test]
+fn topk_smallest_breaks_ties_by_position() {
+    let (_dir, mut model) = compiled("handwritten.topk__float32__0");
+    let nan = f32::NAN;
+    let columns: [[f32; 6]; 5] = [
+        [3.0, 1.0, 2.0, 1.0, 0.5, 9.0],
+        [nan, nan, nan, nan, 1.0, nan],
+        [7.0; 6],
+        [-1.0, f32::NEG_INFINITY, 4.0, -1.0, 8.0, 0.0],
+        [6.0, 5.0, 4.0, 3.0, 2.0, 1.0],
+    ];
+    let x: Vec<f32> = (0..30).map(|p| columns[p % 5][p / 5]).collect();
+    let out = run(&mut model, &[floats(&[6, 5], &x)]).unwrap();
+    let (mut values, mut indices) = (vec![0.0; 15], vec![0.0; 15]);
+    for (c, column) in columns.iter().enumerate() {
+        for (k, &i) in stable_order(column, false)[..3].iter().enumerate() {
+            values[k * 5 + c] = column[i] as f64;
+            indices[k * 5 + c] = i as f64;
+        }
+    }
+    same("topk values", &out[0], &values);
+    same("topk indices", &out[1], &indices);
+}
