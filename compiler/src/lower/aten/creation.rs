@@ -79,7 +79,11 @@ fn scalar_tensor(_lw: &mut Lowerer, a: &Args) -> R {
 }
 
 /// `start + i * step` for i in 0..ceil((end - start) / step).
-fn arange(_lw: &mut Lowerer, a: &Args) -> R {
+fn arange(lw: &mut Lowerer, a: &Args) -> R {
+    let symbolic = |name| matches!(a.get(name), Some(crate::frontend::schema::Argument::SymInt(_)));
+    if ["start", "end", "step"].into_iter().any(symbolic) {
+        return arange_symbolic(lw, a);
+    }
     let start = a.opt_scalar("start")?.unwrap_or(Scalar::I(0));
     let end = a.scalar("end")?;
     let step = a.opt_scalar("step")?.unwrap_or(Scalar::I(1));
@@ -102,4 +106,28 @@ fn arange(_lw: &mut Lowerer, a: &Args) -> R {
         cast(binary(Prim::Add, constant(Scalar::F(s), f), binary(Prim::Mul, cast(i, f), constant(Scalar::F(st), f))), d)
     };
     Ok(vec![TensorValue::lazy(d, vec![SymExpr::Int(n)], body)])
+}
+
+/// arange with integer bounds of which some are sizes known at run time (a sequence length):
+/// `start + i * step` for i in 0..max(0, ceil((end - start) / step)).
+fn arange_symbolic(lw: &mut Lowerer, a: &Args) -> R {
+    let bound = |name: &str, default: i64| -> Result<SymExpr, String> {
+        match a.get(name) {
+            None => Ok(SymExpr::Int(default)),
+            Some(_) => a.sym_int(lw, name),
+        }
+    };
+    let (start, end) = (bound("start", 0)?, bound("end", 0)?);
+    let step = a.int_or("step", 1)?;
+    if step <= 0 {
+        return Err(format!("arange with a symbolic bound needs a positive constant step, got {step}"));
+    }
+    let d = a.opt_dtype("dtype")?.unwrap_or(DType::I64);
+    let span = SymExpr::add([end, SymExpr::mul([start.clone(), SymExpr::Int(-1)]), SymExpr::Int(step - 1)]);
+    let n = SymExpr::floor_div(span, SymExpr::Int(step));
+    let n = if crate::lower::checks::provably_non_negative(&n) { n } else { SymExpr::max(n, SymExpr::Int(0)) };
+    let i = expr::index_value(Affine::var(0));
+    let first = expr::index_value(Affine::constant(start));
+    let body = cast(binary(Prim::Add, first, binary(Prim::Mul, i, constant(Scalar::I(step), DType::I64))), d);
+    Ok(vec![TensorValue::lazy(d, vec![n], body)])
 }

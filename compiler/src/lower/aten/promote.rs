@@ -18,6 +18,11 @@ pub enum Operand {
 
 /// Reads argument `name` as a tensor or a number.
 pub fn operand(lw: &Lowerer, args: &Args, name: &str) -> Result<Operand, String> {
+    // A SymInt (a size used as a number) is an int64 value known at run time.
+    if let Some(crate::frontend::schema::Argument::SymInt(s)) = args.get(name) {
+        let size = lw.sym_arg(s)?;
+        return Ok(Operand::T(TensorValue::lazy(DType::I64, vec![], expr::index_value(Affine::constant(size)))));
+    }
     match args.opt_scalar(name) {
         Ok(Some(s)) => Ok(Operand::S(s)),
         _ => args.tensor(lw, name).map(Operand::T),

@@ -155,7 +155,7 @@ fn view(lw: &mut Lowerer, a: &Args) -> R {
         }
         let known = SymExpr::product(sizes.iter().filter(|s| **s != SymExpr::Int(-1)));
         lw.require(SymExpr::Int(1), GuardOp::Le, known.clone(), "the sizes beside an inferred (-1) dimension must not be zero")?;
-        sizes[d] = SymExpr::floor_div(numel.clone(), known);
+        sizes[d] = inferred_size(&numel, &known);
     }
     if let Some(s) = sizes.iter().find(|s| s.as_int().is_some_and(|v| v < 0)) {
         return Err(format!("invalid size {s} in {:?}", sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>()));
@@ -331,4 +331,33 @@ fn storage_of(lw: &mut Lowerer, a: &Args, x: &TensorValue) -> Result<TensorValue
     }
     // A reshape to its own sizes: a view of contiguous memory, copying only when needed.
     Ok(lw.reshape(&permuted, &permuted.sizes.clone(), &a.node.name.clone().unwrap_or_default()))
+}
+
+/// `numel / known` for an inferred (-1) view dimension, cancelling the symbolic factors
+/// they share (`64*s0 / (16*s0)` is 4): exact because `known >= 1` is required first and
+/// the element count check follows.
+fn inferred_size(numel: &SymExpr, known: &SymExpr) -> SymExpr {
+    fn factors(e: &SymExpr) -> (i64, Vec<SymExpr>) {
+        match e {
+            SymExpr::Int(v) => (*v, vec![]),
+            SymExpr::Mul(xs) => match xs.split_first() {
+                Some((SymExpr::Int(c), rest)) => (*c, rest.to_vec()),
+                _ => (1, xs.clone()),
+            },
+            other => (1, vec![other.clone()]),
+        }
+    }
+    let ((cn, mut rest), (ck, divisor)) = (factors(numel), factors(known));
+    let cancelled = divisor.iter().all(|f| match rest.iter().position(|x| x == f) {
+        Some(i) => {
+            rest.remove(i);
+            true
+        }
+        None => false,
+    });
+    if cancelled && ck > 0 && cn % ck == 0 {
+        SymExpr::mul(std::iter::once(SymExpr::Int(cn / ck)).chain(rest))
+    } else {
+        SymExpr::floor_div(numel.clone(), known.clone())
+    }
 }
