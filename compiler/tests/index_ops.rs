@@ -7,21 +7,8 @@
 mod common;
 
 use aotc_abi::DType;
-use aotc_runtime::{Device, Model, Tensor, Value};
-use common::{aotc, fixture, succeeds};
-
-/// The compiled op fixture `name` (kept alive by the returned directory).
-fn compiled(name: &str) -> (tempfile::TempDir, Model) {
-    let dir = tempfile::tempdir().unwrap();
-    let so = dir.path().join("m.so");
-    succeeds(&aotc(&[&"compile", &fixture(&format!("ops/{name}")).join("model.pt2"), &"-o", &so]));
-    let model = Model::load(&so, Device::Cpu).unwrap();
-    (dir, model)
-}
-
-fn floats(shape: &[i64], values: &[f32]) -> Value {
-    Value::Tensor(Tensor::from_f32(shape, values))
-}
+use aotc_runtime::{Model, Tensor, Value};
+use common::{compiled, floats};
 
 fn longs(shape: &[i64], values: &[i64]) -> Value {
     Value::Tensor(Tensor { dtype: DType::I64, shape: shape.to_vec(), data: values.iter().flat_map(|v| v.to_le_bytes()).collect() })

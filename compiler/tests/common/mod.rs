@@ -3,6 +3,7 @@
 //! build (e.g. an older one, to see a test fail there).
 #![allow(dead_code)] // each test file uses its own subset
 
+use aotc_runtime::{Device, Model, Tensor, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -36,4 +37,17 @@ pub fn succeeds(out: &Output) {
 pub fn shorten(s: &str) -> String {
     let chars: Vec<char> = s.chars().collect();
     if chars.len() <= 2000 { s.into() } else { format!("{}[...]{}", String::from_iter(&chars[..1000]), String::from_iter(&chars[chars.len() - 1000..])) }
+}
+
+/// The compiled op fixture `name` (kept alive by the returned directory).
+pub fn compiled(name: &str) -> (tempfile::TempDir, Model) {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("m.so");
+    succeeds(&aotc(&[&"compile", &fixture(&format!("ops/{name}")).join("model.pt2"), &"-o", &so]));
+    let model = Model::load(&so, Device::Cpu).unwrap();
+    (dir, model)
+}
+
+pub fn floats(shape: &[i64], values: &[f32]) -> Value {
+    Value::Tensor(Tensor::from_f32(shape, values))
 }

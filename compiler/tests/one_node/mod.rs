@@ -50,8 +50,17 @@ impl Arr {
     }
 
     pub fn tensor(&self) -> Tensor {
+        self.tensor_of(DType::F32)
+    }
+
+    /// The array as a tensor of `dtype` (float32, or int64 of values that are integers).
+    pub fn tensor_of(&self, dtype: DType) -> Tensor {
         let shape: Vec<i64> = self.shape.iter().map(|&s| s as i64).collect();
-        Tensor::from_f32(&shape, &self.data.iter().map(|&v| v as f32).collect::<Vec<_>>())
+        match dtype {
+            DType::F32 => Tensor::from_f32(&shape, &self.data.iter().map(|&v| v as f32).collect::<Vec<_>>()),
+            DType::I64 => Tensor { dtype, shape, data: self.data.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect() },
+            other => panic!("no test tensors of {other}"),
+        }
     }
 }
 
@@ -87,6 +96,11 @@ pub fn dims(shape: &[usize]) -> Vec<Json> {
 /// A symbolic size: a sympy expression and its value in the example inputs.
 pub fn sym(expr: &str, hint: i64) -> Json {
     json!({"as_expr": {"expr_str": expr, "hint": {"as_int": hint}}})
+}
+
+/// An int list argument.
+pub fn ints(v: &[i64]) -> Json {
+    json!({"as_ints": v})
 }
 
 pub fn tensor_arg(i: usize) -> Json {
@@ -188,9 +202,11 @@ impl<'a> Op<'a> {
         }).collect()
     }
 
-    /// Runs the program once and checks its outputs against `want`.
+    /// Runs the program once on `inputs` (as tensors of the inputs' dtypes) and checks its
+    /// outputs against `want`.
     pub fn check(&self, what: &str, inputs: &[&Arr], want: &[&Arr]) {
-        let got = self.run(&[inputs.iter().map(|a| a.tensor()).collect()]).remove(0);
+        assert_eq!(inputs.len(), self.inputs.len(), "{what}: number of inputs");
+        let got = self.run(&[inputs.iter().zip(&self.inputs).map(|(a, (d, _))| a.tensor_of(*d)).collect()]).remove(0);
         assert_eq!(got.len(), want.len(), "{what}: number of outputs");
         for (k, (g, w)) in got.iter().zip(want).enumerate() {
             check(&format!("{what}, output {k}"), g, w);
