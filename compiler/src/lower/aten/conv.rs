@@ -13,7 +13,7 @@ use super::pool::window::{per_dim, sum_over_windows, taps, Windows};
 use super::pool::{accumulator, with_dtype};
 use super::registry::LowerFn;
 use crate::frontend::schema::Argument;
-use crate::ir::expr::{binary, cast, constant, index_value, E};
+use crate::ir::expr::{binary, constant, index_value, E};
 use crate::ir::{Prim, ReduceOp, Scalar};
 use crate::lower::args::Args;
 use crate::lower::aten::reduction::reduce;
@@ -22,7 +22,6 @@ use crate::lower::tensor::{vars, TensorValue};
 use crate::lower::Lowerer;
 use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
-use aotc_abi::DType;
 
 type R = Result<Vec<TensorValue>, String>;
 
@@ -165,7 +164,7 @@ fn regular(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, groups: i64,
     let out_channels = weight.sizes[0].clone();
     let group_out = per_group(lw, &out_channels, groups, "the output channels (weight.size(0))")?;
     let wm = lw.reshape(weight, &[g, group_out, cols.sizes[1].clone()], &format!("{name}.weight"));
-    let y = batched_matmul(lw, name, &wm, &cols)?;
+    let y = linalg::emit(lw, name, &wm, &cols, None, 1.0)?;
     // [G, O/G, N * out] is [O, N, out...] in memory.
     let y = lw.reshape(&y, &[out_channels, x.sizes[0].clone()].into_iter().chain(w.output.iter().cloned()).collect::<Vec<_>>(), name);
     y.permute(&[1, 0].into_iter().chain(2..y.rank()).collect::<Vec<_>>())
@@ -181,7 +180,7 @@ fn transposed(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, groups: i
     let taps_per_group = SymExpr::mul([group_out.clone()].into_iter().chain(w.kernel.iter().cloned()));
     let wt = lw.reshape(weight, &[g.clone(), group_in, taps_per_group], &format!("{name}.weight")).permute(&[0, 2, 1])?;
     let xm = group_rows(lw, x, groups, name)?;
-    let contributions = batched_matmul(lw, name, &wt, &xm)?;
+    let contributions = linalg::emit(lw, name, &wt, &xm, None, 1.0)?;
     let sizes: Vec<SymExpr> = [g.clone(), group_out.clone()].into_iter().chain(w.kernel.iter().cloned()).chain([batch.clone()]).chain(w.output.iter().cloned()).collect();
     let contributions = lw.reshape(&contributions, &sizes, &format!("{name}.contributions"));
     // col2im: y[n, g, o', out...] sums contributions[g, o', k..., n, window...].
@@ -232,7 +231,7 @@ fn convolution_backward(lw: &mut Lowerer, a: &Args) -> R {
     if mask[1] {
         let cols = im2col(lw, wide, &w, p.groups, &name)?.permute(&[0, 2, 1])?;
         let rows = group_rows(lw, narrow, p.groups, &name)?;
-        let g = batched_matmul(lw, &format!("{name}.grad_weight"), &rows, &cols)?;
+        let g = linalg::emit(lw, &format!("{name}.grad_weight"), &rows, &cols, None, 1.0)?;
         results.push(lw.reshape(&g, &weight.sizes, &format!("{name}.grad_weight")));
     }
     if mask[2] {
@@ -243,16 +242,3 @@ fn convolution_backward(lw: &mut Lowerer, a: &Args) -> R {
     Ok(results)
 }
 
-/// [B, M, K] @ [B, K, N]: the GEMM kernel for float32 and float64, a sum reduction
-/// (accumulated in float32 or int64) for the other dtypes.
-fn batched_matmul(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValue) -> Result<TensorValue, String> {
-    if matches!(a.dtype, DType::F32 | DType::F64) {
-        return linalg::emit(lw, name, a, b, None, 1.0);
-    }
-    let acc = accumulator(a.dtype);
-    let v = vars(4);
-    let product = binary(Prim::Mul, cast(a.load(&[v[0].clone(), v[1].clone(), v[3].clone()]), acc), cast(b.load(&[v[0].clone(), v[3].clone(), v[2].clone()]), acc));
-    let sizes = vec![a.sizes[0].clone(), a.sizes[1].clone(), b.sizes[2].clone(), a.sizes[2].clone()];
-    let sum = reduce(lw, &TensorValue::lazy(acc, sizes, product), &[3], false, ReduceOp::Sum, acc, name);
-    Ok(with_dtype(&sum, a.dtype))
-}
