@@ -9,15 +9,11 @@ mod common;
 mod one_node;
 
 use common::fails_with;
-use one_node::{each, sym, tensor_arg, Arr, Op};
+use one_node::{each, ints, sym, tensor_arg, Arr, Op};
 use serde_json::{json, Value as Json};
 
 fn none() -> Json {
     json!({"as_none": true})
-}
-
-fn ints(v: &[i64]) -> Json {
-    json!({"as_ints": v})
 }
 
 fn float(v: f64) -> Json {
