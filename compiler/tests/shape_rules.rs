@@ -110,7 +110,8 @@ fn layer_norm_shape_must_be_the_trailing_shape() {
 
 #[test]
 fn arguments_are_parsed_strictly() {
-    let cases: [(&str, &dyn Fn(&mut Value), &str); 4] = [
+    type Case<'a> = (&'a str, &'a dyn Fn(&mut Value), &'a str);
+    let cases: [Case; 4] = [
         // half_to_float has no default: a program without it is damaged, not "False".
         ("dynamic_batch_mlp", &|p| {
             let n = node(p, "_log_softmax.default");
