@@ -154,6 +154,16 @@ pub fn check_index(value: E, bound: SymExpr, wrap: bool, site: usize, record: Bu
     Rc::new(Expr { dtype: DType::I64, kind: ExprKind::CheckIndex { value: cast(value, DType::I64), bound, wrap, site, record } })
 }
 
+/// An int64 constant.
+pub fn int(v: i64) -> E {
+    constant(Scalar::I(v), DType::I64)
+}
+
+/// A (possibly symbolic) size as an int64 value.
+pub fn size_value(s: &SymExpr) -> E {
+    index_value(Affine::constant(s.clone()))
+}
+
 pub fn index_value(index: Affine) -> E {
     Rc::new(Expr { dtype: DType::I64, kind: ExprKind::Index(index) })
 }

@@ -14,6 +14,11 @@ pub struct Args<'n> {
 type R<T> = Result<T, String>;
 
 impl<'n> Args<'n> {
+    /// The node's name, for the buffers its lowering creates.
+    pub fn node_name(&self) -> String {
+        self.node.name.clone().unwrap_or_else(|| "node".into())
+    }
+
     pub fn get(&self, name: &str) -> Option<&'n Argument> {
         self.node.inputs.iter().find(|a| a.name == name).map(|a| &a.arg)
     }

@@ -27,10 +27,6 @@ type R = Result<Vec<TensorValue>, String>;
 
 pub const OPS: &[(&str, LowerFn)] = &[("convolution.default", convolution), ("convolution_backward.default", convolution_backward)];
 
-fn node_name(a: &Args) -> String {
-    a.node.name.clone().unwrap_or_else(|| "convolution".into())
-}
-
 /// The arguments of a convolution beside its tensors.
 struct Params {
     stride: Vec<i64>,
@@ -61,7 +57,7 @@ impl Params {
 
 fn convolution(lw: &mut Lowerer, a: &Args) -> R {
     let (x, weight, bias) = (a.tensor(lw, "input")?, a.tensor(lw, "weight")?, a.opt_tensor(lw, "bias")?);
-    let name = node_name(a);
+    let name = a.node_name();
     check_operands(&x, &weight, &[])?;
     if let Some(b) = bias.as_ref().filter(|b| b.dtype != x.dtype || b.rank() != 1) {
         return Err(format!("bias must be a 1-D {} tensor, got {}[{}]", x.dtype, b.dtype, show(&b.sizes)));
@@ -208,7 +204,7 @@ fn output_mask(a: &Args) -> Result<[bool; 3], String> {
 /// grad_weight[g] = narrow[g] @ im2col(wide)[g]^T.
 fn convolution_backward(lw: &mut Lowerer, a: &Args) -> R {
     let (grad, x, weight) = (a.tensor(lw, "grad_output")?, a.tensor(lw, "input")?, a.tensor(lw, "weight")?);
-    let name = node_name(a);
+    let name = a.node_name();
     check_operands(&x, &weight, &[&grad])?;
     let p = Params::parse(lw, a, x.rank() - 2)?;
     let mask = output_mask(a)?;

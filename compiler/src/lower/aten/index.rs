@@ -7,7 +7,8 @@
 //! its buffer.
 
 use super::registry::LowerFn;
-use super::scatter::{all, converted, flat_position, int, reduce_where, size_value, var_value};
+use super::scatter::{all, converted, flat_position, reduce_where, var_value};
+use crate::ir::expr::{int, size_value};
 use crate::frontend::schema::{Argument, OptionalTensorArgument};
 use crate::ir::expr::{self, binary, cast, index_value, Affine, E};
 use crate::ir::{Prim, ReduceOp};
@@ -30,10 +31,6 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("embedding_dense_backward.default", embedding_dense_backward),
     ("_embedding_bag.default", embedding_bag),
 ];
-
-pub fn node_name(a: &Args) -> String {
-    a.node.name.clone().unwrap_or_else(|| "index".into())
-}
 
 impl Lowerer<'_> {
     /// The element of `v` at per-dimension indices `idx` (int64 expressions), reading
@@ -72,7 +69,7 @@ fn index_select(lw: &mut Lowerer, a: &Args) -> R {
         // A 0-dim self: its one element, if the (one) index is 0 or -1.
         let first = index.load(&vec![Affine::constant(SymExpr::Int(0)); index.rank()]);
         let i = lw.checked_index(first, SymExpr::Int(1), false, "index_select of a 0-dim tensor");
-        let body = lw.load_at_indices(&x, &[i], &node_name(a));
+        let body = lw.load_at_indices(&x, &[i], &a.node_name());
         return Ok(vec![TensorValue::lazy(x.dtype, vec![], body)]);
     }
     let mut sizes = x.sizes.clone();
@@ -80,7 +77,7 @@ fn index_select(lw: &mut Lowerer, a: &Args) -> R {
     let picked = index.load(&vars(sizes.len())[dim..dim + index.rank()]);
     let mut idx = var_values(sizes.len());
     idx[dim] = lw.checked_index(picked, x.sizes[dim].clone(), false, &format!("index_select along dimension {dim}"));
-    let body = lw.load_at_indices(&x, &idx, &node_name(a));
+    let body = lw.load_at_indices(&x, &idx, &a.node_name());
     Ok(vec![TensorValue::lazy(x.dtype, sizes, body)])
 }
 
@@ -101,11 +98,11 @@ fn gather(lw: &mut Lowerer, a: &Args) -> R {
         idx.clear();
         // A 0-dim self accepts only index 0 (or -1).
         let check = lw.checked_index(picked, SymExpr::Int(1), false, "gather into a 0-dim tensor");
-        let body = lw.load_at_indices(&x, &[check], &node_name(a));
+        let body = lw.load_at_indices(&x, &[check], &a.node_name());
         return Ok(vec![TensorValue::lazy(x.dtype, index.sizes.clone(), body)]);
     }
     idx[dim] = lw.checked_index(picked, x.sizes[dim].clone(), false, &format!("gather along dimension {dim}"));
-    let body = lw.load_at_indices(&x, &idx, &node_name(a));
+    let body = lw.load_at_indices(&x, &idx, &a.node_name());
     Ok(vec![TensorValue::lazy(x.dtype, index.sizes.clone(), body)])
 }
 
@@ -121,7 +118,7 @@ fn embedding(lw: &mut Lowerer, a: &Args) -> R {
     sizes.push(weight.sizes[1].clone());
     let at = vars(rank);
     let row = lw.checked_index(indices.load(&at[..rank - 1]), weight.sizes[0].clone(), false, "embedding row");
-    let body = lw.load_at_indices(&weight, &[row, index_value(Affine::var(rank - 1))], &node_name(a));
+    let body = lw.load_at_indices(&weight, &[row, index_value(Affine::var(rank - 1))], &a.node_name());
     Ok(vec![TensorValue::lazy(weight.dtype, sizes, body)])
 }
 
@@ -146,7 +143,7 @@ fn cat(lw: &mut Lowerer, a: &Args) -> R {
         return Err("cat of 0-dim tensors".into());
     }
     sizes[dim] = SymExpr::add(parts.iter().map(|t| t.sizes[dim].clone()));
-    let name = node_name(a);
+    let name = a.node_name();
     let out = var_values(sizes.len());
     // From the last part back: where(i < start_k + size_k, part_k[i - start_k], later).
     let mut starts = vec![];
@@ -254,7 +251,7 @@ fn index(lw: &mut Lowerer, a: &Args) -> R {
     for k in 0..adv.indexed.len() {
         at[adv.indexed[k].0] = adv.checked(lw, &x, k, &batch);
     }
-    let body = lw.load_at_indices(&x, &at, &node_name(a));
+    let body = lw.load_at_indices(&x, &at, &a.node_name());
     Ok(vec![TensorValue::lazy(x.dtype, sizes, body)])
 }
 
@@ -271,7 +268,7 @@ fn index_put(lw: &mut Lowerer, a: &Args) -> R {
     }
     let adv = Advanced::new(&x, indices)?;
     let values = values.expand(&adv.result_sizes(&x)).map_err(|m| format!("values do not broadcast to the indexed shape: {m}"))?;
-    let name = node_name(a);
+    let name = a.node_name();
     let rank = x.rank();
     // Reduction variables: self's position (0..rank), then the batch position.
     let batch: Vec<Affine> = (rank..rank + adv.batch.len()).map(Affine::var).collect();
@@ -338,7 +335,7 @@ fn embedding_dense_backward(lw: &mut Lowerer, a: &Args) -> R {
     for d in 0..indices.rank() {
         lw.require(grad.sizes[d].clone(), GuardOp::Eq, indices.sizes[d].clone(), &format!("grad_output matches the indices in dimension {d}"))?;
     }
-    let name = node_name(a);
+    let name = a.node_name();
     let n = SymExpr::product(indices.sizes.iter());
     let dim = grad.sizes[indices.rank()].clone();
     let flat_indices = lw.reshape(&indices, std::slice::from_ref(&n), &format!("{name}.indices"));
@@ -382,7 +379,7 @@ fn embedding_bag(lw: &mut Lowerer, a: &Args) -> R {
     if !(0..=2).contains(&mode) || (per_sample_weights.is_some() && mode != 0) {
         return Err(format!("embedding_bag mode must be 0 (sum), 1 (mean) or 2 (max), and per_sample_weights needs sum; got mode {mode}"));
     }
-    let name = node_name(a);
+    let name = a.node_name();
     let n = indices.sizes[0].clone();
     let bags = SymExpr::add([offsets.sizes[0].clone(), SymExpr::Int(-(include_last_offset as i64))]);
     lw.require(SymExpr::Int(0), GuardOp::Le, bags.clone(), "embedding_bag: include_last_offset needs at least one offset")?;

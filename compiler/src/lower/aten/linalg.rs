@@ -120,16 +120,12 @@ fn integer_product(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValu
     Ok(TensorValue::lazy(dtype, sizes, body))
 }
 
-fn name(a: &Args) -> String {
-    a.node.name.clone().unwrap_or_else(|| "matmul".into())
-}
-
 fn mm(lw: &mut Lowerer, a: &Args) -> R {
     let (x, y) = (a.tensor(lw, "self")?, a.tensor(lw, "mat2")?);
     if x.rank() != 2 || y.rank() != 2 {
         return Err(format!("mm expects 2-D operands, got ranks {} and {}", x.rank(), y.rank()));
     }
-    Ok(vec![emit(lw, &name(a), &x, &y, None, 1.0)?])
+    Ok(vec![emit(lw, &a.node_name(), &x, &y, None, 1.0)?])
 }
 
 fn bmm(lw: &mut Lowerer, a: &Args) -> R {
@@ -137,7 +133,7 @@ fn bmm(lw: &mut Lowerer, a: &Args) -> R {
     if x.rank() != 3 || y.rank() != 3 || x.sizes[0] != y.sizes[0] {
         return Err("bmm expects 3-D operands with one batch size".into());
     }
-    Ok(vec![emit(lw, &name(a), &x, &y, None, 1.0)?])
+    Ok(vec![emit(lw, &a.node_name(), &x, &y, None, 1.0)?])
 }
 
 /// `beta * bias + alpha * (mat1 @ mat2)`.
@@ -148,5 +144,5 @@ fn addmm(lw: &mut Lowerer, a: &Args) -> R {
     }
     let beta = a.opt_scalar("beta")?.unwrap_or(Scalar::F(1.0)).as_f64();
     let alpha = a.opt_scalar("alpha")?.unwrap_or(Scalar::F(1.0)).as_f64();
-    Ok(vec![emit(lw, &name(a), &x, &y, Some((&bias, beta)), alpha)?])
+    Ok(vec![emit(lw, &a.node_name(), &x, &y, Some((&bias, beta)), alpha)?])
 }

@@ -9,6 +9,7 @@
 
 mod distance;
 
+use super::pool::with_dtype;
 use super::promote::float_of;
 use super::reduction::reduce;
 use super::registry::LowerFn;
@@ -35,10 +36,6 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("_cdist_forward.default", distance::cdist),
     ("_pdist_forward.default", distance::pdist),
 ];
-
-fn node_name(a: &Args) -> String {
-    a.node.name.clone().unwrap_or_else(|| "norm".into())
-}
 
 /// The dtype statistics are computed in: float32 for the 16-bit floats (torch's opmath).
 pub(super) fn opmath(d: DType) -> DType {
@@ -80,14 +77,6 @@ fn require_same_sizes(lw: &mut Lowerer, t: &TensorValue, x: &TensorValue, what: 
         lw.require(got.clone(), GuardOp::Eq, want.clone(), &format!("{what} matches the input in dimension {d}"))?;
     }
     Ok(())
-}
-
-/// `v` as `dtype`: itself when it has it already (so that a view stays one).
-fn with_dtype(v: &TensorValue, dtype: DType) -> TensorValue {
-    if v.dtype == dtype {
-        return v.clone();
-    }
-    TensorValue::lazy(dtype, v.sizes.clone(), cast(v.load(&vars(v.rank())), dtype))
 }
 
 fn count_of(sizes: &[SymExpr], axes: &[usize], d: DType) -> E {
@@ -167,7 +156,7 @@ fn batch_norm_output(lw: &mut Lowerer, a: &Args, x: &TensorValue, mean: &TensorV
 /// Inference: the running statistics normalize; the saved statistics are empty.
 fn batch_norm_inference(lw: &mut Lowerer, a: &Args) -> R {
     let x = float_input(lw, a, "input", 2)?;
-    let (d, name) = (opmath(x.dtype), node_name(a));
+    let (d, name) = (opmath(x.dtype), a.node_name());
     let channels = [x.sizes[1].clone()];
     let mean = reshaped(lw, &a.tensor(lw, "running_mean")?, &channels, "running_mean", &name)?;
     let var = reshaped(lw, &a.tensor(lw, "running_var")?, &channels, "running_var", &name)?;
@@ -185,7 +174,7 @@ fn batch_norm_training(lw: &mut Lowerer, a: &Args) -> R {
         return Err("batch norm without running statistics must be in training mode (training=True)".into());
     }
     let x = float_input(lw, a, "input", 2)?;
-    let (d, name) = (opmath(x.dtype), node_name(a));
+    let (d, name) = (opmath(x.dtype), a.node_name());
     let axes: Vec<usize> = (0..x.rank()).filter(|&i| i != 1).collect();
     let (mean, rstd) = moments(lw, &x, &axes, eps(a)?, d, &name)?;
     let channels = [x.sizes[1].clone()];
@@ -253,7 +242,7 @@ fn per_channel(v: &TensorValue, idx: &[Affine], d: DType) -> E {
 /// (out, mean [N, G], rstd [N, G]).
 fn group_norm(lw: &mut Lowerer, a: &Args) -> R {
     let x = float_input(lw, a, "input", 2)?;
-    let (d, name) = (opmath(x.dtype), node_name(a));
+    let (d, name) = (opmath(x.dtype), a.node_name());
     let groups = Groups::parse(lw, a, &x)?;
     let xg = lw.reshape(&x, &groups.grouped(), &name);
     let (mean, rstd) = moments(lw, &xg, &[2, 3], eps(a)?, d, &name)?;
@@ -348,7 +337,7 @@ fn layer_norm_backward(lw: &mut Lowerer, a: &Args) -> R {
     let normalized_shape = a.sym_ints(lw, "normalized_shape")?;
     let lead = x.rank().checked_sub(normalized_shape.len()).filter(|&l| x.sizes[l..] == normalized_shape[..])
         .ok_or_else(|| format!("normalized_shape [{}] is not the trailing shape of the input [{}]", show(&normalized_shape), show(&x.sizes)))?;
-    let (d, name) = (opmath(x.dtype), node_name(a));
+    let (d, name) = (opmath(x.dtype), a.node_name());
     let stat_sizes: Vec<SymExpr> = x.sizes.iter().enumerate().map(|(i, s)| if i < lead { s.clone() } else { SymExpr::Int(1) }).collect();
     let mean = reshaped(lw, &a.tensor(lw, "mean")?, &stat_sizes, "mean", &name)?;
     let rstd = reshaped(lw, &a.tensor(lw, "rstd")?, &stat_sizes, "rstd", &name)?;
@@ -367,7 +356,7 @@ fn group_norm_backward(lw: &mut Lowerer, a: &Args) -> R {
     let x = float_input(lw, a, "input", 2)?;
     let dy = a.tensor(lw, "grad_out")?;
     require_same_sizes(lw, &dy, &x, "grad_out")?;
-    let (d, name) = (opmath(x.dtype), node_name(a));
+    let (d, name) = (opmath(x.dtype), a.node_name());
     let groups = Groups::parse(lw, a, &x)?;
     let xg = lw.reshape(&x, &groups.grouped(), &name);
     let dyg = lw.reshape(&dy, &groups.grouped(), &name);

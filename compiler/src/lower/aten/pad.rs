@@ -41,10 +41,6 @@ pub(super) fn int_const(v: i64) -> E {
     expr::constant(Scalar::I(v), DType::I64)
 }
 
-fn node_name(a: &Args) -> String {
-    a.node.name.clone().unwrap_or_else(|| "pad".into())
-}
-
 /// What a padded position reads.
 enum Edge {
     /// The value: positions outside the input are masked.
@@ -73,7 +69,7 @@ fn constant_pad_nd(lw: &mut Lowerer, a: &Args) -> R {
     if static_crop {
         return Ok(vec![crop(lw, &x, &pads)?]);
     }
-    Ok(vec![pad(lw, &x, &pads, Edge::Constant(expr::constant(value, x.dtype)), &node_name(a))?])
+    Ok(vec![pad(lw, &x, &pads, Edge::Constant(expr::constant(value, x.dtype)), &a.node_name())?])
 }
 
 /// Non-positive padding only: slices, a view.
@@ -106,7 +102,7 @@ fn edge_pad(lw: &mut Lowerer, a: &Args, k: usize, edge: Edge) -> R {
     if x.rank() != k + 1 && x.rank() != k + 2 {
         return Err(format!("expected a {}-D or {}-D input, got rank {}", k + 1, k + 2, x.rank()));
     }
-    Ok(vec![pad(lw, &x, &pairs(&flat), edge, &node_name(a))?])
+    Ok(vec![pad(lw, &x, &pairs(&flat), edge, &a.node_name())?])
 }
 
 /// Pads the trailing `pads.len()` dimensions of `x`.

@@ -21,7 +21,8 @@ use crate::lower::Lowerer;
 use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
-use window::{add, mul, adaptive_count, adaptive_sum, all_of, floor_div, in_range, int, per_dim, round_div, size_value, sum_over_windows, taps, Windows};
+use crate::ir::expr::{int, size_value};
+use window::{add, mul, adaptive_count, adaptive_sum, all_of, floor_div, in_range, per_dim, round_div, sum_over_windows, taps, Windows};
 
 type R = Result<Vec<TensorValue>, String>;
 
@@ -38,10 +39,6 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("avg_pool2d_backward.default", |lw, a| avg_pool_backward(lw, a, 2)),
     ("_adaptive_avg_pool2d_backward.default", |lw, a| adaptive_avg_pool_backward(lw, a, 2)),
 ];
-
-fn node_name(a: &Args) -> String {
-    a.node.name.clone().unwrap_or_else(|| "pool".into())
-}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -148,7 +145,7 @@ fn average(lw: &mut Lowerer, taps: &TensorValue, nd: usize, divisor: &dyn Fn(&[E
 /// flattened spatial plane of the input.
 fn max_pool(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     let x = a.tensor(lw, "self")?;
-    let name = node_name(a);
+    let name = a.node_name();
     let lead = leading_dims(lw, &x, nd)?;
     let w = pool_windows(lw, a, &x, nd, Kind::Max)?;
     // The winner is read again below: realize a lazy input once.
@@ -205,7 +202,7 @@ fn avg_divisor<'w>(a: &Args, w: &'w Windows) -> Result<Divisor<'w>, String> {
 
 fn avg_pool(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     let x = a.tensor(lw, "self")?;
-    let name = node_name(a);
+    let name = a.node_name();
     leading_dims(lw, &x, nd)?;
     let w = pool_windows(lw, a, &x, nd, Kind::Avg)?;
     let all = taps(lw, &x, &w, constant(Scalar::I(0), x.dtype), &name);
@@ -228,7 +225,7 @@ fn output_size(lw: &mut Lowerer, a: &Args, nd: usize) -> Result<Vec<SymExpr>, St
 /// evenly these are plain strided windows, read without masks.
 fn adaptive_avg_pool(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     let x = a.tensor(lw, "self")?;
-    let name = node_name(a);
+    let name = a.node_name();
     let lead = leading_dims(lw, &x, nd)?;
     let out = output_size(lw, a, nd)?;
     let input = x.sizes[lead..].to_vec();
@@ -264,7 +261,7 @@ fn check_grad(lw: &mut Lowerer, grad: &TensorValue, x: &TensorValue, output: &[S
 /// whose recorded index is its own.
 fn max_pool_backward(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     let (grad, x, indices) = (a.tensor(lw, "grad_output")?, a.tensor(lw, "self")?, a.tensor(lw, "indices")?);
-    let name = node_name(a);
+    let name = a.node_name();
     let lead = leading_dims(lw, &x, nd)?;
     let w = pool_windows(lw, a, &x, nd, Kind::Max)?;
     check_grad(lw, &grad, &x, &w.output, "grad_output")?;
@@ -284,7 +281,7 @@ fn max_pool_backward(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
 /// that holds it.
 fn avg_pool_backward(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     let (grad, x) = (a.tensor(lw, "grad_output")?, a.tensor(lw, "self")?);
-    let name = node_name(a);
+    let name = a.node_name();
     let lead = leading_dims(lw, &x, nd)?;
     let w = pool_windows(lw, a, &x, nd, Kind::Avg)?;
     check_grad(lw, &grad, &x, &w.output, "grad_output")?;
@@ -302,7 +299,7 @@ fn avg_pool_backward(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
 /// roles of input and output swapped, over grad / window size.
 fn adaptive_avg_pool_backward(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     let (grad, x) = (a.tensor(lw, "grad_output")?, a.tensor(lw, "self")?);
-    let name = node_name(a);
+    let name = a.node_name();
     let lead = leading_dims(lw, &x, nd)?;
     if grad.rank() != x.rank() {
         return Err(format!("grad_output [{}] and self [{}] differ in rank", show(&grad.sizes), show(&x.sizes)));

@@ -111,10 +111,6 @@ pub fn reduce(lw: &mut Lowerer, x: &TensorValue, axes: &[usize], keepdim: bool, 
     TensorValue::view_of(out, dtype, out_sizes)
 }
 
-fn node_name(a: &Args) -> String {
-    a.node.name.clone().unwrap_or_else(|| "reduction".into())
-}
-
 fn sum_mean(lw: &mut Lowerer, a: &Args, mean: bool) -> R {
     let x = a.tensor(lw, "self")?;
     let ax = axes(a, x.rank())?;
@@ -128,7 +124,7 @@ fn sum_mean(lw: &mut Lowerer, a: &Args, mean: bool) -> R {
     if mean && !dtype.is_float() {
         return Err(format!("mean of {dtype} is not defined (torch requires a floating dtype)"));
     }
-    let s = reduce(lw, &x, &ax, keepdim, ReduceOp::Sum, dtype, &node_name(a));
+    let s = reduce(lw, &x, &ax, keepdim, ReduceOp::Sum, dtype, &a.node_name());
     if !mean {
         return Ok(vec![s]);
     }
@@ -146,7 +142,7 @@ fn simple(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
     if op != ReduceOp::Prod {
         require_non_empty(lw, &x, &ax)?;
     }
-    Ok(vec![reduce(lw, &x, &ax, keepdim, op, dtype, &node_name(a))])
+    Ok(vec![reduce(lw, &x, &ax, keepdim, op, dtype, &a.node_name())])
 }
 
 /// torch has no maximum or minimum (nor its index) of nothing: every reduced dimension
@@ -165,15 +161,15 @@ fn arg(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
         Some(d) => {
             let ax = reduced_dim(&x, d)?;
             require_non_empty(lw, &x, &ax)?;
-            Ok(vec![reduce(lw, &x, &ax, keepdim, op, DType::I64, &node_name(a))])
+            Ok(vec![reduce(lw, &x, &ax, keepdim, op, DType::I64, &a.node_name())])
         }
         None => {
             // Over the flattened tensor: reshape to 1-D first.
             let n = SymExpr::product(x.sizes.iter());
-            let flat = lw.reshape(&x, &[n], &node_name(a));
+            let flat = lw.reshape(&x, &[n], &a.node_name());
             require_non_empty(lw, &flat, &[0])?;
-            let r = reduce(lw, &flat, &[0], false, op, DType::I64, &node_name(a));
-            Ok(vec![if keepdim { lw.reshape(&r, &vec![SymExpr::Int(1); x.rank()], &node_name(a)) } else { r }])
+            let r = reduce(lw, &flat, &[0], false, op, DType::I64, &a.node_name());
+            Ok(vec![if keepdim { lw.reshape(&r, &vec![SymExpr::Int(1); x.rank()], &a.node_name()) } else { r }])
         }
     }
 }
@@ -185,7 +181,7 @@ fn extremum_dim(lw: &mut Lowerer, a: &Args, value: ReduceOp, index: ReduceOp) ->
     let ax = reduced_dim(&x, a.int("dim")?)?;
     require_non_empty(lw, &x, &ax)?;
     let keepdim = a.bool_or("keepdim", false)?;
-    let name = node_name(a);
+    let name = a.node_name();
     let values = reduce(lw, &x, &ax, keepdim, value, x.dtype, &format!("{name}.values"));
     let indices = reduce(lw, &x, &ax, keepdim, index, DType::I64, &format!("{name}.indices"));
     Ok(vec![values, indices])
@@ -200,7 +196,7 @@ fn var(lw: &mut Lowerer, a: &Args, correction: f64) -> R {
     }
     let ax = axes(a, x.rank())?;
     let keepdim = a.bool_or("keepdim", false)?;
-    let name = node_name(a);
+    let name = a.node_name();
     let (_, deviation) = mean_and_deviation(lw, &x, &ax, x.dtype, &name)?;
     let ssq = sum_of_squares(lw, &x.sizes, &deviation, &ax, keepdim, &name);
     let c = |v: f64| expr::constant(Scalar::F(v), x.dtype);
@@ -238,7 +234,7 @@ fn logical(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
     let ax = axes(a, x.rank())?;
     let keepdim = a.bool_or("keepdim", false)?;
     let b = TensorValue::lazy(DType::Bool, x.sizes.clone(), cast(x.load(&vars(x.rank())), DType::Bool));
-    Ok(vec![reduce(lw, &b, &ax, keepdim, op, DType::Bool, &node_name(a))])
+    Ok(vec![reduce(lw, &b, &ax, keepdim, op, DType::Bool, &a.node_name())])
 }
 
 /// softmax = exp(x - max) / sum(exp(x - max)); log_softmax = x - max - log(sum(...)).
@@ -246,7 +242,7 @@ fn softmax(lw: &mut Lowerer, a: &Args, log: bool) -> R {
     let x = a.tensor(lw, "self")?;
     let dim = norm_dim(a.int("dim")?, x.rank())?;
     let d = float_of(x.dtype);
-    let name = node_name(a);
+    let name = a.node_name();
     let m = reduce(lw, &x, &[dim], true, ReduceOp::Max, d, &format!("{name}.max"));
     let idx = vars(x.rank());
     let mx = m.expand(&x.sizes)?.load(&idx);
@@ -276,7 +272,7 @@ fn layer_norm(lw: &mut Lowerer, a: &Args) -> R {
     let (w, b) = (a.opt_tensor(lw, "weight")?, a.opt_tensor(lw, "bias")?);
     let eps = a.scalar("eps")?.as_f64();
     let d = float_of(x.dtype);
-    let name = node_name(a);
+    let name = a.node_name();
     let rank = x.rank();
     let axes: Vec<usize> = (rank - norm..rank).collect();
     let idx = vars(rank);

@@ -32,10 +32,6 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("col2im.default", fold::col2im),
 ];
 
-fn node_name(a: &Args) -> String {
-    a.node.name.clone().unwrap_or_else(|| "resize".into())
-}
-
 pub(super) fn float_const(v: f64, d: DType) -> E {
     expr::constant(Scalar::F(v), d)
 }
@@ -265,7 +261,7 @@ fn upsample(lw: &mut Lowerer, a: &Args, k: usize, interp: Interp) -> R {
     }
     let align_corners = interp == Interp::Linear && a.bool_or("align_corners", false)?;
     let axes = upsample_axes(lw, a, &x, k)?;
-    let (d, name) = (opmath(x.dtype), node_name(a));
+    let (d, name) = (opmath(x.dtype), a.node_name());
     let x = lw.realize(&x, &name);
     let taps: Vec<Vec<Tap>> = axes.iter().enumerate().map(|(i, axis)| upsample_taps(axis, var(2 + i), interp, align_corners, d, x.dtype)).collect();
     let body = interpolate(lw, &x, &[var(0), var(1)], &taps, d, &name);

@@ -2,7 +2,6 @@
 //! Reduction over the whole dimension masked by `j <= i`. O(n^2) along `dim`, exact: the
 //! same elements are added, in order.
 
-use super::index::node_name;
 use super::registry::LowerFn;
 use super::scatter::{reduce_where, var_value};
 use crate::ir::expr::{binary, cast, Affine};
@@ -29,5 +28,5 @@ fn cumsum(lw: &mut Lowerer, a: &Args) -> R {
     source[dim] = Affine::var(rank);
     let upto = binary(Prim::Le, var_value(rank), var_value(dim));
     let value = cast(x.load(&source), dtype);
-    Ok(vec![reduce_where(lw, &node_name(a), &x.sizes, &[x.sizes[dim].clone()], ReduceOp::Sum, upto, value)])
+    Ok(vec![reduce_where(lw, &a.node_name(), &x.sizes, &[x.sizes[dim].clone()], ReduceOp::Sum, upto, value)])
 }

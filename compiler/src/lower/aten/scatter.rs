@@ -7,9 +7,8 @@
 //! where the others line up, and is exact: a sum adds the same elements, and "the last
 //! write wins" picks the largest matching source position.
 
-use super::index::node_name;
 use super::registry::LowerFn;
-use crate::ir::expr::{self, binary, cast, constant, index_value, Affine, E};
+use crate::ir::expr::{self, binary, cast, constant, index_value, int, size_value, Affine, E};
 use crate::ir::{Kernel, Prim, ReduceOp, Scalar};
 use crate::lower::args::Args;
 use crate::lower::tensor::{broadcast_shapes, contiguous_strides, norm_dim, vars, TensorValue};
@@ -77,15 +76,6 @@ pub fn reduce_where(lw: &mut Lowerer, name: &str, ranges: &[SymExpr], reduce: &[
 /// Loop variable `v` as an int64 value.
 pub fn var_value(v: usize) -> E {
     index_value(Affine::var(v))
-}
-
-/// A size or constant as an int64 value.
-pub fn size_value(s: &SymExpr) -> E {
-    index_value(Affine::constant(s.clone()))
-}
-
-pub fn int(v: i64) -> E {
-    constant(Scalar::I(v), DType::I64)
 }
 
 /// The position of element `index` (variables) in a row-major walk of `sizes`.
@@ -223,7 +213,7 @@ fn scatter(lw: &mut Lowerer, a: &Args, written: Written) -> R {
         Written::Value => None,
     };
     let (s, src) = DimScatter::new(lw, a, src.as_ref())?;
-    let name = node_name(a);
+    let name = a.node_name();
     let last = s.reduce(lw, &format!("{name}.last"), ReduceOp::Max, var_value(s.x.rank()));
     let last = s.read(lw, &last, &name);
     let hit = binary(Prim::And, s.covered(), binary(Prim::Ge, last.clone(), int(0)));
@@ -265,7 +255,7 @@ fn scatter_reduce(lw: &mut Lowerer, a: &Args, combine: Combine, include_self: bo
     let src = a.tensor(lw, "src")?;
     let (s, src) = DimScatter::new(lw, a, Some(&src))?;
     let src = src.expect("scatter_reduce has a source");
-    let name = node_name(a);
+    let name = a.node_name();
     let (op, prim) = match combine {
         Combine::Sum | Combine::Mean => (ReduceOp::Sum, Prim::Add),
         Combine::Prod => (ReduceOp::Prod, Prim::Mul),
@@ -335,7 +325,7 @@ fn slice_scatter(lw: &mut Lowerer, a: &Args) -> R {
     let inside = binary(Prim::And, on_step, binary(Prim::Lt, pos.clone(), size_value(&len)));
     let mut at: Vec<E> = (0..x.rank()).map(var_value).collect();
     at[dim] = expr::select(inside.clone(), pos, int(0));
-    let value = cast(lw.load_at_indices(&src, &at, &node_name(a)), x.dtype);
+    let value = cast(lw.load_at_indices(&src, &at, &a.node_name()), x.dtype);
     let body = expr::select(inside, value, x.load(&vars(x.rank())));
     Ok(vec![TensorValue::lazy(x.dtype, x.sizes.clone(), body)])
 }
@@ -351,7 +341,7 @@ fn masked_scatter(lw: &mut Lowerer, a: &Args) -> R {
     }
     let sizes = broadcast_shapes(&[&x.sizes, &mask.sizes])?;
     let (x, mask) = (x.expand(&sizes)?, mask.expand(&sizes)?);
-    let name = node_name(a);
+    let name = a.node_name();
     let rank = sizes.len();
     // rank(i) = #{ j before i : mask[j] }, over every dimension.
     let (i, j): (Vec<Affine>, Vec<Affine>) = ((0..rank).map(Affine::var).collect(), (rank..2 * rank).map(Affine::var).collect());

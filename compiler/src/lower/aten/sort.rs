@@ -3,9 +3,9 @@
 //! Reduction), and the k-th output is the element of rank k (another masked Reduction).
 //! O(n^2) along `dim`; stable, with NaN sorting as the largest value as torch does.
 
-use super::index::node_name;
 use super::registry::LowerFn;
-use super::scatter::{int, reduce_where, var_value};
+use super::scatter::{reduce_where, var_value};
+use crate::ir::expr::int;
 use crate::ir::expr::{binary, unary, Affine, E};
 use crate::ir::{Prim, ReduceOp};
 use crate::lower::args::Args;
@@ -82,7 +82,7 @@ fn sort(lw: &mut Lowerer, a: &Args) -> R {
         return Ok(vec![x, TensorValue::lazy(DType::I64, vec![], int(0))]);
     }
     let n = x.sizes[dim].clone();
-    let (values, indices) = sorted_prefix(lw, &x, dim, descending, n, &node_name(a));
+    let (values, indices) = sorted_prefix(lw, &x, dim, descending, n, &a.node_name());
     Ok(vec![values, indices])
 }
 
@@ -100,7 +100,7 @@ fn topk(lw: &mut Lowerer, a: &Args) -> R {
     if x.rank() == 0 {
         return Ok(vec![x, TensorValue::lazy(DType::I64, vec![], int(0))]);
     }
-    let (values, indices) = sorted_prefix(lw, &x, dim, largest, k, &node_name(a));
+    let (values, indices) = sorted_prefix(lw, &x, dim, largest, k, &a.node_name());
     Ok(vec![values, indices])
 }
 

@@ -161,7 +161,7 @@ fn view(lw: &mut Lowerer, a: &Args) -> R {
         return Err(format!("invalid size {s} in {:?}", sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>()));
     }
     lw.require(SymExpr::product(sizes.iter()), GuardOp::Eq, numel, "a view keeps the number of elements")?;
-    let name = a.node.name.clone().unwrap_or_default();
+    let name = a.node_name();
     Ok(vec![lw.reshape(&x, &sizes, &name)])
 }
 
@@ -276,7 +276,7 @@ fn repeat(lw: &mut Lowerer, a: &Args) -> R {
     }
     let expanded = interleaved.expand(&expanded_sizes)?;
     let sizes: Vec<SymExpr> = expanded_sizes.chunks(2).map(|rn| SymExpr::mul(rn.iter().cloned())).collect();
-    let name = a.node.name.clone().unwrap_or_default();
+    let name = a.node_name();
     Ok(vec![lw.reshape(&expanded, &sizes, &name)])
 }
 
@@ -330,7 +330,7 @@ fn storage_of(lw: &mut Lowerer, a: &Args, x: &TensorValue) -> Result<TensorValue
         ));
     }
     // A reshape to its own sizes: a view of contiguous memory, copying only when needed.
-    Ok(lw.reshape(&permuted, &permuted.sizes.clone(), &a.node.name.clone().unwrap_or_default()))
+    Ok(lw.reshape(&permuted, &permuted.sizes.clone(), &a.node_name()))
 }
 
 /// `numel / known` for an inferred (-1) view dimension, cancelling the symbolic factors

@@ -37,19 +37,8 @@ fn tensor_meta_int(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
     let values = object_at(&mut m.program, TENSOR_VALUES)?;
     let name = pick_key(rng, values)?;
     let meta = values.get_mut(&name)?;
-    let field = *rng.pick(&["sizes", "sizes", "strides", "storage_offset"]);
-    let (slot, at) = match meta.get_mut(field)? {
-        Value::Array(list) if !list.is_empty() => {
-            let i = rng.below(list.len());
-            (&mut list[i], format!("[{i}]"))
-        }
-        Value::Array(_) => return None,
-        other => (other, String::new()),
-    };
-    let new = json!({"as_int": interesting::int_json(rng, slot["as_int"].as_i64())});
-    let description = format!("tensor_values[{name}].{field}{at}: {} -> {}", short(slot), short(&new));
-    *slot = new;
-    Some(description)
+    let change = super::edge_meta_int(meta, &["sizes", "sizes", "strides", "storage_offset"], rng)?;
+    Some(format!("tensor_values[{name}].{change}"))
 }
 
 /// A recorded tensor gains or loses a dimension (sizes and strides, or sizes alone).

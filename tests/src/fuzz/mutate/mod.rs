@@ -20,6 +20,24 @@ use super::rng::Rng;
 /// (e.g. a weights mutation on a program without weights).
 pub type Mutator = fn(&mut Mutant, &mut Rng) -> Option<String>;
 
+/// One of `fields` of a tensor meta (a size, a stride or the storage offset) set to an
+/// edge value; the change as "sizes[1]: 4 -> -1".
+fn edge_meta_int(meta: &mut serde_json::Value, fields: &[&str], rng: &mut Rng) -> Option<String> {
+    let field = *rng.pick(fields);
+    let (slot, at) = match meta.get_mut(field)? {
+        serde_json::Value::Array(list) if !list.is_empty() => {
+            let i = rng.below(list.len());
+            (&mut list[i], format!("[{i}]"))
+        }
+        serde_json::Value::Array(_) => return None,
+        other => (other, String::new()),
+    };
+    let new = serde_json::json!({"as_int": super::interesting::int_json(rng, slot["as_int"].as_i64())});
+    let change = format!("{field}{at}: {} -> {}", super::json::short(slot), super::json::short(&new));
+    *slot = new;
+    Some(change)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Stage {
     /// model.json as JSON: tensor metadata, nodes, arguments, symbols, signature.

@@ -2,7 +2,7 @@
 //! payload files those configs describe.
 
 use super::super::interesting;
-use super::super::json::{as_int_list, object_at, pick_key, short, sym_ints, SIGNATURE, TENSOR_VALUES};
+use super::super::json::{as_int_list, object_at, pick_key, sym_ints, SIGNATURE, TENSOR_VALUES};
 use super::super::mutant::Mutant;
 use super::super::rng::Rng;
 use super::Mutator;
@@ -44,19 +44,8 @@ fn has_entries(config: &Value) -> bool {
 fn meta_int(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
     let (group, fqn, entry) = pick_entry(m, rng)?;
     let meta = entry.get_mut("tensor_meta")?;
-    let field = *rng.pick(&["sizes", "strides", "storage_offset"]);
-    let (slot, at) = match meta.get_mut(field)? {
-        Value::Array(list) if !list.is_empty() => {
-            let i = rng.below(list.len());
-            (&mut list[i], format!("[{i}]"))
-        }
-        Value::Array(_) => return None,
-        other => (other, String::new()),
-    };
-    let new = json!({"as_int": interesting::int_json(rng, slot["as_int"].as_i64())});
-    let description = format!("{group}[{fqn}].tensor_meta.{field}{at}: {} -> {}", short(slot), short(&new));
-    *slot = new;
-    Some(description)
+    let change = super::edge_meta_int(meta, &["sizes", "strides", "storage_offset"], rng)?;
+    Some(format!("{group}[{fqn}].tensor_meta.{change}"))
 }
 
 fn meta_rank(m: &mut Mutant, rng: &mut Rng) -> Option<String> {

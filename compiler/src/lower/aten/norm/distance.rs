@@ -88,7 +88,7 @@ pub fn cdist(lw: &mut Lowerer, a: &Args) -> R {
     let v = vars(nb + 3);
     let row = |x: &TensorValue, r: usize| x.load(&v[..nb].iter().cloned().chain([v[nb + r].clone(), v[nb + 2].clone()]).collect::<Vec<_>>());
     let (a1, a2) = (row(&x1, 0), row(&x2, 1));
-    let name = a.node.name.clone().unwrap_or_else(|| "cdist".into());
+    let name = a.node_name();
     let direct = |lw: &mut Lowerer| p_norm(lw, &TensorValue::lazy(x1.dtype, pair_sizes.clone(), binary(Prim::Sub, a1.clone(), a2.clone())), p, &name);
     let by_product = |lw: &mut Lowerer| euclidean_by_product(lw, &x1, &x2, &pair_sizes, &a1, &a2, &name);
     let out = match (p == 2.0, mode, rows1.as_int(), rows2.as_int()) {
@@ -145,7 +145,7 @@ pub fn pdist(lw: &mut Lowerer, a: &Args) -> R {
     let i = cast(binary(Prim::Sub, n2, unary(Prim::Sqrt, under_root)), DType::I64);
     let half_triangle = binary(Prim::Div, binary(Prim::Mul, i.clone(), binary(Prim::Add, i.clone(), int_const(1))), int_const(2));
     let j = binary(Prim::Add, binary(Prim::Sub, var(0), binary(Prim::Mul, int(&n), i.clone())), binary(Prim::Add, half_triangle, binary(Prim::Add, i.clone(), int_const(1))));
-    let name = a.node.name.clone().unwrap_or_else(|| "pdist".into());
+    let name = a.node_name();
     // Realized once: both rows read the same buffer.
     let x = lw.realize(&x, &name);
     let column = var(1);

@@ -11,7 +11,7 @@
 //! buffer, and masked where they fall outside the input (padding, a ceil-mode window
 //! that hangs over the end).
 
-use crate::ir::expr::{binary, cast, constant, index_value, select, unary, Affine, ExprKind, E};
+use crate::ir::expr::{binary, cast, constant, index_value, int, select, size_value, unary, Affine, ExprKind, E};
 use crate::ir::{Prim, ReduceOp, Scalar};
 use crate::lower::aten::reduction::reduce;
 use crate::lower::tensor::TensorValue;
@@ -271,14 +271,6 @@ pub fn floor_div(a: E, b: E) -> E {
 pub fn round_div(a: E, b: E, rounding: Prim) -> E {
     let q = binary(Prim::Div, cast(a, DType::F64), cast(b, DType::F64));
     cast(unary(rounding, q), DType::I64)
-}
-
-pub fn int(v: i64) -> E {
-    constant(Scalar::I(v), DType::I64)
-}
-
-pub fn size_value(s: &SymExpr) -> E {
-    index_value(Affine::constant(s.clone()))
 }
 
 /// `0 <= i < size`.

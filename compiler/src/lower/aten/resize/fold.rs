@@ -5,7 +5,7 @@
 
 use super::super::pad::{int, int_const, var};
 use super::super::reduction::reduce;
-use super::{node_name, R};
+use super::R;
 use crate::ir::expr::{self, binary, Affine, E};
 use crate::ir::{Prim, ReduceOp, Scalar};
 use crate::lower::args::Args;
@@ -75,7 +75,7 @@ pub fn col2im(lw: &mut Lowerer, a: &Args) -> R {
     lw.require(SymExpr::modulo(planes.clone(), SymExpr::Int(window)), GuardOp::Eq, SymExpr::Int(0), "the input's dimension 1 holds whole kernels")?;
     lw.require(cols.sizes[2].clone(), GuardOp::Eq, SymExpr::mul([axes[0].blocks.clone(), axes[1].blocks.clone()]), "the input's dimension 2 holds one column per block")?;
     let channels = SymExpr::floor_div(planes, SymExpr::Int(window));
-    let name = node_name(a);
+    let name = a.node_name();
     let cols = lw.realize(&cols, &name);
     // Over [N, C, H, W, kh, kw]: loop variables (n, c, h, w, i, j).
     let (row, row_ok) = axes[0].block(2, 4);

@@ -7,7 +7,7 @@
 
 use super::super::norm::opmath;
 use super::super::pad::{int, int_const, var};
-use super::{float_const, float_size, interpolate, node_name, ratio, Tap, R};
+use super::{float_const, float_size, interpolate, ratio, Tap, R};
 use crate::ir::expr::{self, binary, cast, unary, Affine, E};
 use crate::ir::Prim;
 use crate::lower::args::Args;
@@ -178,7 +178,7 @@ pub fn grid_sampler_2d(lw: &mut Lowerer, a: &Args) -> R {
     for (d, what) in [(2, "height"), (3, "width")] {
         lw.require(SymExpr::Int(1), GuardOp::Le, x.sizes[d].clone(), &format!("grid sampling needs a non-empty input {what}"))?;
     }
-    let (d, name) = (opmath(x.dtype), node_name(a));
+    let (d, name) = (opmath(x.dtype), a.node_name());
     let x = lw.realize(&x, &name);
     let locate = |size: &SymExpr| Location { size: size.clone(), padding, align_corners, d };
     let (along_y, along_x) = (locate(&x.sizes[2]), locate(&x.sizes[3]));
