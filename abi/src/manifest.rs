@@ -5,7 +5,7 @@
 //! tensor it touches) and a table of *dims* (symbolic sizes and strides, evaluated per
 //! call). The support code fills both before each call, as this manifest says.
 
-use crate::sym::SymExpr;
+use crate::sym::{SymExpr, SymId};
 use crate::DType;
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +41,44 @@ pub struct Manifest {
     /// embedding, index...), when the program has any.
     #[serde(default)]
     pub index_errors: Option<IndexErrors>,
+    /// Symbols whose values come from the data (`tensor.item()`, the row count of
+    /// `nonzero`). The program then runs in stages: after stage `stage`, symbol `sym`
+    /// takes the int64 value the program left in scratch slot `slot`. A size, guard or
+    /// slot that uses such a symbol is evaluated only from the next stage on.
+    #[serde(default)]
+    pub data_symbols: Vec<DataSymbol>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DataSymbol {
+    pub sym: SymId,
+    pub slot: usize,
+    pub stage: usize,
+    /// "node '_local_scalar_dense' (torch.ops.aten._local_scalar_dense.default)".
+    pub what: String,
+}
+
+impl Manifest {
+    /// How many stages the generated driver runs (1 without data-dependent symbols).
+    pub fn stages(&self) -> usize {
+        self.data_symbols.iter().map(|d| d.stage + 2).max().unwrap_or(1)
+    }
+
+    /// The first stage at which `e` can be evaluated: after every data symbol it uses is bound.
+    pub fn stage_of(&self, e: &SymExpr) -> usize {
+        stage_of(&self.data_symbols, e)
+    }
+}
+
+/// [`Manifest::stage_of`] for the compiler, before the manifest exists.
+pub fn stage_of(data_symbols: &[DataSymbol], e: &SymExpr) -> usize {
+    let mut stage = 0;
+    e.for_each_symbol(&mut |s| {
+        if let Some(d) = data_symbols.iter().find(|d| d.sym == s) {
+            stage = stage.max(d.stage + 1);
+        }
+    });
+    stage
 }
 
 /// A scratch slot of three int64 (site + 1, index, dimension size; all zero: no error),
@@ -88,9 +126,30 @@ impl GuardOp {
 pub struct SymbolRange {
     /// The name torch.export gave it (`s77`).
     pub name: String,
+    /// `i64::MIN`: unbounded (a data symbol, such as an `item()`, may be negative).
     pub min: i64,
     /// `None`: unbounded.
     pub max: Option<i64>,
+}
+
+impl SymbolRange {
+    pub fn contains(&self, v: i64) -> bool {
+        v >= self.min && self.max.is_none_or(|hi| v <= hi)
+    }
+}
+
+/// "[0, 5]", "[2, inf]", "[-inf, inf]".
+impl std::fmt::Display for SymbolRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.min {
+            i64::MIN => f.write_str("[-inf, ")?,
+            lo => write!(f, "[{lo}, ")?,
+        }
+        match self.max {
+            Some(hi) => write!(f, "{hi}]"),
+            None => f.write_str("inf]"),
+        }
+    }
 }
 
 /// A tensor's name, element type and (possibly symbolic) contiguous sizes, plus the slot

@@ -190,6 +190,28 @@ impl SymExpr {
         }
     }
 
+    /// The expression with each symbol `s` for which `f(s)` is `Some` replaced by it.
+    pub fn substitute(&self, f: &impl Fn(SymId) -> Option<SymExpr>) -> SymExpr {
+        let all = |xs: &[SymExpr]| xs.iter().map(|x| x.substitute(f)).collect::<Vec<_>>();
+        let fold = |xs: &[SymExpr], g: fn(SymExpr, SymExpr) -> SymExpr| {
+            let mut xs = all(xs).into_iter();
+            match xs.next() {
+                Some(first) => xs.fold(first, g),
+                None => self.clone(),
+            }
+        };
+        match self {
+            SymExpr::Int(_) => self.clone(),
+            SymExpr::Sym(s) => f(*s).unwrap_or_else(|| self.clone()),
+            SymExpr::Add(xs) => SymExpr::add(all(xs)),
+            SymExpr::Mul(xs) => SymExpr::mul(all(xs)),
+            SymExpr::Max(xs) => fold(xs, SymExpr::max),
+            SymExpr::Min(xs) => fold(xs, SymExpr::min),
+            SymExpr::FloorDiv(a, b) => SymExpr::floor_div(a.substitute(f), b.substitute(f)),
+            SymExpr::Mod(a, b) => SymExpr::modulo(a.substitute(f), b.substitute(f)),
+        }
+    }
+
     /// Calls `f` on every symbol the expression mentions.
     pub fn for_each_symbol(&self, f: &mut impl FnMut(SymId)) {
         match self {

@@ -12,7 +12,7 @@ fn shape(sizes: &[SymExpr], m: &[aotc_abi::manifest::SymbolRange]) -> String {
     let dims: Vec<String> = sizes.iter().map(|s| match s {
         SymExpr::Sym(i) => {
             let r = &m[*i as usize];
-            format!("{}∈[{}, {}]", r.name, r.min, r.max.map(|x| x.to_string()).unwrap_or("inf".into()))
+            format!("{}∈{r}", r.name)
         }
         other => other.to_string(),
     }).collect();

@@ -60,7 +60,7 @@ pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<Com
     lap("frontend", &mut stages);
     let lowered = lower::lower(&src)?;
     lap("lower", &mut stages);
-    let plan = passes::plan::plan(&lowered, &input.display().to_string());
+    let plan = passes::plan::plan(&lowered, &input.display().to_string())?;
     lap("plan", &mut stages);
     let object = codegen::cpu::emit_object(&lowered.program, &plan)?;
     lap("codegen", &mut stages);

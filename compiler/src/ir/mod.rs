@@ -4,7 +4,8 @@
 //! ordered list of [`program::Kernel`]s that write them:
 //! - `Pointwise`: `out[i...] = body(i...)`, one scalar expression per output element;
 //! - `Reduction`: `out[i...] = combine_j body(i..., j...)`;
-//! - `Matmul`: an extern GEMM call on strided operands.
+//! - `Matmul`: an extern GEMM call on strided operands;
+//! - `Extern`: a call into the support library (`nonzero`'s scan), by name.
 //!
 //! Bodies are [`expr::Expr`] trees whose leaves load buffers at [`expr::Affine`] indices
 //! of the loop variables. Views (permute, expand, slice...) only rewrite those indices;
@@ -19,4 +20,4 @@ pub mod program;
 
 pub use expr::{Affine, Expr, ExprKind, Scalar, E};
 pub use prims::Prim;
-pub use program::{BufId, BufKind, Buffer, Kernel, Matmul, Program, ReduceOp, StridedRef};
+pub use program::{BufId, BufKind, Buffer, DataBinding, ExternArg, ExternCall, Kernel, Matmul, Program, ReduceOp, StridedRef};

@@ -1,7 +1,7 @@
 //! Buffers and kernels: the lowered program.
 
 use super::expr::{visit, ExprKind, E};
-use aotc_abi::sym::SymExpr;
+use aotc_abi::sym::{SymExpr, SymId};
 use aotc_abi::DType;
 use cranelift_codegen::entity::{entity_impl, PrimaryMap};
 use std::fmt;
@@ -77,12 +77,30 @@ pub struct Matmul {
     pub accumulate: bool,
 }
 
+/// A call into the support library, `name(out, args...)`: each buffer passed as its base
+/// pointer, each size as an int64, each list of sizes as (pointer to int64s, count). The
+/// callee writes `out` in full.
+#[derive(Clone, Debug)]
+pub struct ExternCall {
+    pub name: &'static str,
+    pub out: BufId,
+    pub args: Vec<ExternArg>,
+}
+
+#[derive(Clone, Debug)]
+pub enum ExternArg {
+    Buf(BufId),
+    Size(SymExpr),
+    Sizes(Vec<SymExpr>),
+}
+
 #[derive(Clone, Debug)]
 pub enum Kernel {
     Pointwise { out: BufId, ranges: Vec<SymExpr>, body: E },
     /// Body variables: `ranges.len()` output variables, then `reduce.len()` reduction ones.
     Reduction { out: BufId, ranges: Vec<SymExpr>, reduce: Vec<SymExpr>, op: ReduceOp, body: E },
     Matmul(Box<Matmul>),
+    Extern(Box<ExternCall>),
 }
 
 impl Kernel {
@@ -127,6 +145,15 @@ impl Kernel {
             }
             add_sym(&SymExpr::mul([m.m.clone(), m.n.clone()]), &mut syms);
         }
+        Kernel::Extern(call) => {
+            for arg in &call.args {
+                match arg {
+                    ExternArg::Buf(b) => if !bufs.contains(b) { bufs.push(*b) },
+                    ExternArg::Size(s) => add_sym(s, &mut syms),
+                    ExternArg::Sizes(ss) => ss.iter().for_each(|s| add_sym(s, &mut syms)),
+                }
+            }
+        }
     }
     (bufs, syms)
 }
@@ -135,6 +162,7 @@ impl Kernel {
         match self {
             Kernel::Pointwise { out, .. } | Kernel::Reduction { out, .. } => *out,
             Kernel::Matmul(m) => m.out,
+            Kernel::Extern(call) => call.out,
         }
     }
 }
@@ -149,6 +177,20 @@ pub struct Program {
     /// run-time error; the `BufKind::IndexErrors` buffer records which one failed.
     pub index_sites: Vec<String>,
     pub index_errors: Option<BufId>,
+    /// Symbols whose values the program computes (`tensor.item()`, `nonzero`'s row count),
+    /// in binding order.
+    pub data_symbols: Vec<DataBinding>,
+}
+
+/// Symbol `sym` takes the int64 value of the one-element buffer `buf` once the first
+/// `after` kernels have run; code that uses `sym` runs after that point.
+#[derive(Clone, Debug)]
+pub struct DataBinding {
+    pub sym: SymId,
+    pub buf: BufId,
+    pub after: usize,
+    /// The node that defines it, for messages.
+    pub what: String,
 }
 
 impl Program {
@@ -181,7 +223,10 @@ impl fmt::Display for Program {
         for (id, b) in self.buffers.iter() {
             writeln!(f, "{id} = {:?} {}[{}]  ; {}", b.kind, b.dtype, list(&b.sizes), b.name)?;
         }
-        for k in &self.kernels {
+        for (i, k) in self.kernels.iter().enumerate() {
+            for d in self.data_symbols.iter().filter(|d| d.after == i) {
+                writeln!(f, "bind s{} = {}[0]", d.sym, d.buf)?;
+            }
             match k {
                 Kernel::Pointwise { out, ranges, body } => writeln!(f, "pointwise {out}[{}] = {body}", list(ranges))?,
                 Kernel::Reduction { out, ranges, reduce, op, body } => {
@@ -192,7 +237,11 @@ impl fmt::Display for Program {
                     m.out, m.batch, m.m, m.k, m.n, m.alpha, m.a.buf, m.a.strides, m.b.buf, m.b.strides,
                     if m.accumulate { " + out" } else { "" }
                 )?,
+                Kernel::Extern(call) => writeln!(f, "call {}({}, {:?})", call.name, call.out, call.args)?,
             }
+        }
+        for d in self.data_symbols.iter().filter(|d| d.after == self.kernels.len()) {
+            writeln!(f, "bind s{} = {}[0]", d.sym, d.buf)?;
         }
         Ok(())
     }

@@ -9,7 +9,7 @@
 
 use super::tensor::TensorValue;
 use super::Lowerer;
-use aotc_abi::manifest::{Guard, GuardOp};
+use aotc_abi::manifest::{Guard, GuardOp, SymbolRange};
 use aotc_abi::sym::{EvalError, SymExpr};
 use aotc_abi::DType;
 
@@ -17,21 +17,27 @@ use aotc_abi::DType;
 /// model needs, far below where byte and index arithmetic could overflow.
 pub const MAX_TENSOR_BYTES: i64 = 1 << 36;
 
-/// True when `e` cannot be negative for any symbol values allowed by the range
-/// constraints (whose minimums are checked to be >= 0).
-pub fn provably_non_negative(e: &SymExpr) -> bool {
+/// True when `e` cannot be negative for any symbol values allowed by the ranges
+/// `symbols` (input dimensions start at 0 or more; a data symbol may be negative).
+pub fn provably_non_negative(e: &SymExpr, symbols: &[SymbolRange]) -> bool {
     let positive_int = |e: &SymExpr| e.as_int().is_some_and(|v| v > 0);
+    let all = |xs: &[SymExpr]| xs.iter().all(|x| provably_non_negative(x, symbols));
     match e {
         SymExpr::Int(v) => *v >= 0,
-        SymExpr::Sym(_) => true,
-        SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Min(xs) => xs.iter().all(provably_non_negative),
-        SymExpr::Max(xs) => xs.iter().any(provably_non_negative),
-        SymExpr::FloorDiv(a, b) => provably_non_negative(a) && positive_int(b),
+        SymExpr::Sym(s) => symbols.get(*s as usize).is_some_and(|r| r.min >= 0),
+        SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Min(xs) => all(xs),
+        SymExpr::Max(xs) => xs.iter().any(|x| provably_non_negative(x, symbols)),
+        SymExpr::FloorDiv(a, b) => provably_non_negative(a, symbols) && positive_int(b),
         SymExpr::Mod(_, b) => positive_int(b),
     }
 }
 
 impl Lowerer<'_> {
+    /// [`provably_non_negative`] with this program's symbol ranges.
+    pub fn non_negative(&self, e: &SymExpr) -> bool {
+        provably_non_negative(e, &self.symbols)
+    }
+
     /// Requires `lhs op rhs` of the node being lowered; `rule` says what it protects.
     pub fn require(&mut self, lhs: SymExpr, op: GuardOp, rhs: SymExpr, rule: &str) -> Result<(), String> {
         if lhs == rhs {
@@ -59,7 +65,7 @@ impl Lowerer<'_> {
     /// [`MAX_TENSOR_BYTES`]: a bound on every allocation and every loop nest.
     pub fn check_sizes(&mut self, v: &TensorValue) -> Result<(), String> {
         for (d, s) in v.sizes.iter().enumerate() {
-            if !provably_non_negative(s) {
+            if !self.non_negative(s) {
                 self.require(SymExpr::Int(0), GuardOp::Le, s.clone(), &format!("dimension {d} must not be negative"))?;
             }
         }
@@ -91,10 +97,16 @@ mod tests {
     #[test]
     fn non_negativity_is_proven_only_when_it_holds() {
         let s = || SymExpr::Sym(0);
-        assert!(provably_non_negative(&SymExpr::add([SymExpr::mul([s(), 2.into()]), 1.into()])));
-        assert!(provably_non_negative(&SymExpr::floor_div(s(), 4.into())));
-        assert!(provably_non_negative(&SymExpr::max(SymExpr::add([s(), (-3).into()]), 0.into())));
-        assert!(!provably_non_negative(&SymExpr::add([s(), (-3).into()])));
-        assert!(!provably_non_negative(&SymExpr::floor_div(s(), (-1).into())));
+        let size = [SymbolRange { name: "s0".into(), min: 2, max: None }];
+        let nn = |e: &SymExpr| provably_non_negative(e, &size);
+        assert!(nn(&SymExpr::add([SymExpr::mul([s(), 2.into()]), 1.into()])));
+        assert!(nn(&SymExpr::floor_div(s(), 4.into())));
+        assert!(nn(&SymExpr::max(SymExpr::add([s(), (-3).into()]), 0.into())));
+        assert!(!nn(&SymExpr::add([s(), (-3).into()])));
+        assert!(!nn(&SymExpr::floor_div(s(), (-1).into())));
+        // A data symbol (an item()) may be negative.
+        let data = [SymbolRange { name: "u0".into(), min: i64::MIN, max: Some(5) }];
+        assert!(!provably_non_negative(&s(), &data));
+        assert!(provably_non_negative(&SymExpr::max(s(), 0.into()), &data));
     }
 }

@@ -9,11 +9,12 @@
 pub mod args;
 pub mod aten;
 pub mod checks;
+mod symbols;
 pub mod tensor;
 
 use crate::error::{Error, Result};
-use crate::frontend::schema::{self, Argument, InputSpec, OutputSpec, SymInt, SymIntArgument};
-use crate::frontend::{sympy, Source};
+use crate::frontend::schema::{self, Argument, InputSpec, OutputSpec};
+use crate::frontend::Source;
 use crate::ir::expr;
 use crate::ir::{BufId, BufKind, Kernel, Program, StridedRef};
 use aotc_abi::manifest::{ConstValue, Guard, GuardOp, SymbolRange};
@@ -66,6 +67,10 @@ pub struct Lowerer<'s> {
     guard_set: HashSet<(SymExpr, GuardOp, SymExpr)>,
     /// "node 'view_3' (torch.ops.aten.view.default)": the node being lowered, for guards.
     node_desc: String,
+    /// Symbols bound from input dimensions, computed from data, and derived (see symbols.rs).
+    input_symbols: HashSet<SymId>,
+    data_symbols: HashSet<SymId>,
+    defs: HashMap<SymId, SymExpr>,
 }
 
 thread_local! {
@@ -96,6 +101,7 @@ pub fn lower(src: &Source) -> Result<Lowered> {
     let mut lw = Lowerer {
         prog: Program::default(), src, env: HashMap::new(), symbols: vec![], hints: vec![], users: HashMap::new(),
         guards: vec![], guard_set: HashSet::new(), node_desc: String::new(),
+        input_symbols: HashSet::new(), data_symbols: HashSet::new(), defs: HashMap::new(),
     };
     for n in &graph.nodes {
         for a in &n.inputs {
@@ -204,68 +210,6 @@ impl<'s> Lowerer<'s> {
         self.env.get(name).cloned().ok_or_else(|| format!("tensor '{name}' is not defined before its use"))
     }
 
-    fn symbol_id(&mut self, name: &str) -> SymId {
-        if let Some(i) = self.symbols.iter().position(|s| s.name == name) {
-            return i as SymId;
-        }
-        self.symbols.push(SymbolRange { name: name.into(), min: 0, max: None });
-        self.hints.push(None);
-        (self.symbols.len() - 1) as SymId
-    }
-
-    pub fn parse_sym(&mut self, s: &SymInt) -> std::result::Result<SymExpr, String> {
-        match s {
-            SymInt::Int(v) => Ok(SymExpr::Int(*v)),
-            SymInt::Expr(e) => {
-                let parsed = sympy::parse(&e.expr_str, &mut |n| self.symbol_id(n)).map_err(|m| format!("symbolic size {}: {m}", abbreviate(&e.expr_str)))?;
-                if let (SymExpr::Sym(id), Some(h)) = (&parsed, e.hint.as_ref().and_then(|h| h.get("as_int")).and_then(|v| v.as_i64())) {
-                    self.hints[*id as usize] = Some(h);
-                }
-                Ok(parsed)
-            }
-        }
-    }
-
-    pub fn sym_arg(&self, s: &SymIntArgument) -> std::result::Result<SymExpr, String> {
-        match s {
-            SymIntArgument::Int(v) => Ok(SymExpr::Int(*v)),
-            SymIntArgument::Name(n) => {
-                let v = self.src.program.graph_module.graph.sym_int_values.get(n).ok_or_else(|| format!("SymInt '{n}' has no recorded value"))?;
-                match v {
-                    SymInt::Int(v) => Ok(SymExpr::Int(*v)),
-                    SymInt::Expr(e) => {
-                        // Only symbols that inputs define can have values at run time.
-                        const UNKNOWN: SymId = SymId::MAX;
-                        let known = |name: &str| self.symbols.iter().position(|s| s.name == name).map_or(UNKNOWN, |i| i as SymId);
-                        let x = sympy::parse(&e.expr_str, &mut |name| known(name)).map_err(|m| format!("SymInt '{n}' ({}): {m}", abbreviate(&e.expr_str)))?;
-                        let mut unknown = false;
-                        x.for_each_symbol(&mut |i| unknown |= i == UNKNOWN);
-                        if unknown { Err(format!("SymInt '{n}' ({}) uses a symbol no input defines", abbreviate(&e.expr_str))) } else { Ok(x) }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Symbols of dynamic dimensions with their ranges: a size is never negative, and an
-    /// empty range could never be called.
-    fn bind_range_constraints(&mut self) -> Result<()> {
-        for (name, rc) in &self.src.program.range_constraints {
-            let (min, max) = (rc.min_val.unwrap_or(0), rc.max_val);
-            let bad = |m: String| Error::Format { path: self.src.path.clone(), message: format!("range constraint of {name}: {m}") };
-            if min < 0 {
-                return Err(bad(format!("minimum {min} is negative; dynamic sizes are >= 0")));
-            }
-            if let Some(max) = max.filter(|&max| max < min) {
-                return Err(bad(format!("minimum {min} is larger than maximum {max}")));
-            }
-            let id = self.symbol_id(name) as usize;
-            self.symbols[id].min = min;
-            self.symbols[id].max = max.filter(|&m| m < i64::MAX / 2);
-        }
-        Ok(())
-    }
-
     fn meta(&self, name: &str) -> std::result::Result<&'s schema::TensorMeta, String> {
         self.src.program.graph_module.graph.tensor_values.get(name).ok_or_else(|| format!("no tensor_values entry for '{name}'"))
     }
@@ -280,9 +224,23 @@ impl<'s> Lowerer<'s> {
         Ok((dtype, sizes))
     }
 
-    /// The lowering's shape and dtype must be the ones torch.export recorded.
+    /// The lowering's shape and dtype must be the ones torch.export recorded. A recorded
+    /// size that is a free symbol (export's name for a size it derived from data) is
+    /// defined here as the lowering's own.
     fn check_meta(&mut self, name: &str, v: &TensorValue) -> std::result::Result<(), String> {
-        let (dtype, sizes) = self.meta_sizes(name)?;
+        let m = self.meta(name)?;
+        let dtype = DType::from_torch_code(m.dtype).ok_or_else(|| format!("'{name}' has unsupported dtype code {}", m.dtype))?;
+        let mut sizes = m.sizes.iter().map(|s| self.parse_sym_raw(s)).collect::<std::result::Result<Vec<_>, _>>()?;
+        if sizes.len() == v.sizes.len() {
+            for (recorded, got) in sizes.iter_mut().zip(&v.sizes) {
+                if let SymExpr::Sym(s) = *recorded {
+                    if self.is_free(s) && *recorded != *got {
+                        self.define_symbol(s, got.clone())?;
+                    }
+                }
+                *recorded = self.resolve(recorded);
+            }
+        }
         let same = sizes.len() == v.sizes.len() && sizes.iter().zip(&v.sizes).all(|(a, b)| a == b || a.eval(&self.hints).ok().is_some_and(|x| Ok(x) == b.eval(&self.hints)));
         if dtype != v.dtype || !same {
             let show = |s: &[SymExpr]| s.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ");
@@ -388,6 +346,7 @@ impl<'s> Lowerer<'s> {
         let value = match arg {
             Argument::Tensor(t) => {
                 let (dtype, sizes) = self.meta_sizes(&t.name).map_err(Error::Unsupported)?;
+                self.check_input_symbols(&sizes)?;
                 self.node_desc = format!("user input '{}'", t.name);
                 let buf = self.prog.add_buffer(&t.name, dtype, sizes.clone(), BufKind::Input(index));
                 let value = TensorValue::view_of(buf, dtype, sizes.clone());

@@ -1,8 +1,10 @@
 //! The memory and interface plan: slots, weights layout, dims table, manifest.
 
-use crate::ir::{BufId, BufKind};
+use crate::error::{Error, Result};
+use crate::ir::{BufId, BufKind, Program};
 use crate::lower::{Lowered, LoweredInput};
-use aotc_abi::manifest::{BufferSpec, IndexErrors, InputSpec, Manifest, Slot, TensorSpec};
+use aotc_abi::manifest::{BufferSpec, DataSymbol, IndexErrors, InputSpec, Manifest, Slot, TensorSpec};
+use aotc_abi::DType;
 use aotc_abi::sym::SymExpr;
 use std::collections::HashMap;
 
@@ -14,6 +16,8 @@ pub struct Plan {
     pub weights_blob: Vec<u8>,
     /// Position in the dims table of each symbolic (non-constant) size the kernels use.
     pub dim_index: HashMap<SymExpr, usize>,
+    /// The kernels of each stage: stage `s` runs kernels `stage_ends[s-1]..stage_ends[s]`.
+    pub stage_ends: Vec<usize>,
 }
 
 impl Plan {
@@ -23,7 +27,7 @@ impl Plan {
     }
 }
 
-pub fn plan(l: &Lowered, source: &str) -> Plan {
+pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
     let p = &l.program;
     let mut weights_blob = Vec::new();
     let mut offsets = Vec::with_capacity(p.weights.len());
@@ -83,6 +87,48 @@ pub fn plan(l: &Lowered, source: &str) -> Plan {
         input_mutations: l.input_mutations.iter().map(|(b, i)| (index(*b), *i)).collect(),
         guards: l.guards.clone(),
         index_errors: p.index_errors.map(|b| IndexErrors { slot: index(b), sites: p.index_sites.clone() }),
+        data_symbols: vec![],
     };
-    Plan { manifest, weights_blob, dim_index }
+    let (stage_ends, data_symbols) = stages(p)?;
+    let manifest = Manifest { data_symbols, ..manifest };
+    check_stages(p, &manifest, &stage_ends)?;
+    Ok(Plan { manifest, weights_blob, dim_index, stage_ends })
+}
+
+/// Cuts the kernel list after each kernel whose result binds a data symbol.
+fn stages(p: &Program) -> Result<(Vec<usize>, Vec<DataSymbol>)> {
+    let mut ends: Vec<usize> = p.data_symbols.iter().map(|d| d.after).collect();
+    ends.sort_unstable();
+    ends.dedup();
+    let data_symbols = p.data_symbols.iter().map(|d| {
+        let stage = ends.iter().position(|&e| e == d.after).expect("every binding ends a stage");
+        let bytes = p.buffers[d.buf].bytes();
+        if p.buffers[d.buf].dtype != DType::I64 || bytes != SymExpr::Int(8) {
+            return Err(internal(format!("data symbol s{} is read from {}, not a one-element int64 buffer", d.sym, d.buf)));
+        }
+        Ok(DataSymbol { sym: d.sym, slot: cranelift_codegen::entity::EntityRef::index(d.buf), stage, what: d.what.clone() })
+    }).collect::<Result<_>>()?;
+    ends.push(p.kernels.len());
+    Ok((ends, data_symbols))
+}
+
+/// Every size a kernel of stage `s` reads (its loop bounds, offsets, and the sizes of the
+/// buffers it touches, which the library allocates per stage) must be known by stage `s`.
+fn check_stages(p: &Program, m: &Manifest, stage_ends: &[usize]) -> Result<()> {
+    let mut start = 0;
+    for (s, &end) in stage_ends.iter().enumerate() {
+        for (i, k) in p.kernels.iter().enumerate().take(end).skip(start) {
+            let (bufs, syms) = k.inputs();
+            let sizes = bufs.iter().map(|&b| p.buffers[b].bytes());
+            if let Some(e) = syms.into_iter().chain(sizes).find(|e| m.stage_of(e) > s) {
+                return Err(internal(format!("kernel {i} (writing {}) uses {e} before the data it depends on is computed", p.buffers[k.out()].name)));
+            }
+        }
+        start = end;
+    }
+    Ok(())
+}
+
+fn internal(message: String) -> Error {
+    Error::Codegen(format!("internal error in the stage plan: {message}"))
 }

@@ -7,7 +7,7 @@ use aotc_abi::status;
 
 /// Fails with `AOTC_ERR_SHAPE` on the first guard that does not hold for `syms` (or
 /// cannot be evaluated), naming the node it protects.
-pub fn check_guards(guards: &[Guard], syms: &[Option<i64>]) -> Result<()> {
+pub fn check_guards<'g>(guards: impl IntoIterator<Item = &'g Guard>, syms: &[Option<i64>]) -> Result<()> {
     for g in guards {
         let op = g.op.symbol();
         let (l, r) = match (g.lhs.eval(syms), g.rhs.eval(syms)) {

@@ -99,9 +99,8 @@ fn bind_symbols(m: &Manifest, i: usize, ts: &TensorSpec, shape: &[i64], syms: &m
         let dim = if (a, b) == (1, 0) { format!("dimension {d} is {size}") } else { format!("dimension {d} is {size} ({} = {n})", r.name) };
         match syms.values[s] {
             None => {
-                if n < r.min || r.max.is_some_and(|hi| n > hi) {
-                    let hi = r.max.map(|h| h.to_string()).unwrap_or("inf".into());
-                    return err(status::RANGE, format!("{what}: {dim}, outside the range [{}, {hi}] of dynamic dimension {}", r.min, r.name));
+                if !r.contains(n) {
+                    return err(status::RANGE, format!("{what}: {dim}, outside the range {r} of dynamic dimension {}", r.name));
                 }
                 syms.values[s] = Some(n);
                 syms.bound_by[s] = (i, d);

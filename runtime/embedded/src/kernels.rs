@@ -1,5 +1,6 @@
 //! Extern kernels that the generated code calls: matrix multiplication, compiled by rustc
-//! with runtime AVX2/FMA dispatch (Cranelift has no 256-bit vectors).
+//! with runtime AVX2/FMA dispatch (Cranelift has no 256-bit vectors), and the sequential
+//! scan of `nonzero`.
 
 /// Defines `$name(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)`:
 /// `C = alpha * A @ B + beta * C` with arbitrary strides (in elements); `beta == 0`
@@ -29,3 +30,41 @@ macro_rules! gemm_entry {
 
 gemm_entry!(__aotc_sgemm, f32, matrixmultiply::sgemm);
 gemm_entry!(__aotc_dgemm, f64, matrixmultiply::dgemm);
+
+/// `nonzero`: writes the coordinates of the first `rows` nonzero elements of the
+/// contiguous bool tensor `mask` (shape `sizes[..ndim]`), in row-major order, as the rows
+/// of `out` (`rows` x `ndim` int64). The program computed `rows` as the count of nonzero
+/// elements of the same mask; rows it would not fill (none, if so) are zeroed.
+///
+/// # Safety
+/// `sizes` holds `ndim` non-negative sizes, `mask` their product of bytes, and `out`
+/// `rows * ndim` int64s.
+#[no_mangle]
+pub unsafe extern "C" fn __aotc_nonzero(out: *mut i64, mask: *const u8, sizes: *const i64, ndim: i64, rows: i64) {
+    let (ndim, rows) = (ndim.max(0) as usize, rows.max(0) as usize);
+    // SAFETY: the caller's contract above.
+    let (sizes, out) = unsafe { (std::slice::from_raw_parts(sizes, ndim), std::slice::from_raw_parts_mut(out, rows * ndim)) };
+    let numel = sizes.iter().map(|&n| n.max(0) as usize).product::<usize>();
+    // SAFETY: mask holds numel bytes (the caller's contract).
+    let mask = unsafe { std::slice::from_raw_parts(mask, numel) };
+    let mut coord = vec![0i64; ndim];
+    let mut row = 0;
+    for &m in mask {
+        if row == rows {
+            break;
+        }
+        if m != 0 {
+            out[row * ndim..(row + 1) * ndim].copy_from_slice(&coord);
+            row += 1;
+        }
+        // The next coordinate in row-major order.
+        for d in (0..ndim).rev() {
+            coord[d] += 1;
+            if coord[d] < sizes[d] {
+                break;
+            }
+            coord[d] = 0;
+        }
+    }
+    out[row * ndim..].fill(0);
+}

@@ -11,7 +11,7 @@ use aotc_abi::sym::SymExpr;
 use aotc_abi::{status, AotcTensor, DType, DL_CPU};
 
 extern "C" {
-    fn __aotc_graph_run(slots: *const *mut u8, dims: *const i64);
+    fn __aotc_graph_run(slots: *const *mut u8, dims: *const i64, stage: i64);
 }
 
 pub struct Model {
@@ -29,12 +29,12 @@ pub struct Model {
     output_shapes: Vec<Vec<i64>>,
 }
 
-/// The sizes of a call, evaluated from the bound symbols before any memory is touched.
+/// The sizes of a call, evaluated stage by stage as the symbols they use are bound.
 struct Sizes {
     dims: Vec<i64>,
-    /// Bytes of each slot's scratch allocation (0 for other slots).
-    scratch: Vec<usize>,
-    outputs: Vec<Vec<i64>>,
+    /// Bytes of each slot's scratch allocation (0 for other slots); `None` until the
+    /// stage that can evaluate it.
+    scratch: Vec<Option<usize>>,
 }
 
 fn eval(e: &SymExpr, syms: &[Option<i64>], what: impl FnOnce() -> String) -> Result<i64> {
@@ -137,30 +137,43 @@ impl Model {
 
     /// One call. Everything that can refuse it comes first (descriptors, symbols, guards,
     /// sizes), so a refused call touches no memory and the previous outputs stay valid.
+    /// A program whose sizes depend on data runs in stages: each later stage first binds
+    /// the symbols the previous one computed, then checks and sizes what depends on them;
+    /// a call refused there has overwritten earlier outputs but no state and no input.
     pub fn run(&mut self, inputs: &[AotcTensor], outputs: &mut [AotcTensor]) -> Result<()> {
         let m = &self.program.manifest;
         if outputs.len() != m.outputs.len() {
             return err(status::INVALID_ARGUMENT, format!("expected room for {} outputs, got {}", m.outputs.len(), outputs.len()));
         }
         let bound = bind_inputs(m, inputs)?;
-        check_guards(&m.guards, &bound.syms)?;
-        let sizes = self.evaluate_sizes(&bound.syms)?;
+        let mut syms = bound.syms;
+        let mut sizes = Sizes { dims: vec![0; m.dims.len()], scratch: vec![Some(0); m.slots.len()] };
+        self.evaluate_stage(0, &syms, &mut sizes)?;
         self.set_aside_aliased(&bound.views);
-        let slots = self.bind_slots(&bound.views, &sizes.scratch)?;
+        let mut slots = self.bind_slots(&bound.views, &sizes.scratch)?;
         if let Some(e) = &m.index_errors {
             self.scratch[e.slot].as_mut_slice().fill(0);
         }
-        // SAFETY: every slot points to memory of the size the compiler planned for the
-        // bound symbols (inputs were checked against their shapes), dims holds every size
-        // the generated code reads, and no input lives in memory the program writes.
-        unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr()) };
-        // A data-dependent index out of range fails the call before any state changes.
-        if let Some(e) = &m.index_errors {
-            check_index_errors(self.scratch[e.slot].as_slice(), &e.sites)?;
+        for stage in 0..m.stages() {
+            if stage > 0 {
+                self.evaluate_stage(stage, &syms, &mut sizes)?;
+                self.allocate_scratch(&mut slots, &sizes.scratch)?;
+            }
+            // SAFETY: every slot this stage touches points to memory of the size the
+            // compiler planned for the bound symbols (inputs were checked against their
+            // shapes; the plan checked that a stage uses only sizes known by then), dims
+            // holds every such size, and no input lives in memory the program writes.
+            unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr(), stage as i64) };
+            // A data-dependent index out of range fails the call before any state changes.
+            if let Some(e) = &m.index_errors {
+                check_index_errors(self.scratch[e.slot].as_slice(), &e.sites)?;
+            }
+            self.bind_data_symbols(stage, &mut syms)?;
         }
+        let output_sizes = self.output_sizes(&syms)?;
         self.apply_mutations(&bound.views)?;
         for (o, spec) in m.outputs.iter().enumerate() {
-            self.output_shapes[o].copy_from_slice(&sizes.outputs[o]);
+            self.output_shapes[o].copy_from_slice(&output_sizes[o]);
             outputs[o] = AotcTensor {
                 data: slots[spec.slot].cast(),
                 device: aotc_abi::DLDevice { device_type: DL_CPU, device_id: 0 },
@@ -174,19 +187,47 @@ impl Model {
         Ok(())
     }
 
-    fn evaluate_sizes(&self, syms: &[Option<i64>]) -> Result<Sizes> {
+    /// The guards, dims and scratch sizes that become known at `stage`.
+    fn evaluate_stage(&self, stage: usize, syms: &[Option<i64>], sizes: &mut Sizes) -> Result<()> {
         let m = &self.program.manifest;
-        let dims = m.dims.iter().map(|e| eval(e, syms, || format!("size {e}"))).collect::<Result<_>>()?;
-        let scratch = m.slots.iter().enumerate().map(|(k, slot)| match slot {
-            Slot::Scratch { bytes } => eval_size(bytes, syms, || format!("the size of scratch slot {k} ({bytes})")),
-            _ => Ok(0),
-        }).collect::<Result<_>>()?;
-        let outputs = m.outputs.iter().enumerate().map(|(o, spec)| {
+        check_guards(m.guards.iter().filter(|g| m.stage_of(&g.lhs).max(m.stage_of(&g.rhs)) == stage), syms)?;
+        for (d, e) in m.dims.iter().enumerate().filter(|(_, e)| m.stage_of(e) == stage) {
+            sizes.dims[d] = eval(e, syms, || format!("size {e}"))?;
+        }
+        for (k, slot) in m.slots.iter().enumerate() {
+            if let Slot::Scratch { bytes } = slot {
+                sizes.scratch[k] = match m.stage_of(bytes) {
+                    s if s == stage => Some(eval_size(bytes, syms, || format!("the size of scratch slot {k} ({bytes})"))?),
+                    s if s > stage => None,
+                    _ => sizes.scratch[k],
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// Binds the symbols stage `stage` computed, within the ranges export recorded.
+    fn bind_data_symbols(&self, stage: usize, syms: &mut [Option<i64>]) -> Result<()> {
+        let m = &self.program.manifest;
+        for d in m.data_symbols.iter().filter(|d| d.stage == stage) {
+            let bytes = scratch_prefix(&self.scratch, d.slot, 8)?;
+            let v = i64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+            let r = m.symbols.get(d.sym as usize).ok_or_else(|| Error { code: status::INTERNAL, message: format!("{}: no symbol s{}", d.what, d.sym) })?;
+            if !r.contains(v) {
+                return err(status::RANGE, format!("{}: the value {v} is outside the range {r} export recorded for {}", d.what, r.name));
+            }
+            syms[d.sym as usize] = Some(v);
+        }
+        Ok(())
+    }
+
+    fn output_sizes(&self, syms: &[Option<i64>]) -> Result<Vec<Vec<i64>>> {
+        let m = &self.program.manifest;
+        m.outputs.iter().enumerate().map(|(o, spec)| {
             spec.sizes.iter().enumerate()
                 .map(|(d, e)| eval_size(e, syms, || format!("output {o} ('{}') dimension {d} ({e})", spec.name)).map(|n| n as i64))
                 .collect::<Result<Vec<i64>>>()
-        }).collect::<Result<_>>()?;
-        Ok(Sizes { dims, scratch, outputs })
+        }).collect()
     }
 
     /// Keeps what this call writes out of its inputs. An input may live in memory this
@@ -206,8 +247,8 @@ impl Model {
     }
 
     /// The slot table of the call: inputs (staged when not contiguous), weights, state and
-    /// scratch of the evaluated sizes.
-    fn bind_slots(&mut self, views: &[View], scratch_bytes: &[usize]) -> Result<Vec<*mut u8>> {
+    /// scratch of the sizes evaluated so far (null until a later stage knows the size).
+    fn bind_slots(&mut self, views: &[View], scratch_bytes: &[Option<usize>]) -> Result<Vec<*mut u8>> {
         let m = &self.program.manifest;
         let mut slots = Vec::with_capacity(m.slots.len());
         for (k, slot) in m.slots.iter().enumerate() {
@@ -215,10 +256,23 @@ impl Model {
                 Slot::Weight { offset } => weights_base().wrapping_add(*offset as usize).cast_mut(),
                 Slot::Buffer(b) => self.buffers[*b].as_ptr(),
                 Slot::Input(i) => self.input_pointer(*i, &views[*i])?,
-                Slot::Scratch { .. } => ensure_len(&mut self.scratch[k], scratch_bytes[k])?,
+                Slot::Scratch { .. } => match scratch_bytes[k] {
+                    Some(bytes) => ensure_len(&mut self.scratch[k], bytes)?,
+                    None => std::ptr::null_mut(),
+                },
             });
         }
         Ok(slots)
+    }
+
+    /// Allocates the scratch slots whose sizes a later stage has just evaluated.
+    fn allocate_scratch(&mut self, slots: &mut [*mut u8], scratch_bytes: &[Option<usize>]) -> Result<()> {
+        for (k, slot) in self.program.manifest.slots.iter().enumerate() {
+            if let (Slot::Scratch { .. }, Some(bytes), true) = (slot, scratch_bytes[k], slots[k].is_null()) {
+                slots[k] = ensure_len(&mut self.scratch[k], bytes)?;
+            }
+        }
+        Ok(())
     }
 
     /// Where the program reads input `i`: the caller's memory when contiguous, a staged

@@ -251,7 +251,7 @@ mod tests {
             in_spec: String::new(),
             out_spec: String::new(),
         };
-        let plan = crate::passes::plan::plan(&lowered, "half conversion test");
+        let plan = crate::passes::plan::plan(&lowered, "half conversion test").unwrap();
         let object = super::super::emit_object(&lowered.program, &plan).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let so = dir.path().join("convert.so");

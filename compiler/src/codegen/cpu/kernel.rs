@@ -4,7 +4,7 @@
 //! ([`expr::vectorizable`]), with a scalar loop for the remainder.
 
 use super::expr::{self, Lanes};
-use super::{half, matmul};
+use super::{extern_call, half, matmul};
 use crate::ir::expr::E;
 use crate::ir::{BufId, Kernel, Program, ReduceOp};
 use crate::passes::plan::Plan;
@@ -197,6 +197,7 @@ pub fn emit_kernel(module: &mut ObjectModule, func: &mut Function, fctx: &mut Fu
         Kernel::Pointwise { out, ranges, body } => pointwise(&mut cx, *out, ranges, body)?,
         Kernel::Reduction { out, ranges, reduce, op, body } => reduction(&mut cx, *out, ranges, reduce, *op, body)?,
         Kernel::Matmul(m) => matmul::emit(&mut cx, m)?,
+        Kernel::Extern(call) => extern_call::emit(&mut cx, call)?,
     }
     cx.b.ins().return_(&[]);
     cx.b.finalize(cx.module.target_config());

@@ -3,12 +3,13 @@
 //! ```text
 //!  Program + Plan ──► one Cranelift function per kernel (kernel.rs, expr.rs, matmul.rs;
 //!                     half.rs: float16/bfloat16, stored in 16 bits, computed in f32)
-//!                 ──► __aotc_graph_run(slots, dims): calls them in order
+//!                 ──► __aotc_graph_run(slots, dims, stage): calls one stage's kernels in order
 //!                 ──► data: __aotc_manifest(+_len), __aotc_weights (64-byte aligned)
 //!                 ──► ObjectModule::finish() ──► .o bytes for the linker
 //! ```
 
 mod expr;
+mod extern_call;
 mod half;
 mod kernel;
 mod math;
@@ -76,6 +77,7 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
             Kernel::Pointwise { .. } => "pointwise",
             Kernel::Reduction { .. } => "reduction",
             Kernel::Matmul(_) => "matmul",
+            Kernel::Extern(_) => "extern",
         };
         kernel::emit_kernel(&mut module, &mut ctx.func, &mut fctx, program, plan, k)
             .map_err(|e| Error::Codegen(format!("kernel {i} ({what} writing {}): {e}", program.buffers[k.out()].name)))?;
@@ -84,21 +86,40 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
         kernel_ids.push(id);
     }
 
-    // The driver: every kernel in program order.
-    let driver = module.declare_function(sym::GRAPH_RUN, Linkage::Export, &sig).map_err(cg("driver"))?;
-    ctx.func.signature = sig.clone();
+    // The driver: `void run(slots, dims, stage)` runs the kernels of one stage in order.
+    let mut driver_sig = sig.clone();
+    driver_sig.params.push(AbiParam::new(cranelift_codegen::ir::types::I64));
+    let driver = module.declare_function(sym::GRAPH_RUN, Linkage::Export, &driver_sig).map_err(cg("driver"))?;
+    ctx.func.signature = driver_sig;
     ctx.func.name = UserFuncName::user(0, driver.as_u32());
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
-        b.seal_block(entry);
         let params = b.block_params(entry).to_vec();
-        for id in &kernel_ids {
-            let f = module.declare_func_in_func(*id, b.func);
-            b.ins().call(f, &params);
+        let (kernel_args, stage) = (&params[..2], params[2]);
+        let done = b.create_block();
+        let stage_blocks: Vec<_> = plan.stage_ends.iter().map(|_| b.create_block()).collect();
+        let table: Vec<_> = stage_blocks.iter().map(|&blk| b.func.dfg.block_call(blk, &[])).collect();
+        let default = b.func.dfg.block_call(done, &[]);
+        let jt = b.create_jump_table(cranelift_codegen::ir::JumpTableData::new(default, &table));
+        let stage32 = b.ins().ireduce(cranelift_codegen::ir::types::I32, stage);
+        b.ins().br_table(stage32, jt);
+        b.seal_block(entry);
+        let mut start = 0;
+        for (&blk, &end) in stage_blocks.iter().zip(&plan.stage_ends) {
+            b.switch_to_block(blk);
+            b.seal_block(blk);
+            for id in &kernel_ids[start..end] {
+                let f = module.declare_func_in_func(*id, b.func);
+                b.ins().call(f, kernel_args);
+            }
+            b.ins().jump(done, &[]);
+            start = end;
         }
+        b.switch_to_block(done);
+        b.seal_block(done);
         b.ins().return_(&[]);
         b.finalize(module.target_config());
     }

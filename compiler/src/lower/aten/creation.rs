@@ -125,7 +125,7 @@ fn arange_symbolic(lw: &mut Lowerer, a: &Args) -> R {
     let d = a.opt_dtype("dtype")?.unwrap_or(DType::I64);
     let span = SymExpr::add([end, SymExpr::mul([start.clone(), SymExpr::Int(-1)]), SymExpr::Int(step - 1)]);
     let n = SymExpr::floor_div(span, SymExpr::Int(step));
-    let n = if crate::lower::checks::provably_non_negative(&n) { n } else { SymExpr::max(n, SymExpr::Int(0)) };
+    let n = if lw.non_negative(&n) { n } else { SymExpr::max(n, SymExpr::Int(0)) };
     let i = expr::index_value(Affine::var(0));
     let first = expr::index_value(Affine::constant(start));
     let body = cast(binary(Prim::Add, first, binary(Prim::Mul, i, constant(Scalar::I(step), DType::I64))), d);

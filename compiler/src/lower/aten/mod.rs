@@ -5,6 +5,7 @@
 pub mod activation;
 pub mod conv;
 pub mod creation;
+pub mod data_dependent;
 pub mod index;
 pub mod linalg;
 pub mod norm;

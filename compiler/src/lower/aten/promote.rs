@@ -23,6 +23,11 @@ pub fn operand(lw: &Lowerer, args: &Args, name: &str) -> Result<Operand, String>
         let size = lw.sym_arg(s)?;
         return Ok(Operand::T(TensorValue::lazy(DType::I64, vec![], expr::index_value(Affine::constant(size)))));
     }
+    // A SymFloat (a float `item()`) is the 0-dim value its node defined.
+    if let Some(crate::frontend::schema::Argument::SymFloat(v)) = args.get(name) {
+        let n = v.get("as_name").and_then(|n| n.as_str()).ok_or_else(|| format!("argument '{name}': unexpected SymFloat {v}"))?;
+        return lw.value(n).map(Operand::T);
+    }
     match args.opt_scalar(name) {
         Ok(Some(s)) => Ok(Operand::S(s)),
         _ => args.tensor(lw, name).map(Operand::T),

@@ -23,6 +23,7 @@ const FAMILIES: &[&[(&str, LowerFn)]] = &[
     super::scatter::OPS,
     super::scan::OPS,
     super::sort::OPS,
+    super::data_dependent::OPS,
 ];
 
 /// The lowering of `target` and its operator name ("add.Tensor").

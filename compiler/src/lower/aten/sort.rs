@@ -20,7 +20,6 @@ type R = Result<Vec<TensorValue>, String>;
 pub const OPS: &[(&str, LowerFn)] = &[
     ("sort.default", sort),
     ("topk.default", topk),
-    ("nonzero.default", nonzero),
 ];
 
 fn is_nan(x: &E) -> E {
@@ -104,7 +103,3 @@ fn topk(lw: &mut Lowerer, a: &Args) -> R {
     Ok(vec![values, indices])
 }
 
-fn nonzero(_lw: &mut Lowerer, _a: &Args) -> R {
-    Err("nonzero is not supported: the number of its results depends on the data (torch.export gives it an unbacked size), \
-         and aotc compiles only programs whose output sizes follow from the input sizes".into())
-}

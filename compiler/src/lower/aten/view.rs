@@ -94,14 +94,21 @@ fn select(lw: &mut Lowerer, a: &Args) -> R {
 }
 
 /// A select index `i` into dimension `dim` of size `n`, required to lie inside it; a
-/// negative index counts from the end (python), known only when the index is static.
+/// negative index counts from the end (python). An index that may be negative (a data
+/// value) lies in `[-n, n)` and wraps as `i mod n`.
 pub fn select_index(lw: &mut Lowerer, i: SymExpr, n: &SymExpr, dim: usize) -> Result<SymExpr, String> {
+    let rule = format!("select index must lie in dimension {dim}");
     let i = match i.as_int() {
         Some(v) if v < 0 => SymExpr::add([n.clone(), i]),
+        _ if !lw.non_negative(&i) => {
+            lw.require(SymExpr::mul([n.clone(), SymExpr::Int(-1)]), GuardOp::Le, i.clone(), &rule)?;
+            lw.require(SymExpr::add([i.clone(), SymExpr::Int(1)]), GuardOp::Le, n.clone(), &rule)?;
+            return Ok(SymExpr::modulo(i, n.clone()));
+        }
         _ => i,
     };
-    lw.require(SymExpr::Int(0), GuardOp::Le, i.clone(), &format!("select index must lie in dimension {dim}"))?;
-    lw.require(SymExpr::add([i.clone(), SymExpr::Int(1)]), GuardOp::Le, n.clone(), &format!("select index must lie in dimension {dim}"))?;
+    lw.require(SymExpr::Int(0), GuardOp::Le, i.clone(), &rule)?;
+    lw.require(SymExpr::add([i.clone(), SymExpr::Int(1)]), GuardOp::Le, n.clone(), &rule)?;
     Ok(i)
 }
 
