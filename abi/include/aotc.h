@@ -41,6 +41,13 @@
  * - Buffers (model state) mutated by the program keep their new value for the next call
  *   of the same instance; instances never share state. User inputs the program mutates
  *   are written back into the caller's tensors after the call.
+ * - A failed aotc_run never changes buffers or the caller's inputs. A call refused by a
+ *   check on the data itself (an index out of range: AOTC_ERR_INDEX; a value that
+ *   drives a size, such as nonzero's row count or tensor.item(), outside the range
+ *   export recorded: AOTC_ERR_RANGE, or a size rule it breaks: AOTC_ERR_SHAPE) may have
+ *   overwritten the previous call's outputs; a call refused on shapes has not.
+ * - An output's shape may depend on the data (nonzero): read it from the returned
+ *   descriptor; aotc_output_info reports such a dimension as dynamic.
  * - One instance must not be used by two threads at once; distinct instances may.
  */
 #ifndef AOTC_H

@@ -47,7 +47,7 @@ impl ValueInfoStore {
             (Some(v), _) => (v, v, v),
             (None, SymExpr::Sym(s)) => {
                 let r = &m.symbols[*s as usize];
-                (-1, r.min, r.max.unwrap_or(-1))
+                (-1, r.min.max(0), r.max.unwrap_or(-1))
             }
             (None, _) => (-1, 0, -1),
         };
