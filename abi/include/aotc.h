@@ -127,6 +127,10 @@ AotcStatus aotc_input_info(const AotcModel *model, int64_t index, AotcValueInfo 
 int64_t aotc_output_count(const AotcModel *model);
 AotcStatus aotc_output_info(const AotcModel *model, int64_t index, AotcValueInfo *out);
 
+/* Buffers are the model's mutable state (torch.export's mutated buffers), kept by the
+ * instance across calls. A program that draws random numbers (rand, randn, randperm) also
+ * has the int64 scalar buffer "__aotc_rng_state": its generator's seed, advanced by one
+ * after every call; writing it reseeds the instance (the same seed draws the same numbers). */
 int64_t aotc_buffer_count(const AotcModel *model);
 AotcStatus aotc_buffer_info(const AotcModel *model, int64_t index, AotcValueInfo *out);
 /* Copies buffer `name` into dst (same dtype and shape; any strides). */

@@ -79,4 +79,7 @@ define_prims! {
     BitAnd => "bitand", 2, false;
     BitOr => "bitor", 2, false;
     BitXor => "bitxor", 2, false;
+    // Integers only: the bits shifted right with zeros shifted in (the operand read as
+    // unsigned), by the amount modulo the bit width. Hashing for random numbers needs it.
+    ShrU => "shr_u", 2, false;
 }

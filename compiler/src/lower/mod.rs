@@ -71,6 +71,8 @@ pub struct Lowerer<'s> {
     input_symbols: HashSet<SymId>,
     data_symbols: HashSet<SymId>,
     defs: HashMap<SymId, SymExpr>,
+    /// The random generator, once a node draws random numbers.
+    rng: Option<aten::random::Rng>,
 }
 
 thread_local! {
@@ -101,7 +103,7 @@ pub fn lower(src: &Source) -> Result<Lowered> {
     let mut lw = Lowerer {
         prog: Program::default(), src, env: HashMap::new(), symbols: vec![], hints: vec![], users: HashMap::new(),
         guards: vec![], guard_set: HashSet::new(), node_desc: String::new(),
-        input_symbols: HashSet::new(), data_symbols: HashSet::new(), defs: HashMap::new(),
+        input_symbols: HashSet::new(), data_symbols: HashSet::new(), defs: HashMap::new(), rng: None,
     };
     for n in &graph.nodes {
         for a in &n.inputs {
@@ -117,7 +119,7 @@ pub fn lower(src: &Source) -> Result<Lowered> {
     }
     lw.bind_range_constraints()?;
     let sig = &src.program.graph_module.signature;
-    let (inputs, buffers) = lw.lower_inputs(sig)?;
+    let (inputs, mut buffers) = lw.lower_inputs(sig)?;
 
     for node in &graph.nodes {
         if is_bookkeeping(&node.target) {
@@ -147,7 +149,8 @@ pub fn lower(src: &Source) -> Result<Lowered> {
     }
     CURRENT_NODE.with(|c| *c.borrow_mut() = None);
     lw.node_desc = "the graph outputs".into();
-    let (outputs, buffer_mutations, input_mutations) = lw.lower_outputs(sig, &inputs, &buffers)?;
+    let (outputs, mut buffer_mutations, input_mutations) = lw.lower_outputs(sig, &inputs, &buffers)?;
+    aten::random::finish(&mut lw, &mut buffers, &mut buffer_mutations)?;
     let (in_spec, out_spec) = call_spec(src);
     Ok(Lowered { program: lw.prog, symbols: lw.symbols, inputs, outputs, buffers, buffer_mutations, input_mutations, guards: lw.guards, in_spec, out_spec })
 }

@@ -88,6 +88,11 @@ pub fn check(what: &str, got: &Tensor, want: &Arr) {
     }
 }
 
+/// torch.export's ScalarType code of `d`.
+pub fn torch_code(d: DType) -> i64 {
+    (0..64).find(|&c| DType::from_torch_code(c) == Some(d)).expect("every dtype has a torch code")
+}
+
 /// Static sizes as torch.export records them.
 pub fn dims(shape: &[usize]) -> Vec<Json> {
     shape.iter().map(|&s| json!({"as_int": s})).collect()
@@ -147,13 +152,8 @@ impl<'a> Op<'a> {
         }
         let json_path = dir.path().join("models/model.json");
         let mut program: Json = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
-        let code = |d: DType| match d {
-            DType::F32 => 7,
-            DType::I64 => 5,
-            other => panic!("no test tensors of {other}"),
-        };
         // Strides are recorded but only sizes matter to a user input.
-        let meta = |d: DType, sizes: &[Json]| json!({"dtype": code(d), "sizes": sizes, "requires_grad": false, "device": {"type": "cpu", "index": null},
+        let meta = |d: DType, sizes: &[Json]| json!({"dtype": torch_code(d), "sizes": sizes, "requires_grad": false, "device": {"type": "cpu", "index": null},
             "strides": vec![json!({"as_int": 1}); sizes.len()], "storage_offset": {"as_int": 0}, "layout": 7});
         let in_names: Vec<String> = (0..self.inputs.len()).map(|i| format!("x_{i}")).collect();
         let out_names: Vec<String> = (0..self.outputs.len()).map(|i| format!("y_{i}")).collect();

@@ -23,7 +23,7 @@ pub enum Lanes {
 /// Prims the vector path implements (others are scalar only).
 fn vector_prim(op: Prim) -> bool {
     use Prim::*;
-    !matches!(op, BitNot | BitAnd | BitOr | BitXor | Pow)
+    !matches!(op, BitNot | BitAnd | BitOr | BitXor | ShrU | Pow)
 }
 
 /// Can `body` run on f32x4 lanes along variable `var`? Every value must be computed in
@@ -381,6 +381,7 @@ fn binary(cx: &mut Cx, op: Prim, a: Value, b: Value, d: DType, lanes: Lanes) -> 
         (Prim::BitAnd, false) => cx.b.ins().band(a, b),
         (Prim::BitOr, false) => cx.b.ins().bor(a, b),
         (Prim::BitXor, false) => cx.b.ins().bxor(a, b),
+        (Prim::ShrU, false) => cx.b.ins().ushr(a, b),
         (op, _) => return super::math::binary(cx, op, a, b, d, lanes),
     })
 }

@@ -13,6 +13,7 @@ pub mod pad;
 pub mod pointwise;
 pub mod pool;
 pub mod promote;
+pub mod random;
 pub mod reduction;
 pub mod registry;
 pub mod resize;

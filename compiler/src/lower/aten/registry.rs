@@ -24,6 +24,7 @@ const FAMILIES: &[&[(&str, LowerFn)]] = &[
     super::scan::OPS,
     super::sort::OPS,
     super::data_dependent::OPS,
+    super::random::OPS,
 ];
 
 /// The lowering of `target` and its operator name ("add.Tensor").
