@@ -164,6 +164,30 @@ pub mod internal_symbols {
     pub const WEIGHTS: &str = "__aotc_weights";
 }
 
+/// The FFT kernel of the support library, which the generated code calls (hidden from the
+/// `.so`'s dynamic symbol table like every internal symbol):
+/// `void __aotc_fft(float *out, const float *in, int64_t in_offset, int64_t kind,
+///                  int64_t norm, int64_t outer, int64_t len_in, int64_t len_out,
+///                  int64_t inner)` (an IR `Extern` call) transforms along the middle
+/// axis of contiguous `[outer, len_in, inner]` values (from float `in_offset`) into
+/// contiguous `[outer, len_out, inner]` ones; complex values are (re, im) float pairs.
+pub mod fft {
+    pub const SYMBOL: &str = "__aotc_fft";
+    /// Complex to complex, `e^(-2 pi i jk / n)`; `len_in == len_out == n`.
+    pub const FORWARD: i64 = 0;
+    /// Complex to complex, `e^(+2 pi i jk / n)`; `len_in == len_out == n`.
+    pub const INVERSE: i64 = 1;
+    /// Real to complex, forward: `n = len_in`, keeping `len_out` (`n` or `n / 2 + 1`) outputs.
+    pub const REAL_TO_COMPLEX: i64 = 2;
+    /// Complex to real, inverse: `n = len_out`, reading the first `n / 2 + 1` inputs
+    /// (`len_in` may be larger) as the half spectrum of a Hermitian signal.
+    pub const COMPLEX_TO_REAL: i64 = 3;
+    /// The scale of the result, torch's normalization codes: 1, 1/sqrt(n), 1/n.
+    pub const NORM_NONE: i64 = 0;
+    pub const NORM_BY_ROOT_N: i64 = 1;
+    pub const NORM_BY_N: i64 = 2;
+}
+
 /// C function types of the exported symbols, for loaders.
 pub mod fn_types {
     use super::*;

@@ -1,7 +1,8 @@
 //! Programs whose recorded shapes lie: every shape rule is computed from the inputs and
 //! checked for consistency, so a damaged or hostile archive is refused with an error
 //! naming the node (or, for symbolic sizes, the call is refused at run time) instead of
-//! compiling into a library that reads or writes out of bounds.
+//! compiling into a library that reads or writes out of bounds. Complex values (FFTs) are
+//! checked here too: they must stay inside the graph, and FFT sizes may be dynamic.
 
 mod common;
 
@@ -193,4 +194,63 @@ fn symbolic_shape_rules_are_checked_on_every_call() {
     let ok = run(3);
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     fails_with(&run(4), "node 'x_view' (torch.ops.aten.view.default): a view keeps the number of elements");
+}
+
+/// Complex values exist only inside a graph, as a float32 pair per element: a complex
+/// input or output, an operator without a complex lowering, a cast aotc cannot do, and a
+/// half spectrum too short for last_dim_size are refused with errors naming them.
+#[test]
+fn complex_values_stay_inside_the_graph_and_fft_sizes_are_checked() {
+    type Case<'a> = (&'a str, &'a dyn Fn(&mut Value), &'a str);
+    let cases: [Case; 5] = [
+        ("ops/handwritten.fft_r2c_abs__float32__0", &|p| {
+            p["graph_module"]["graph"]["outputs"][0]["as_tensor"]["name"] = "_fft_r2c".into();
+            p["graph_module"]["signature"]["output_specs"][0]["user_output"]["arg"]["as_tensor"]["name"] = "_fft_r2c".into();
+        }, "graph output '_fft_r2c' is complex64: complex tensors are supported only as intermediates"),
+        ("ops/handwritten.fft_r2c_abs__float32__0", &|p| p["graph_module"]["graph"]["tensor_values"]["x_0"]["dtype"] = 10.into(),
+            "'x_0' is complex64: complex tensors are supported only as intermediates"),
+        ("ops/handwritten.fft_r2c_abs__float32__0", &|p| node(p, "abs.default")["target"] = "torch.ops.aten.neg.default".into(),
+            "node 'abs_1' (torch.ops.aten.neg.default): complex inputs are not supported by aten.neg.default"),
+        ("ops/fft.irfft__float32__0", &|p| *arg(node(p, "_to_copy.default"), "dtype") = json!({"as_scalar_type": 11}),
+            "_to_copy to complex128 (complex tensors are supported as complex64 only) is not supported"),
+        ("ops/fft.irfft__float32__0", &|p| {
+            *arg(node(p, "_fft_c2r.default"), "last_dim_size") = json!({"as_int": 14});
+            record_sizes(p, "_fft_c2r", &[5, 14, 7]);
+        }, "(torch.ops.aten._fft_c2r.default): dimension 1 holds the last_dim_size / 2 + 1 entries of the half spectrum: 8 <= 6 does not hold"),
+    ];
+    for (fixture, edit, needle) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        fails_with(&compile(&edited(fixture, dir.path(), edit), dir.path()), needle);
+    }
+}
+
+/// An FFT whose signal length is dynamic: r2c, a scale, c2r (each normalized by 1/n)
+/// give x * 0.5 / n for every length the library is called with, odd or even.
+#[test]
+fn fft_lengths_may_be_dynamic() {
+    let dir = tempfile::tempdir().unwrap();
+    let sym = |expr: &str, hint: i64| json!({"as_expr": {"expr_str": expr, "hint": {"as_int": hint}}});
+    let n = "Symbol('s1', positive=True, integer=True)";
+    let half = format!("Add(FloorDiv({n}, Integer(2)), Integer(1))");
+    let json = edited("ops/handwritten.fft_r2c_c2r_roundtrip__float32__0", dir.path(), |p| {
+        let g = &mut p["graph_module"]["graph"];
+        for (value, size) in [("x_0", sym(n, 8)), ("_fft_r2c", sym(&half, 5)), ("mul", sym(&half, 5)), ("_fft_c2r", sym(n, 8))] {
+            g["tensor_values"][value]["sizes"][1] = size;
+        }
+        g["sym_int_values"]["n"] = sym(n, 8);
+        *arg(node(p, "_fft_c2r.default"), "last_dim_size") = json!({"as_sym_int": {"as_name": "n"}});
+        p["range_constraints"]["s1"] = json!({"min_val": 1, "max_val": 64});
+    });
+    let so = dir.path().join("m.so");
+    common::succeeds(&compile(&json, dir.path()));
+    let mut model = aotc_runtime::Model::load(&so, aotc_runtime::Device::Cpu).unwrap();
+    for len in [1, 7, 8] {
+        let x: Vec<f32> = (0..3 * len).map(|i| (i % 5) as f32 - 1.5).collect();
+        let out = model.run(&mut [common::floats(&[3, len], &x)]).unwrap();
+        assert_eq!(out[0].shape, [3, len]);
+        for (got, x) in out[0].to_f64_vec().iter().zip(&x) {
+            let want = *x as f64 * 0.5 / len as f64;
+            assert!((got - want).abs() < 1e-5, "length {len}: {got} vs {want}");
+        }
+    }
 }

@@ -108,55 +108,55 @@ impl Kernel {
     /// loads up front.
     pub fn inputs(&self) -> (Vec<BufId>, Vec<SymExpr>) {
         let k = self;
-    let mut bufs = vec![k.out()];
-    let mut syms: Vec<SymExpr> = vec![];
-    let add_sym = |s: &SymExpr, syms: &mut Vec<SymExpr>| if !s.is_static() && !syms.contains(s) { syms.push(s.clone()) };
-    let body_inputs = |body: &E, bufs: &mut Vec<BufId>, syms: &mut Vec<SymExpr>| visit(body, &mut |e| match &e.kind {
-        ExprKind::Load { buf, index } => {
-            if !bufs.contains(buf) { bufs.push(*buf) }
-            index.sym_parts().for_each(|s| add_sym(s, syms));
-        }
-        ExprKind::Index(index) => index.sym_parts().for_each(|s| add_sym(s, syms)),
-        ExprKind::LoadAt { buf, numel, .. } => {
-            if !bufs.contains(buf) { bufs.push(*buf) }
-            add_sym(numel, syms);
-        }
-        ExprKind::CheckIndex { bound, record, .. } => {
-            if !bufs.contains(record) { bufs.push(*record) }
-            add_sym(bound, syms);
-        }
-        _ => {}
-    });
-    match k {
-        Kernel::Pointwise { ranges, body, .. } => {
-            ranges.iter().for_each(|s| add_sym(s, &mut syms));
-            body_inputs(body, &mut bufs, &mut syms);
-        }
-        Kernel::Reduction { ranges, reduce, body, .. } => {
-            ranges.iter().chain(reduce).for_each(|s| add_sym(s, &mut syms));
-            body_inputs(body, &mut bufs, &mut syms);
-        }
-        Kernel::Matmul(m) => {
-            for b in [m.a.buf, m.b.buf] {
-                if !bufs.contains(&b) { bufs.push(b) }
+        let mut bufs = vec![k.out()];
+        let mut syms: Vec<SymExpr> = vec![];
+        let add_sym = |s: &SymExpr, syms: &mut Vec<SymExpr>| if !s.is_static() && !syms.contains(s) { syms.push(s.clone()) };
+        let body_inputs = |body: &E, bufs: &mut Vec<BufId>, syms: &mut Vec<SymExpr>| visit(body, &mut |e| match &e.kind {
+            ExprKind::Load { buf, index } => {
+                if !bufs.contains(buf) { bufs.push(*buf) }
+                index.sym_parts().for_each(|s| add_sym(s, syms));
             }
-            for s in [&m.batch, &m.m, &m.n, &m.k, &m.a.offset, &m.b.offset].into_iter().chain(&m.a.strides).chain(&m.b.strides) {
-                add_sym(s, &mut syms);
+            ExprKind::Index(index) => index.sym_parts().for_each(|s| add_sym(s, syms)),
+            ExprKind::LoadAt { buf, numel, .. } => {
+                if !bufs.contains(buf) { bufs.push(*buf) }
+                add_sym(numel, syms);
             }
-            add_sym(&SymExpr::mul([m.m.clone(), m.n.clone()]), &mut syms);
-        }
-        Kernel::Extern(call) => {
-            for arg in &call.args {
-                match arg {
-                    ExternArg::Buf(b) => if !bufs.contains(b) { bufs.push(*b) },
-                    ExternArg::Size(s) => add_sym(s, &mut syms),
-                    ExternArg::Sizes(ss) => ss.iter().for_each(|s| add_sym(s, &mut syms)),
+            ExprKind::CheckIndex { bound, record, .. } => {
+                if !bufs.contains(record) { bufs.push(*record) }
+                add_sym(bound, syms);
+            }
+            _ => {}
+        });
+        match k {
+            Kernel::Pointwise { ranges, body, .. } => {
+                ranges.iter().for_each(|s| add_sym(s, &mut syms));
+                body_inputs(body, &mut bufs, &mut syms);
+            }
+            Kernel::Reduction { ranges, reduce, body, .. } => {
+                ranges.iter().chain(reduce).for_each(|s| add_sym(s, &mut syms));
+                body_inputs(body, &mut bufs, &mut syms);
+            }
+            Kernel::Matmul(m) => {
+                for b in [m.a.buf, m.b.buf] {
+                    if !bufs.contains(&b) { bufs.push(b) }
+                }
+                for s in [&m.batch, &m.m, &m.n, &m.k, &m.a.offset, &m.b.offset].into_iter().chain(&m.a.strides).chain(&m.b.strides) {
+                    add_sym(s, &mut syms);
+                }
+                add_sym(&SymExpr::mul([m.m.clone(), m.n.clone()]), &mut syms);
+            }
+            Kernel::Extern(call) => {
+                for arg in &call.args {
+                    match arg {
+                        ExternArg::Buf(b) => if !bufs.contains(b) { bufs.push(*b) },
+                        ExternArg::Size(s) => add_sym(s, &mut syms),
+                        ExternArg::Sizes(ss) => ss.iter().for_each(|s| add_sym(s, &mut syms)),
+                    }
                 }
             }
         }
+        (bufs, syms)
     }
-    (bufs, syms)
-}
 
     pub fn out(&self) -> BufId {
         match self {

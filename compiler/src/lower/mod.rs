@@ -132,6 +132,7 @@ pub fn lower(src: &Source) -> Result<Lowered> {
         let err = |message: String| Error::Lower { node: name.clone(), target: node.target.clone(), message };
         let signature = aten::signatures::lookup(op).ok_or_else(|| err(format!("internal error: no signature for {op}")))?;
         aten::signatures::check_args(node, signature).map_err(err)?;
+        let lower_fn = aten::complex::route(&lw, node, op, lower_fn).map_err(err)?;
         let results = lower_fn(&mut lw, &args::Args { node }).map_err(err)?;
         let names = output_names(node);
         if results.len() != names.len() {
@@ -217,37 +218,49 @@ impl<'s> Lowerer<'s> {
         self.src.program.graph_module.graph.tensor_values.get(name).ok_or_else(|| format!("no tensor_values entry for '{name}'"))
     }
 
+    /// The recorded dtype and sizes of a real tensor: graph inputs, weights and constants.
     fn meta_sizes(&mut self, name: &str) -> std::result::Result<(DType, Vec<SymExpr>), String> {
+        match self.recorded(name)? {
+            (_, _, true) => Err(format!("'{name}' is complex64: complex tensors are supported only as intermediates")),
+            (dtype, sizes, false) => Ok((dtype, sizes)),
+        }
+    }
+
+    /// The recorded dtype and sizes of `name`, and whether it is complex64 (then float32,
+    /// the dtype of its parts: see [`aten::complex`]).
+    fn recorded(&mut self, name: &str) -> std::result::Result<(DType, Vec<SymExpr>, bool), String> {
         let m = self.meta(name)?;
         if m.sizes.len() > MAX_RANK {
             return Err(format!("'{name}' has rank {}; aotc supports up to {MAX_RANK} dimensions", m.sizes.len()));
         }
-        let dtype = DType::from_torch_code(m.dtype).ok_or_else(|| format!("'{name}' has unsupported dtype code {}", m.dtype))?;
+        let complex = m.dtype == aten::complex::COMPLEX64;
+        let dtype = if complex { Some(DType::F32) } else { DType::from_torch_code(m.dtype) };
+        let dtype = dtype.ok_or_else(|| format!("'{name}' has unsupported dtype {}", aten::complex::code_name(m.dtype)))?;
         let sizes = m.sizes.iter().map(|s| self.parse_sym(s)).collect::<std::result::Result<_, _>>()?;
-        Ok((dtype, sizes))
+        Ok((dtype, sizes, complex))
     }
 
     /// The lowering's shape and dtype must be the ones torch.export recorded. A recorded
     /// size that is a free symbol (export's name for a size it derived from data) is
     /// defined here as the lowering's own.
     fn check_meta(&mut self, name: &str, v: &TensorValue) -> std::result::Result<(), String> {
-        let m = self.meta(name)?;
-        let dtype = DType::from_torch_code(m.dtype).ok_or_else(|| format!("'{name}' has unsupported dtype code {}", m.dtype))?;
-        let mut sizes = m.sizes.iter().map(|s| self.parse_sym_raw(s)).collect::<std::result::Result<Vec<_>, _>>()?;
-        if sizes.len() == v.sizes.len() {
-            for (recorded, got) in sizes.iter_mut().zip(&v.sizes) {
+        let (dtype, mut sizes, complex) = self.recorded(name)?;
+        let got = v.logical_sizes();
+        if sizes.len() == got.len() {
+            for (recorded, g) in sizes.iter_mut().zip(got) {
                 if let SymExpr::Sym(s) = *recorded {
-                    if self.is_free(s) && *recorded != *got {
-                        self.define_symbol(s, got.clone())?;
+                    if self.is_free(s) && *recorded != *g {
+                        self.define_symbol(s, g.clone())?;
+                        *recorded = g.clone();
                     }
                 }
-                *recorded = self.resolve(recorded);
             }
         }
-        let same = sizes.len() == v.sizes.len() && sizes.iter().zip(&v.sizes).all(|(a, b)| a == b || a.eval(&self.hints).ok().is_some_and(|x| Ok(x) == b.eval(&self.hints)));
-        if dtype != v.dtype || !same {
+        let same = sizes.len() == got.len() && sizes.iter().zip(got).all(|(a, b)| a == b || a.eval(&self.hints).ok().is_some_and(|x| Ok(x) == b.eval(&self.hints)));
+        if dtype != v.dtype || complex != v.complex || !same {
             let show = |s: &[SymExpr]| s.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ");
-            return Err(format!("lowering gives {}[{}] for '{name}', torch.export recorded {dtype}[{}]", v.dtype, show(&v.sizes), show(&sizes)));
+            let want = if complex { "complex64".to_string() } else { dtype.to_string() };
+            return Err(format!("lowering gives {}[{}] for '{name}', torch.export recorded {want}[{}]", v.type_name(), show(got), show(&sizes)));
         }
         Ok(())
     }
@@ -272,7 +285,7 @@ impl<'s> Lowerer<'s> {
     pub fn realize(&mut self, v: &TensorValue, name: &str) -> TensorValue {
         match &v.repr {
             Repr::View(_) => v.clone(),
-            Repr::Lazy(_) => TensorValue::view_of(self.materialize(v, name), v.dtype, v.sizes.clone()),
+            Repr::Lazy(_) => TensorValue { complex: v.complex, ..TensorValue::view_of(self.materialize(v, name), v.dtype, v.sizes.clone()) },
         }
     }
 
@@ -397,6 +410,9 @@ impl<'s> Lowerer<'s> {
                 OutputSpec::Token(_) => return Err(Error::Unsupported("the program uses effect tokens".into())),
             };
             let v = self.value(&name).map_err(Error::Unsupported)?;
+            if v.complex {
+                return Err(Error::Unsupported(format!("graph output '{name}' is complex64: complex tensors are supported only as intermediates")));
+            }
             let own = match &v.repr {
                 Repr::View(r) if self.prog.buffers[r.buf].kind == BufKind::Scratch && !claimed.contains(&r.buf)
                     && r.offset == SymExpr::Int(0) && r.strides == contiguous_strides(&v.sizes)

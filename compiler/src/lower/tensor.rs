@@ -1,5 +1,9 @@
 //! A tensor value during lowering: either a strided view of a buffer, or a lazy pointwise
 //! body not yet written anywhere. View ops remap indices and never copy.
+//!
+//! A complex64 value is a float32 value with a hidden trailing dimension of 2 holding
+//! (re, im), torch's `view_as_real` layout, and `complex` set; only the lowerings of
+//! `aten::complex` see such values.
 
 use crate::ir::expr::{self, substitute, Affine, E};
 use crate::ir::{BufId, StridedRef};
@@ -16,8 +20,11 @@ pub enum Repr {
 #[derive(Clone, Debug)]
 pub struct TensorValue {
     pub dtype: DType,
+    /// The sizes of the stored values: a complex value's include the hidden dimension.
     pub sizes: Vec<SymExpr>,
     pub repr: Repr,
+    /// complex64 as (re, im) float32 pairs along the last of `sizes`.
+    pub complex: bool,
 }
 
 pub fn contiguous_strides(sizes: &[SymExpr]) -> Vec<SymExpr> {
@@ -50,15 +57,25 @@ pub fn norm_dim(d: i64, rank: usize) -> Result<usize, String> {
 impl TensorValue {
     pub fn view_of(buf: BufId, dtype: DType, sizes: Vec<SymExpr>) -> TensorValue {
         let strides = contiguous_strides(&sizes);
-        TensorValue { dtype, sizes, repr: Repr::View(StridedRef { buf, offset: SymExpr::Int(0), strides }) }
+        TensorValue { dtype, sizes, repr: Repr::View(StridedRef { buf, offset: SymExpr::Int(0), strides }), complex: false }
     }
 
     pub fn lazy(dtype: DType, sizes: Vec<SymExpr>, body: E) -> TensorValue {
-        TensorValue { dtype, sizes, repr: Repr::Lazy(expr::cast(body, dtype)) }
+        TensorValue { dtype, sizes, repr: Repr::Lazy(expr::cast(body, dtype)), complex: false }
     }
 
     pub fn rank(&self) -> usize {
         self.sizes.len()
+    }
+
+    /// The sizes torch sees: without a complex value's hidden (re, im) dimension.
+    pub fn logical_sizes(&self) -> &[SymExpr] {
+        &self.sizes[..self.sizes.len() - self.complex as usize]
+    }
+
+    /// The dtype torch sees, for messages.
+    pub fn type_name(&self) -> String {
+        if self.complex { "complex64".into() } else { self.dtype.to_string() }
     }
 
     /// The element at `index` (one affine index per dimension).
@@ -81,7 +98,7 @@ impl TensorValue {
             }
             Repr::Lazy(body) => Repr::Lazy(substitute(body, &old_index)),
         };
-        TensorValue { dtype: self.dtype, sizes, repr }
+        TensorValue { dtype: self.dtype, sizes, repr, complex: self.complex }
     }
 
     pub fn permute(&self, dims: &[usize]) -> Result<TensorValue, String> {
@@ -166,6 +183,7 @@ impl TensorValue {
                     dtype: self.dtype,
                     sizes: sizes.to_vec(),
                     repr: Repr::View(StridedRef { buf: r.buf, offset: r.offset.clone(), strides: contiguous_strides(sizes) }),
+                    complex: self.complex,
                 })
             }
             _ => None,

@@ -7,7 +7,7 @@
 //! ([`inputs`]), checks the program's guards ([`guards`]), owns each instance's state and
 //! scratch memory (keeping it apart from inputs that alias it) and applies mutations
 //! after a call ([`model`]).
-//! It also provides the extern kernels the generated code calls (GEMM).
+//! It also provides the extern kernels the generated code calls (GEMM, [`fft`]).
 //!
 //! **Architecture Invariant:** no panic or unwind leaves an ABI function: every entry is
 //! wrapped in [`guard`], which turns a panic into `AOTC_ERR_INTERNAL` plus a message.
@@ -15,6 +15,7 @@
 mod abi_fns;
 mod descriptor;
 mod error;
+mod fft;
 mod guards;
 mod inputs;
 mod kernels;
@@ -23,4 +24,5 @@ mod model;
 mod program;
 
 pub use abi_fns::*;
+pub use fft::*;
 pub use kernels::*;

@@ -1,4 +1,4 @@
-//! Loop nests for pointwise and reduction kernels.
+//! Loop nests for pointwise and reduction kernels; extern calls for the others.
 //!
 //! The innermost loop runs on f32x4 vectors when the body allows it
 //! ([`expr::vectorizable`]), with a scalar loop for the remainder.

@@ -1,7 +1,7 @@
 //! The CPU backend: Cranelift, host ISA, position-independent code.
 //!
 //! ```text
-//!  Program + Plan ──► one Cranelift function per kernel (kernel.rs, expr.rs, matmul.rs;
+//!  Program + Plan ──► one Cranelift function per kernel (kernel.rs, expr.rs, matmul.rs, fft.rs;
 //!                     half.rs: float16/bfloat16, stored in 16 bits, computed in f32)
 //!                 ──► __aotc_graph_run(slots, dims, stage): calls one stage's kernels in order
 //!                 ──► data: __aotc_manifest(+_len), __aotc_weights (64-byte aligned)

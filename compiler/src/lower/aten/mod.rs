@@ -3,9 +3,11 @@
 //! them. Adding an operator is one entry plus its function.
 
 pub mod activation;
+pub mod complex;
 pub mod conv;
 pub mod creation;
 pub mod data_dependent;
+pub mod fft;
 pub mod index;
 pub mod linalg;
 pub mod norm;

@@ -25,6 +25,7 @@ const FAMILIES: &[&[(&str, LowerFn)]] = &[
     super::sort::OPS,
     super::data_dependent::OPS,
     super::random::OPS,
+    super::fft::OPS,
 ];
 
 /// The lowering of `target` and its operator name ("add.Tensor").

@@ -314,7 +314,7 @@ fn as_strided(lw: &mut Lowerer, a: &Args) -> R {
     lw.require(SymExpr::add(last.into_iter().chain([SymExpr::Int(1)])), GuardOp::Le, numel, "as_strided: every element it reaches must lie inside self's storage")?;
     let Repr::View(r) = &storage.repr else { unreachable!("storage_of returns a view") };
     let view = StridedRef { buf: r.buf, offset: SymExpr::add([r.offset.clone(), offset]), strides };
-    Ok(vec![TensorValue { dtype: x.dtype, sizes, repr: Repr::View(view) }])
+    Ok(vec![TensorValue { dtype: x.dtype, sizes, repr: Repr::View(view), complex: false }])
 }
 
 /// `self`'s elements in the order of its storage, as a contiguous view: the layout
