@@ -112,8 +112,14 @@ typedef struct AotcModel AotcModel;
 uint32_t aotc_abi_version(void);
 const char *aotc_last_error(void);
 
-/* device: "cpu" (or "cpu:0") for CPU builds. */
+/* device: "cpu" (or "cpu:0") for CPU builds. Uses the default number of threads. */
 AotcStatus aotc_model_create(const char *device, AotcModel **out);
+/* As aotc_model_create, running each call on up to num_threads threads (the caller's
+ * among them). num_threads <= 0: the default, $AOTC_NUM_THREADS if set, else the cores
+ * this process may use. Threads come from one pool per loaded library, shared by its
+ * instances: calls of several instances at once share the cores instead of
+ * oversubscribing them; the pool stops with the last instance that uses it. */
+AotcStatus aotc_model_create_threads(const char *device, int64_t num_threads, AotcModel **out);
 void aotc_model_destroy(AotcModel *model);
 
 /* The manifest the compiler embedded (JSON); NULL if unreadable. */

@@ -131,6 +131,7 @@ pub mod symbols {
     pub const ABI_VERSION: &str = "aotc_abi_version";
     pub const LAST_ERROR: &str = "aotc_last_error";
     pub const MODEL_CREATE: &str = "aotc_model_create";
+    pub const MODEL_CREATE_THREADS: &str = "aotc_model_create_threads";
     pub const MODEL_DESTROY: &str = "aotc_model_destroy";
     pub const METADATA_JSON: &str = "aotc_metadata_json";
     pub const IN_SPEC: &str = "aotc_in_spec";
@@ -146,7 +147,7 @@ pub mod symbols {
     pub const RUN: &str = "aotc_run";
 
     pub const ALL: &[&str] = &[
-        ABI_VERSION, LAST_ERROR, MODEL_CREATE, MODEL_DESTROY, METADATA_JSON, IN_SPEC, OUT_SPEC,
+        ABI_VERSION, LAST_ERROR, MODEL_CREATE, MODEL_CREATE_THREADS, MODEL_DESTROY, METADATA_JSON, IN_SPEC, OUT_SPEC,
         INPUT_COUNT, INPUT_INFO, OUTPUT_COUNT, OUTPUT_INFO, BUFFER_COUNT, BUFFER_INFO,
         BUFFER_READ, BUFFER_WRITE, RUN,
     ];
@@ -155,8 +156,16 @@ pub mod symbols {
 /// Symbols shared by the generated object and the embedded support library; hidden from
 /// the `.so`'s dynamic symbol table by the version script.
 pub mod internal_symbols {
-    /// `void __aotc_graph_run(void **slots, const int64_t *dims)`: the generated driver.
+    /// `void __aotc_graph_run(void **slots, const int64_t *dims, int64_t stage)`: the
+    /// generated driver; runs the kernels of one stage.
     pub const GRAPH_RUN: &str = "__aotc_graph_run";
+    /// `void __aotc_parallel(kernel, void **slots, const int64_t *dims, int64_t extent,
+    /// int64_t work)`: runs `kernel(slots, dims, begin, end)` over `[0, extent)` of its
+    /// outer loop, split across the call's threads when `extent * work` is large enough.
+    pub const PARALLEL: &str = "__aotc_parallel";
+    /// Below this much work (outer extent times the work of one iteration) a kernel
+    /// runs on one thread: waking a worker costs more than it saves.
+    pub const MIN_PARALLEL_WORK: i64 = 1 << 16;
     /// The manifest as JSON bytes, and its length (a u64).
     pub const MANIFEST: &str = "__aotc_manifest";
     pub const MANIFEST_LEN: &str = "__aotc_manifest_len";
@@ -194,6 +203,7 @@ pub mod fn_types {
     pub type AbiVersion = unsafe extern "C" fn() -> u32;
     pub type LastError = unsafe extern "C" fn() -> *const c_char;
     pub type ModelCreate = unsafe extern "C" fn(*const c_char, *mut *mut AotcModel) -> i32;
+    pub type ModelCreateThreads = unsafe extern "C" fn(*const c_char, i64, *mut *mut AotcModel) -> i32;
     pub type ModelDestroy = unsafe extern "C" fn(*mut AotcModel);
     pub type ModelStr = unsafe extern "C" fn(*const AotcModel) -> *const c_char;
     pub type Count = unsafe extern "C" fn(*const AotcModel) -> i64;

@@ -47,6 +47,14 @@ pub struct Manifest {
     /// slot that uses such a symbol is evaluated only from the next stage on.
     #[serde(default)]
     pub data_symbols: Vec<DataSymbol>,
+    /// Floating-point operations of one call in its GEMMs (convolutions included), as
+    /// the compiler counts them: 2 * m * n * k per product.
+    #[serde(default = "zero")]
+    pub flops: SymExpr,
+}
+
+fn zero() -> SymExpr {
+    SymExpr::Int(0)
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -39,6 +39,7 @@ pub fn describe_manifest(m: &Manifest) -> String {
         let _ = writeln!(s, "  {} {}{:?} ({} bytes)", b.name, b.dtype, b.sizes, b.byte_len());
     }
     let _ = writeln!(s, "mutations: {} buffer(s), {} user input(s)", m.buffer_mutations.len(), m.input_mutations.len());
+    let _ = writeln!(s, "GEMM FLOPs per call: {}", m.flops);
     let _ = writeln!(s, "in_spec: {}\nout_spec: {}", m.in_spec, m.out_spec);
     s
 }

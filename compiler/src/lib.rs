@@ -6,6 +6,7 @@
 //! ```
 //! See ARCHITECTURE.md at the repository root for the invariants of each stage.
 
+pub mod bench;
 pub mod codegen;
 pub mod error;
 pub mod frontend;
@@ -15,6 +16,7 @@ pub mod link;
 pub mod lower;
 pub mod op_support;
 pub mod passes;
+pub mod peak;
 pub mod tensor_io;
 
 pub use error::{Error, Result};

@@ -42,6 +42,25 @@ enum Command {
         #[arg(long)]
         print: bool,
     },
+    /// Time a compiled library on one input file: min/median/max ms per call, and GEMM
+    /// GFLOP/s against the measured FMA peak where the compiler counted the FLOPs.
+    Bench {
+        library: PathBuf,
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long, default_value_t = 100)]
+        iters: usize,
+        #[arg(long, default_value_t = 10)]
+        warmup: usize,
+        /// Threads per call (0: $AOTC_NUM_THREADS, else the available cores).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the Core ATen operators and whether aotc supports each.
     Ops,
     /// Describe a program or a compiled library.
@@ -95,6 +114,16 @@ fn run(cli: Cli) -> Result<(), String> {
                     println!("  {stage:<9} {:8.2} ms", d.as_secs_f64() * 1e3);
                 }
                 print!("{}", report.ir);
+            }
+            Ok(())
+        }
+        Command::Bench { library, input, iters, warmup, threads, device, json } => {
+            let device = Device::parse(&device).map_err(|e| e.to_string())?;
+            let report = aotc::bench::bench(&library, &input, &aotc::bench::BenchOptions { iters, warmup, threads, device })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+            } else {
+                println!("{}", report.text());
             }
             Ok(())
         }

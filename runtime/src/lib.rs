@@ -127,8 +127,14 @@ fn owned(p: *const c_char) -> String {
 
 impl Model {
     /// Loads the library at `path` (a bare file name is the file in the current
-    /// directory) and creates an instance on `device`.
+    /// directory) and creates an instance on `device` with the default number of threads
+    /// ($AOTC_NUM_THREADS, else the available cores).
     pub fn load(path: impl AsRef<Path>, device: Device) -> Result<Model, Error> {
+        Self::load_with_threads(path, device, 0)
+    }
+
+    /// [`Model::load`] with calls running on up to `threads` threads (0: the default).
+    pub fn load_with_threads(path: impl AsRef<Path>, device: Device, threads: usize) -> Result<Model, Error> {
         let path = path.as_ref();
         // dlopen looks a name without a '/' up in the library search path, never in the
         // current directory: "model.so" means ./model.so to whoever types it.
@@ -148,11 +154,11 @@ impl Model {
             buffer_read: sym(&lib, symbols::BUFFER_READ)?,
             buffer_write: sym(&lib, symbols::BUFFER_WRITE)?,
         };
-        let create: ft::ModelCreate = sym(&lib, symbols::MODEL_CREATE)?;
+        let create: ft::ModelCreateThreads = sym(&lib, symbols::MODEL_CREATE_THREADS)?;
         let dev = CString::new(device.as_str()).expect("no NUL in device names");
         let mut handle = std::ptr::null_mut();
         // SAFETY: valid C string and out pointer.
-        let rc = unsafe { create(dev.as_ptr(), &mut handle) };
+        let rc = unsafe { create(dev.as_ptr(), i64::try_from(threads).unwrap_or(i64::MAX), &mut handle) };
         if rc != status::OK {
             // SAFETY: last_error returns a valid C string.
             return Err(Error::new(rc, owned(unsafe { (fns.last_error)() })));

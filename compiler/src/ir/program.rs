@@ -158,6 +158,20 @@ impl Kernel {
         (bufs, syms)
     }
 
+    /// The loop the driver may split across threads (output dimension 0, or the batch of
+    /// a matmul), with the work of one of its iterations (elements, times the reduction
+    /// length): every iteration writes its own part of `out`.
+    pub fn split(&self) -> Option<(SymExpr, SymExpr)> {
+        match self {
+            Kernel::Pointwise { ranges, .. } | Kernel::Reduction { ranges, .. } if !ranges.is_empty() => {
+                let reduce = match self { Kernel::Reduction { reduce, .. } => reduce.as_slice(), _ => &[] };
+                Some((ranges[0].clone(), SymExpr::product(ranges[1..].iter().chain(reduce))))
+            }
+            Kernel::Matmul(m) => Some((m.batch.clone(), SymExpr::product([&m.m, &m.n, &m.k]))),
+            _ => None,
+        }
+    }
+
     pub fn out(&self) -> BufId {
         match self {
             Kernel::Pointwise { out, .. } | Kernel::Reduction { out, .. } => *out,

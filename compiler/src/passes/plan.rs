@@ -1,7 +1,7 @@
 //! The memory and interface plan: slots, weights layout, dims table, manifest.
 
 use crate::error::{Error, Result};
-use crate::ir::{BufId, BufKind, Program};
+use crate::ir::{BufId, BufKind, Kernel, Program};
 use crate::lower::{Lowered, LoweredInput};
 use aotc_abi::manifest::{BufferSpec, DataSymbol, IndexErrors, InputSpec, Manifest, Slot, TensorSpec};
 use aotc_abi::DType;
@@ -47,7 +47,8 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
     let mut dims = Vec::new();
     let mut dim_index = HashMap::new();
     for k in &p.kernels {
-        for e in k.inputs().1 {
+        let split = k.split().map(|(extent, work)| vec![extent, work]).unwrap_or_default();
+        for e in k.inputs().1.into_iter().chain(split.into_iter().filter(|e| !e.is_static())) {
             if !dim_index.contains_key(&e) {
                 dim_index.insert(e.clone(), dims.len());
                 dims.push(e);
@@ -88,6 +89,10 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         guards: l.guards.clone(),
         index_errors: p.index_errors.map(|b| IndexErrors { slot: index(b), sites: p.index_sites.clone() }),
         data_symbols: vec![],
+        flops: SymExpr::add(p.kernels.iter().filter_map(|k| match k {
+            Kernel::Matmul(m) => Some(SymExpr::mul([SymExpr::Int(2), m.batch.clone(), m.m.clone(), m.n.clone(), m.k.clone()])),
+            _ => None,
+        })),
     };
     let (stage_ends, data_symbols) = stages(p)?;
     let manifest = Manifest { data_symbols, ..manifest };

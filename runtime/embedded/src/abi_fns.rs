@@ -68,11 +68,19 @@ pub extern "C" fn aotc_last_error() -> *const c_char {
 /// Pointers must be null or valid as `aotc.h` describes (`out: one writable AotcModel*; device: a C string`).
 #[no_mangle]
 pub unsafe extern "C" fn aotc_model_create(device: *const c_char, out: *mut *mut AotcModel) -> i32 {
+    // SAFETY: the caller's pointers, forwarded.
+    unsafe { aotc_model_create_threads(device, 0, out) }
+}
+
+/// # Safety
+/// `device` is a C string or null; `out` is writable or null (both checked).
+#[no_mangle]
+pub unsafe extern "C" fn aotc_model_create_threads(device: *const c_char, num_threads: i64, out: *mut *mut AotcModel) -> i32 {
     guard(|| {
         if out.is_null() {
             return err(status::INVALID_ARGUMENT, "out is a null pointer");
         }
-        let model = Model::new(c_str(device, "device")?)?;
+        let model = Model::new(c_str(device, "device")?, num_threads)?;
         // SAFETY: out was checked non-null.
         unsafe { *out = Box::into_raw(Box::new(model)) as *mut AotcModel };
         Ok(())

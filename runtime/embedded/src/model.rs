@@ -5,6 +5,7 @@ use crate::error::{err, Error, Result};
 use crate::guards::{check_guards, check_index_errors};
 use crate::inputs::bind_inputs;
 use crate::memory::{strided_copy, AlignedBuf, Direction};
+use crate::pool::{available_cores, with_threads, PoolUser};
 use crate::program::{program, weights_base, Program};
 use aotc_abi::manifest::{InputSpec, Slot};
 use aotc_abi::sym::SymExpr;
@@ -27,6 +28,24 @@ pub struct Model {
     /// What the outputs' `shape` pointers point to; updated in place, so a shape the
     /// caller still holds stays readable.
     output_shapes: Vec<Vec<i64>>,
+    /// The threads a call may use, and this instance's hold on the worker pool.
+    threads: usize,
+    _pool: Option<PoolUser>,
+}
+
+/// The thread count of a new instance: `requested` when positive, else $AOTC_NUM_THREADS,
+/// else the cores this process may use.
+fn thread_count(requested: i64) -> Result<usize> {
+    if requested > 0 {
+        return Ok(usize::try_from(requested).unwrap_or(usize::MAX).min(1024));
+    }
+    match std::env::var("AOTC_NUM_THREADS") {
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n.min(1024)),
+            _ => err(status::INVALID_ARGUMENT, format!("AOTC_NUM_THREADS must be a positive integer, got \"{v}\"")),
+        },
+        Err(_) => Ok(available_cores()),
+    }
 }
 
 /// The sizes of a call, evaluated stage by stage as the symbols they use are bound.
@@ -68,11 +87,12 @@ fn scratch_prefix(scratch: &[AlignedBuf], slot: usize, len: usize) -> Result<&[u
 }
 
 impl Model {
-    pub fn new(device: &str) -> Result<Model> {
+    pub fn new(device: &str, threads: i64) -> Result<Model> {
         let program = program()?;
         if !(device == "cpu" || device == "cpu:0") {
             return err(status::DEVICE, format!("this library was compiled for device \"cpu\"; got \"{device}\""));
         }
+        let threads = thread_count(threads)?;
         let m = &program.manifest;
         let mut buffers = Vec::with_capacity(m.buffers.len());
         for (b, &bytes) in m.buffers.iter().zip(&program.buffer_bytes) {
@@ -87,6 +107,8 @@ impl Model {
             staging: m.inputs.iter().map(|_| AlignedBuf::empty()).collect(),
             retired: vec![],
             output_shapes: m.outputs.iter().map(|o| vec![0; o.sizes.len()]).collect(),
+            threads,
+            _pool: PoolUser::acquire(threads),
         })
     }
 
@@ -163,7 +185,7 @@ impl Model {
             // compiler planned for the bound symbols (inputs were checked against their
             // shapes; the plan checked that a stage uses only sizes known by then), dims
             // holds every such size, and no input lives in memory the program writes.
-            unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr(), stage as i64) };
+            with_threads(self.threads, || unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr(), stage as i64) });
             // A data-dependent index out of range fails the call before any state changes.
             if let Some(e) = &m.index_errors {
                 check_index_errors(self.scratch[e.slot].as_slice(), &e.sites)?;

@@ -27,6 +27,8 @@ pub struct Cx<'a, 'b> {
     bases: HashMap<BufId, Value>,
     dims: HashMap<SymExpr, Value>,
     libm: HashMap<String, FuncRef>,
+    /// `[begin, end)` of the kernel's split loop ([`Kernel::split`]), when it has one.
+    split: Option<(Value, Value)>,
 }
 
 pub fn flags() -> MemFlagsData {
@@ -99,14 +101,23 @@ impl<'a, 'b> Cx<'a, 'b> {
         Ok(self.b.block_params(exit)[0])
     }
 
-    /// Nested loops over `ranges[..n]`, calling `body` with the loop variables.
+    /// The bounds of the loop over output dimension `d` of size `n`: the split range for
+    /// dimension 0 of a split kernel, else `[0, n)`.
+    pub fn loop_bounds(&mut self, d: usize, n: &SymExpr) -> (Value, Value) {
+        match self.split {
+            Some(range) if d == 0 => range,
+            _ => (self.b.ins().iconst(types::I64, 0), self.sym(n)),
+        }
+    }
+
+    /// Nested loops over the output dimensions `ranges[..n]`, calling `body` with the loop
+    /// variables.
     fn nest(&mut self, ranges: &[SymExpr], vars: &mut Vec<Value>, body: &mut dyn FnMut(&mut Self, &[Value]) -> R<()>) -> R<()> {
         if vars.len() == ranges.len() {
             return body(self, vars);
         }
-        let zero = self.b.ins().iconst(types::I64, 0);
-        let end = self.sym(&ranges[vars.len()]);
-        self.for_loop(zero, end, 1, &mut |cx, iv| {
+        let (start, end) = self.loop_bounds(vars.len(), &ranges[vars.len()]);
+        self.for_loop(start, end, 1, &mut |cx, iv| {
             vars.push(iv);
             let r = cx.nest(ranges, vars, body);
             vars.pop();
@@ -179,7 +190,9 @@ pub fn emit_kernel(module: &mut ObjectModule, func: &mut Function, fctx: &mut Fu
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
     b.seal_block(entry);
-    let (slots, dims_ptr) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+    let params = b.block_params(entry).to_vec();
+    let (slots, dims_ptr) = (params[0], params[1]);
+    let split = k.split().map(|_| (params[2], params[3]));
     let (bufs, syms) = k.inputs();
     let mut bases = HashMap::new();
     for buf in bufs {
@@ -192,7 +205,7 @@ pub fn emit_kernel(module: &mut ObjectModule, func: &mut Function, fctx: &mut Fu
         let v = b.ins().load(types::I64, flags(), dims_ptr, (idx * 8) as i32);
         dims.insert(s, v);
     }
-    let mut cx = Cx { b, module, program, bases, dims, libm: HashMap::new() };
+    let mut cx = Cx { b, module, program, bases, dims, libm: HashMap::new(), split };
     match k {
         Kernel::Pointwise { out, ranges, body } => pointwise(&mut cx, *out, ranges, body)?,
         Kernel::Reduction { out, ranges, reduce, op, body } => reduction(&mut cx, *out, ranges, reduce, *op, body)?,
@@ -219,17 +232,16 @@ fn pointwise(cx: &mut Cx, out: BufId, ranges: &[SymExpr], body: &E) -> R<()> {
     let vector = half::in_f32(dtype) && expr::vectorizable(body, rank - 1);
     cx.nest(&ranges[..rank - 1], &mut vec![], &mut |cx, outer| {
         let mut vars = outer.to_vec();
-        let zero = cx.b.ins().iconst(types::I64, 0);
-        let end = cx.sym(&ranges[rank - 1]);
+        let (start, end) = cx.loop_bounds(rank - 1, &ranges[rank - 1]);
         let rest = if vector {
-            cx.for_loop(zero, end, 4, &mut |cx, iv| {
+            cx.for_loop(start, end, 4, &mut |cx, iv| {
                 vars.push(iv);
                 let r = store(cx, &vars, Lanes::X4(rank - 1));
                 vars.pop();
                 r
             })?
         } else {
-            zero
+            start
         };
         cx.for_loop(rest, end, 1, &mut |cx, iv| {
             vars.push(iv);

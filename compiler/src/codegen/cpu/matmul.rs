@@ -29,9 +29,8 @@ pub fn emit(cx: &mut Cx, m: &Matmul) -> R<()> {
     let (b_bs, b_rs, b_cs) = (cx.sym(&m.b.strides[0]), cx.sym(&m.b.strides[1]), cx.sym(&m.b.strides[2]));
     let c_bs = cx.sym(&SymExpr::mul([m.m.clone(), m.n.clone()]));
     let one = cx.b.ins().iconst(types::I64, 1);
-    let zero = cx.b.ins().iconst(types::I64, 0);
-    let batch = cx.sym(&m.batch);
-    cx.for_loop(zero, batch, 1, &mut |cx, bi| {
+    let (first, end) = cx.loop_bounds(0, &m.batch);
+    cx.for_loop(first, end, 1, &mut |cx, bi| {
         let at = |cx: &mut Cx, off: Value, stride: Value| {
             let s = cx.b.ins().imul(bi, stride);
             cx.b.ins().iadd(off, s)

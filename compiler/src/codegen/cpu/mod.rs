@@ -4,6 +4,7 @@
 //!  Program + Plan ──► one Cranelift function per kernel (kernel.rs, expr.rs, matmul.rs, fft.rs;
 //!                     half.rs: float16/bfloat16, stored in 16 bits, computed in f32)
 //!                 ──► __aotc_graph_run(slots, dims, stage): calls one stage's kernels in order
+//!                     (large ones split across threads by __aotc_parallel)
 //!                 ──► data: __aotc_manifest(+_len), __aotc_weights (64-byte aligned)
 //!                 ──► ObjectModule::finish() ──► .o bytes for the linker
 //! ```
@@ -19,7 +20,8 @@ use crate::error::{Error, Result};
 use crate::ir::{Kernel, Program};
 use crate::passes::plan::{Plan, WEIGHT_ALIGN};
 use aotc_abi::internal_symbols as sym;
-use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, UserFuncName};
+use aotc_abi::sym::SymExpr;
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, JumpTableData, Signature, UserFuncName, Value};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::isa;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -41,13 +43,22 @@ pub fn host_isa() -> Result<isa::OwnedTargetIsa> {
     builder.finish(settings::Flags::new(flags)).map_err(cg("ISA"))
 }
 
-/// `void f(void **slots, const int64_t *dims)`: the signature of kernels and the driver.
+/// `void kernel(void **slots, const int64_t *dims, int64_t begin, int64_t end)`: a kernel
+/// over `[begin, end)` of the loop [`Kernel::split`] names (the whole kernel otherwise).
 fn kernel_signature(module: &ObjectModule) -> Signature {
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
-    sig.params.push(AbiParam::new(ptr));
-    sig.params.push(AbiParam::new(ptr));
+    sig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
     sig
+}
+
+/// A size for the driver: a constant, or its entry of the dims table.
+fn dim_value(b: &mut FunctionBuilder, plan: &Plan, dims: Value, e: &SymExpr) -> Result<Value> {
+    if let Some(v) = e.as_int() {
+        return Ok(b.ins().iconst(types::I64, v));
+    }
+    let i = plan.dim_index.get(e).ok_or_else(|| Error::Codegen(format!("size {e} is missing from the dims table")))?;
+    Ok(b.ins().load(types::I64, kernel::flags(), dims, (*i * 8) as i32))
 }
 
 fn define_data(module: &mut ObjectModule, name: &str, bytes: Vec<u8>, align: u64) -> Result<()> {
@@ -86,9 +97,14 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
         kernel_ids.push(id);
     }
 
-    // The driver: `void run(slots, dims, stage)` runs the kernels of one stage in order.
-    let mut driver_sig = sig.clone();
-    driver_sig.params.push(AbiParam::new(cranelift_codegen::ir::types::I64));
+    // The driver: `void run(slots, dims, stage)` runs the kernels of one stage in order,
+    // each large one through the support library's `__aotc_parallel`.
+    let ptr = module.target_config().pointer_type();
+    let mut parallel_sig = module.make_signature();
+    parallel_sig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
+    let parallel = module.declare_function(sym::PARALLEL, Linkage::Import, &parallel_sig).map_err(cg("parallel"))?;
+    let mut driver_sig = module.make_signature();
+    driver_sig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64)]);
     let driver = module.declare_function(sym::GRAPH_RUN, Linkage::Export, &driver_sig).map_err(cg("driver"))?;
     ctx.func.signature = driver_sig;
     ctx.func.name = UserFuncName::user(0, driver.as_u32());
@@ -98,22 +114,33 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         let params = b.block_params(entry).to_vec();
-        let (kernel_args, stage) = (&params[..2], params[2]);
+        let (slots, dims, stage) = (params[0], params[1], params[2]);
         let done = b.create_block();
         let stage_blocks: Vec<_> = plan.stage_ends.iter().map(|_| b.create_block()).collect();
         let table: Vec<_> = stage_blocks.iter().map(|&blk| b.func.dfg.block_call(blk, &[])).collect();
         let default = b.func.dfg.block_call(done, &[]);
-        let jt = b.create_jump_table(cranelift_codegen::ir::JumpTableData::new(default, &table));
-        let stage32 = b.ins().ireduce(cranelift_codegen::ir::types::I32, stage);
+        let jt = b.create_jump_table(JumpTableData::new(default, &table));
+        let stage32 = b.ins().ireduce(types::I32, stage);
         b.ins().br_table(stage32, jt);
         b.seal_block(entry);
+        let parallel = module.declare_func_in_func(parallel, b.func);
         let mut start = 0;
         for (&blk, &end) in stage_blocks.iter().zip(&plan.stage_ends) {
             b.switch_to_block(blk);
             b.seal_block(blk);
-            for id in &kernel_ids[start..end] {
+            for (id, k) in kernel_ids[start..end].iter().zip(&program.kernels[start..end]) {
                 let f = module.declare_func_in_func(*id, b.func);
-                b.ins().call(f, kernel_args);
+                let (extent, work) = k.split().unwrap_or((SymExpr::Int(0), SymExpr::Int(0)));
+                let small = SymExpr::mul([extent.clone(), work.clone()]).as_int().is_some_and(|w| w < sym::MIN_PARALLEL_WORK);
+                let n = dim_value(&mut b, plan, dims, &extent)?;
+                if small {
+                    let zero = b.ins().iconst(types::I64, 0);
+                    b.ins().call(f, &[slots, dims, zero, n]);
+                } else {
+                    let w = dim_value(&mut b, plan, dims, &work)?;
+                    let addr = b.ins().func_addr(ptr, f);
+                    b.ins().call(parallel, &[addr, slots, dims, n, w]);
+                }
             }
             b.ins().jump(done, &[]);
             start = end;

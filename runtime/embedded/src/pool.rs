@@ -1,0 +1,270 @@
+//! The worker threads of the support library, shared by every instance in the process.
+//!
+//! One pool per loaded library, started by the first instance that asks for more than
+//! one thread and joined when the last such instance is destroyed, so that no thread runs
+//! the library's code after its last instance is gone (a library may then be unloaded).
+//! A parallel region takes workers only while cores are free: the pool has one worker
+//! per core beyond the first, and concurrent calls (of several instances, on several
+//! threads) share them, each caller running its own share on its own thread. So two
+//! instances called at once on a two-core machine run one thread each, not four.
+//!
+//! A region nested in another (a GEMM inside a parallel kernel) runs on its caller alone.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// The threads the running call may use (set by [`with_threads`]; 1 outside calls and
+/// inside a parallel region).
+thread_local! {
+    static THREADS: Cell<usize> = const { Cell::new(1) };
+}
+
+/// The number of cores this process may use.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Runs `f` with `threads` as the thread budget of the calling thread.
+pub fn with_threads<T>(threads: usize, f: impl FnOnce() -> T) -> T {
+    let previous = THREADS.with(|t| t.replace(threads.max(1)));
+    let out = f();
+    THREADS.with(|t| t.set(previous));
+    out
+}
+
+/// The thread budget of the calling thread.
+pub fn threads() -> usize {
+    THREADS.with(|t| t.get())
+}
+
+/// A region handed to the workers: `f(i)` for every chunk `i < chunks`, claimed one at a
+/// time through `next`; `done` counts finished chunks.
+struct Job {
+    /// `&(dyn Fn(usize) + Sync)` with its lifetime erased: the caller of
+    /// [`parallel_for`] keeps it alive until every chunk is done and every worker has
+    /// let go of the job.
+    f: *const (dyn Fn(usize) + Sync),
+    chunks: usize,
+    next: AtomicUsize,
+    done: AtomicUsize,
+    /// Workers that may still join this job.
+    seats: AtomicUsize,
+    /// A chunk panicked (on a worker): the caller panics in turn once all are done.
+    panicked: std::sync::atomic::AtomicBool,
+}
+
+// SAFETY: `f` is Sync and outlives the job (see `Job::f`); the rest is atomics.
+unsafe impl Send for Job {}
+unsafe impl Sync for Job {}
+
+impl Job {
+    /// Runs chunks until none is left.
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.chunks {
+                return;
+            }
+            // SAFETY: the caller of parallel_for keeps f alive until done == chunks.
+            let f = unsafe { &*self.f };
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(i))).is_err() {
+                self.panicked.store(true, Ordering::Relaxed);
+            }
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    /// Callers currently inside a parallel region (each holds a core).
+    callers: AtomicUsize,
+}
+
+struct State {
+    /// Jobs waiting for workers (most recent last).
+    jobs: Vec<Arc<Job>>,
+    stop: bool,
+}
+
+struct Pool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    /// Instances holding the pool.
+    users: usize,
+}
+
+static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+
+/// An instance's claim on the pool: started with the first, joined with the last.
+pub struct PoolUser(());
+
+impl PoolUser {
+    /// Starts the pool if needed (only when more than one thread is asked for).
+    pub fn acquire(threads: usize) -> Option<PoolUser> {
+        if threads <= 1 || available_cores() <= 1 {
+            return None;
+        }
+        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        let p = pool.get_or_insert_with(start);
+        p.users += 1;
+        Some(PoolUser(()))
+    }
+}
+
+impl Drop for PoolUser {
+    fn drop(&mut self) {
+        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        let last = pool.as_mut().is_some_and(|p| {
+            p.users -= 1;
+            p.users == 0
+        });
+        if last {
+            let p = pool.take().expect("the pool exists while it has users");
+            p.shared.state.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+            p.shared.wake.notify_all();
+            for w in p.workers {
+                let _ = w.join();
+            }
+        }
+    }
+}
+
+fn start() -> Pool {
+    let shared = Arc::new(Shared { state: Mutex::new(State { jobs: vec![], stop: false }), wake: Condvar::new(), callers: AtomicUsize::new(0) });
+    let workers = (1..available_cores()).filter_map(|i| {
+        let shared = shared.clone();
+        std::thread::Builder::new().name(format!("aotc-worker-{i}")).spawn(move || worker(&shared)).ok()
+    }).collect();
+    Pool { shared, workers, users: 0 }
+}
+
+fn worker(shared: &Shared) {
+    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if state.stop {
+            return;
+        }
+        // Join the newest job with a free seat; jobs without seats leave the list.
+        state.jobs.retain(|j| j.seats.load(Ordering::Relaxed) > 0 && j.next.load(Ordering::Relaxed) < j.chunks);
+        let job = state.jobs.iter().rev().find(|j| {
+            j.seats.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| s.checked_sub(1)).is_ok()
+        }).cloned();
+        match job {
+            Some(job) => {
+                drop(state);
+                with_threads(1, || job.work());
+                drop(job);
+                state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            }
+            None => state = shared.wake.wait(state).unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+}
+
+/// Runs `f(0)`, ..., `f(chunks - 1)`, on up to `threads` threads (the caller is one) when
+/// the pool runs and cores are free, else on the caller alone. Returns when all are done.
+/// Inside `f`, [`threads`] is 1: nested regions run serially.
+pub fn parallel_for(threads: usize, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
+    let pool = POOL.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|p| p.shared.clone());
+    let serial = || with_threads(1, || (0..chunks).for_each(f));
+    let Some(shared) = pool.filter(|_| threads > 1 && chunks > 1) else { return serial() };
+    // Cores not held by other callers, less the caller's own.
+    let others = shared.callers.fetch_add(1, Ordering::AcqRel);
+    let helpers = (threads - 1).min(chunks - 1).min(available_cores().saturating_sub(others + 1));
+    if helpers == 0 {
+        shared.callers.fetch_sub(1, Ordering::AcqRel);
+        return serial();
+    }
+    // SAFETY: only the lifetime is erased; this function does not return before every
+    // chunk is done and every worker has dropped its reference to the job (see below).
+    let f_static: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) };
+    let job = Arc::new(Job { f: f_static, chunks, next: AtomicUsize::new(0), done: AtomicUsize::new(0), seats: AtomicUsize::new(helpers), panicked: Default::default() });
+    shared.state.lock().unwrap_or_else(|e| e.into_inner()).jobs.push(job.clone());
+    for _ in 0..helpers {
+        shared.wake.notify_one();
+    }
+    with_threads(1, || job.work());
+    // No new worker may join now; then wait for those that did to finish their chunks
+    // and let go of the job.
+    job.seats.store(0, Ordering::Release);
+    shared.state.lock().unwrap_or_else(|e| e.into_inner()).jobs.retain(|j| !Arc::ptr_eq(j, &job));
+    while job.done.load(Ordering::Acquire) < chunks || Arc::strong_count(&job) > 1 {
+        std::hint::spin_loop();
+        std::thread::yield_now();
+    }
+    shared.callers.fetch_sub(1, Ordering::AcqRel);
+    assert!(!job.panicked.load(Ordering::Relaxed), "a parallel chunk panicked");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn every_chunk_runs_once_with_and_without_the_pool() {
+        for threads in [1, 2, 4] {
+            let user = PoolUser::acquire(threads);
+            for chunks in [0, 1, 2, 7, 100] {
+                let hits: Vec<AtomicU64> = (0..chunks).map(|_| AtomicU64::new(0)).collect();
+                parallel_for(threads, chunks, &|i| {
+                    assert_eq!(super::threads(), 1, "regions do not nest");
+                    hits[i].fetch_add(1, Ordering::Relaxed);
+                });
+                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "threads {threads} chunks {chunks}");
+            }
+            drop(user);
+        }
+    }
+
+    #[test]
+    fn concurrent_callers_share_the_pool_and_it_stops_with_its_last_user() {
+        let users: Vec<_> = (0..2).map(|_| PoolUser::acquire(2)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..200 {
+                        let sum = AtomicU64::new(0);
+                        parallel_for(2, 16, &|i| { sum.fetch_add(i as u64, Ordering::Relaxed); });
+                        assert_eq!(sum.load(Ordering::Relaxed), 120);
+                    }
+                });
+            }
+        });
+        drop(users);
+        assert!(POOL.lock().unwrap().is_none() || available_cores() <= 1);
+    }
+}
+
+/// A generated kernel over `[begin, end)` of its split loop.
+type KernelFn = unsafe extern "C" fn(slots: *const *mut u8, dims: *const i64, begin: i64, end: i64);
+
+/// The generated driver's entry for a large kernel (`aotc_abi::internal_symbols::PARALLEL`):
+/// `kernel` over `[0, extent)`, split into contiguous ranges across the call's threads
+/// when `extent * work` is worth it.
+///
+/// # Safety
+/// `kernel` is a generated kernel whose iterations of the split loop write disjoint
+/// memory, and `slots`/`dims` are the call's tables.
+#[no_mangle]
+pub unsafe extern "C" fn __aotc_parallel(kernel: KernelFn, slots: *const *mut u8, dims: *const i64, extent: i64, work: i64) {
+    let threads = threads();
+    let total = extent.saturating_mul(work.max(1));
+    if threads <= 1 || extent <= 1 || total < aotc_abi::internal_symbols::MIN_PARALLEL_WORK {
+        // SAFETY: the caller's contract.
+        return unsafe { kernel(slots, dims, 0, extent) };
+    }
+    // A few chunks per thread even out uneven iterations; each is worth waking for.
+    let per_chunk_min = (aotc_abi::internal_symbols::MIN_PARALLEL_WORK / work.max(1)).max(1);
+    let chunks = (threads as i64 * 4).min(extent).min((extent / per_chunk_min).max(1));
+    let (slots, dims) = (slots as usize, dims as usize);
+    parallel_for(threads, chunks as usize, &|i| {
+        let (begin, end) = (extent * i as i64 / chunks, extent * (i as i64 + 1) / chunks);
+        // SAFETY: the caller's contract; the chunks' ranges are disjoint and cover [0, extent).
+        unsafe { kernel(slots as *const *mut u8, dims as *const i64, begin, end) }
+    });
+}
