@@ -78,7 +78,10 @@ pub fn verify_fixture(dir: &Path) -> Result<usize, String> {
     let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
     let so = tmp.path().join("model.so");
     aotc::compile(&dir.join("model.pt2"), &so, &aotc::CompileOptions::default()).map_err(|e| format!("compile: {e}"))?;
-    let mut model = aotc_runtime::Model::load(&so, aotc_runtime::Device::Cpu).map_err(|e| format!("load: {e}"))?;
+    // One thread: the op suite loads ~1500 libraries into one process, and each library
+    // that starts its worker pool costs a pthread key (glibc has 1024). tests/threads.rs
+    // checks the threaded paths.
+    let mut model = aotc_runtime::Model::load_with_threads(&so, aotc_runtime::Device::Cpu, 1).map_err(|e| format!("load: {e}"))?;
     let (rtol, atol) = tolerance(dir);
     let mut compared = 0;
     for call in 0..calls(dir) {
