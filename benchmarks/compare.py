@@ -1,0 +1,574 @@
+#!/usr/bin/env python3
+"""Side-by-side CPU latency of PyTorch eager, AOTInductor and aotc on the same programs.
+
+For every row of ROWS (below), on the same inputs and the same thread count:
+  eager        torch.export.load(pt2).module() called under torch.inference_mode()
+  AOTInductor  torch._inductor.aoti_compile_and_package(ep) + torch._inductor.aoti_load_package
+  aotc         `aotc compile MODEL.pt2 -o X.so` + `aotc bench X.so --json`
+and writes a Markdown report (default docs/PERFORMANCE.md) plus the raw numbers as JSON
+(WORKDIR/results.json).
+
+Every measurement runs in its own child process (this script re-invoked with --child ROLE,
+or the aotc CLI itself); the parent never imports torch. A child's peak RSS is its
+ru_maxrss as returned by os.wait4() for that child alone.
+
+Usage (see benchmarks/README.md):
+  benchmarks/setup_env.sh                       # once: benchmarks/.venv with torch
+  benchmarks/.venv/bin/python benchmarks/compare.py [AOTC] [--threads 2] [--iters 50] ...
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.normpath(os.path.join(REPO, "..", "shared", "fixtures"))
+RESULT_MARK = "@@COMPARE_RESULT@@ "
+
+# ---------------------------------------------------------------------------------------
+# The rows: one place. `fixture` rows read FIXTURES/<fixture>/{model.pt2,inputs_0.safetensors};
+# `torchvision` rows are exported by this script (eval mode, random init, seed 0).
+# target_ms: the performance issue's target for aotc's median latency.
+# ---------------------------------------------------------------------------------------
+ROWS = [
+    dict(name="bench_mlp", fixture="bench_mlp", target_ms=7.0),
+    dict(name="bench_convnet", fixture="bench_convnet", target_ms=2.5),
+    dict(name="small_cnn", fixture="small_cnn", target_ms=0.08),
+    dict(name="transformer_block", fixture="transformer_block", target_ms=0.02),
+    dict(name="mlp_buffer_mutation", fixture="mlp_buffer_mutation", target_ms=0.002),
+    dict(name="ResNet-18", torchvision="resnet18", shape=(1, 3, 224, 224), target_ms=22.0),
+    dict(name="MobileNetV3-small", torchvision="mobilenet_v3_small", shape=(2, 3, 224, 224),
+         target_ms=5.0),
+]
+RUNNERS = ("eager", "aoti", "aotc")
+
+
+# =======================================================================================
+# Child side: everything that imports torch.
+# =======================================================================================
+
+def emit(obj):
+    """Hand a result to the parent: the last marked line of the child's stdout."""
+    sys.stdout.flush()
+    print(RESULT_MARK + json.dumps(obj), flush=True)
+
+
+def set_threads(n):
+    import torch
+    torch.set_num_threads(n)
+
+
+def load_inputs(path):
+    """Inputs in the fixture layout: tensors keyed "0","1",... in call order; non-tensor
+    leaves in the header metadata "scalars" as JSON {"index": value}."""
+    from safetensors import safe_open
+    with safe_open(path, framework="pt") as f:
+        meta = f.metadata() or {}
+        values = {int(k): f.get_tensor(k) for k in f.keys()}
+    for k, v in json.loads(meta.get("scalars", "{}")).items():
+        values[int(k)] = v
+    return [values[i] for i in range(len(values))]
+
+
+def save_inputs(path, args):
+    from safetensors.torch import save_file
+    import torch
+    tensors = {str(i): a.contiguous() for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+    scalars = {str(i): a for i, a in enumerate(args) if not isinstance(a, torch.Tensor)}
+    save_file(tensors, path, metadata={"scalars": json.dumps(scalars)} if scalars else None)
+
+
+def time_calls(fn, args, warmup, iters):
+    """Median/min wall-clock ms of fn(*args) over `iters` calls after `warmup` calls."""
+    import torch
+    times = []
+    with torch.inference_mode():
+        for _ in range(warmup):
+            fn(*args)
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            fn(*args)
+            times.append((time.perf_counter() - t0) * 1e3)
+    return dict(median_ms=statistics.median(times), min_ms=min(times), max_ms=max(times),
+                iters=iters, warmup=warmup)
+
+
+def child_prepare(a):
+    """Locate (fixture) or export (torchvision) the row's program and inputs; count FLOPs."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    set_threads(a.threads)
+    row = row_by_name(a.row)
+    if "fixture" in row:
+        pt2 = os.path.join(FIXTURES, row["fixture"], "model.pt2")
+        inputs = os.path.join(FIXTURES, row["fixture"], "inputs_0.safetensors")
+        args = load_inputs(inputs)
+    else:
+        import torchvision
+        torch.manual_seed(0)
+        model = getattr(torchvision.models, row["torchvision"])(weights=None).eval()
+        args = [torch.randn(*row["shape"])]
+        # Core ATen IR, as the shared fixtures (make_fixtures.py) are saved.
+        ep = torch.export.export(model, tuple(args)).run_decompositions()
+        d = os.path.join(a.workdir, "models", row["torchvision"])
+        os.makedirs(d, exist_ok=True)
+        pt2 = os.path.join(d, "model.pt2")
+        inputs = os.path.join(d, "inputs_0.safetensors")
+        torch.export.save(ep, pt2)
+        save_inputs(inputs, args)
+    module = torch.export.load(pt2).module()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        module(*args)
+    try:
+        import torchvision
+        tv_version = torchvision.__version__
+    except ImportError:
+        tv_version = "not installed"
+    emit(dict(pt2=pt2, inputs=inputs, flops=counter.get_total_flops(),
+              torch_version=torch.__version__, torchvision_version=tv_version))
+
+
+def child_baseline(a):
+    """Python + torch + safetensors imported and the row's inputs loaded: the floor under
+    the eager and AOTInductor RSS numbers."""
+    import torch  # noqa: F401
+    set_threads(a.threads)
+    load_inputs(a.inputs)
+    emit({})
+
+
+def child_eager(a):
+    import torch
+    set_threads(a.threads)
+    module = torch.export.load(a.pt2).module()
+    args = load_inputs(a.inputs)
+    emit(time_calls(module, args, a.warmup, a.iters))
+
+
+def child_aoti_compile(a):
+    import torch
+    set_threads(a.threads)
+    ep = torch.export.load(a.pt2)
+    t0 = time.perf_counter()
+    path = torch._inductor.aoti_compile_and_package(ep, package_path=a.package)
+    compile_s = time.perf_counter() - t0
+    with zipfile.ZipFile(path) as z:
+        so_bytes = sum(i.file_size for i in z.infolist() if i.filename.endswith(".so"))
+    emit(dict(compile_s=compile_s, package=path, package_bytes=os.path.getsize(path),
+              so_bytes=so_bytes))
+
+
+def child_aoti_run(a):
+    import torch
+    set_threads(a.threads)
+    runner = torch._inductor.aoti_load_package(a.package)
+    args = load_inputs(a.inputs)
+    emit(time_calls(runner, args, a.warmup, a.iters))
+
+
+CHILDREN = dict(prepare=child_prepare, baseline=child_baseline, eager=child_eager,
+                aoti_compile=child_aoti_compile, aoti_run=child_aoti_run)
+
+
+# =======================================================================================
+# Parent side: child processes, the three runners, the report.
+# =======================================================================================
+
+class ChildError(Exception):
+    pass
+
+
+def run_child(cmd, env, timeout):
+    """Run cmd to completion; return (stdout, wall seconds, peak RSS bytes). The peak RSS
+    is ru_maxrss from os.wait4() on this child (Linux reports KiB)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+        deadline = t0 + timeout
+        try:
+            while True:
+                pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.perf_counter() > deadline:
+                    raise ChildError(f"timed out after {timeout} s")
+                time.sleep(0.02)
+        except BaseException:  # timeout or Ctrl-C: take the child's whole group down
+            os.killpg(p.pid, signal.SIGKILL)
+            os.wait4(p.pid, 0)
+            p.returncode = -signal.SIGKILL
+            raise
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    if p.returncode != 0:
+        raise ChildError(f"exit {p.returncode}: {last_error_line(stderr or stdout)}",
+                         stderr or stdout)
+    return stdout, wall, usage.ru_maxrss * 1024
+
+
+def last_error_line(text):
+    """The line that says what went wrong: the last one naming an error (a Python traceback
+    ends with "SomeError: message"); one ending in ':' gets the lines it introduces."""
+    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+    for i in reversed(range(len(lines))):
+        if "Error" in lines[i] or "error" in lines[i] or "Exception" in lines[i]:
+            if lines[i].endswith(":"):
+                return lines[i] + " " + "; ".join(l.split(":")[0] for l in lines[i + 1:])
+            return lines[i]
+    return lines[-1] if lines else "(no output)"
+
+
+def py_child(ctx, role, env=None, **kw):
+    cmd = [ctx.python, os.path.abspath(__file__), "--child", role, "--threads", str(ctx.threads),
+           "--iters", str(ctx.iters), "--warmup", str(ctx.warmup), "--workdir", ctx.workdir]
+    for k, v in kw.items():
+        cmd += [f"--{k}", str(v)]
+    stdout, wall, rss = run_child(cmd, env or ctx.env, ctx.timeout)
+    marked = [l for l in stdout.splitlines() if l.startswith(RESULT_MARK)]
+    if not marked:
+        raise ChildError("child printed no result", stdout)
+    return json.loads(marked[-1][len(RESULT_MARK):]), wall, rss
+
+
+def guarded(fn):
+    """Run one measurement; an exception becomes {"error": message} for the table."""
+    try:
+        return fn()
+    except Exception as e:  # report it, keep the row
+        detail = e.args[1] if isinstance(e, ChildError) and len(e.args) > 1 else ""
+        return dict(error=str(e.args[0]) if e.args else repr(e), detail=detail[-4000:])
+
+
+def run_eager(ctx, prep):
+    res, _, rss = py_child(ctx, "eager", pt2=prep["pt2"], inputs=prep["inputs"])
+    return dict(res, peak_rss=rss)
+
+
+def run_aoti(ctx, row, prep):
+    # A fresh Inductor cache per row: the compile time is a cold compile.
+    cache = os.path.join(ctx.workdir, "inductor_cache", slug(row["name"]))
+    shutil.rmtree(cache, ignore_errors=True)
+    env = dict(ctx.env, TORCHINDUCTOR_CACHE_DIR=cache)
+    package = os.path.join(ctx.workdir, "aoti", slug(row["name"]) + ".pt2")
+    if os.path.exists(package):
+        os.remove(package)
+    comp = guarded(lambda: py_child(ctx, "aoti_compile", env, pt2=prep["pt2"], package=package)[0])
+    if "error" in comp:
+        return dict(error="compile: " + comp["error"], detail=comp.get("detail", ""))
+    run = guarded(lambda: py_child(ctx, "aoti_run", env, package=package, inputs=prep["inputs"]))
+    if "error" in run:
+        return dict(comp, error="run: " + run["error"], detail=run.get("detail", ""))
+    res, _, rss = run
+    return dict(comp, **res, peak_rss=rss)
+
+
+def run_aotc(ctx, row, prep):
+    so = os.path.join(ctx.workdir, "aotc", slug(row["name"]) + ".so")
+    if os.path.exists(so):
+        os.remove(so)
+    try:
+        _, compile_s, _ = run_child([ctx.aotc, "compile", prep["pt2"], "-o", so], ctx.env,
+                                    ctx.timeout)
+    except ChildError as e:
+        raise ChildError("compile: " + e.args[0], *e.args[1:])
+    res = dict(compile_s=compile_s, so_bytes=os.path.getsize(so))
+    try:
+        stdout, _, rss = run_child([ctx.aotc, "bench", so, "--input", prep["inputs"],
+                                    "--iters", str(ctx.iters), "--warmup", str(ctx.warmup),
+                                    "--threads", str(ctx.threads), "--json"], ctx.env,
+                                   ctx.timeout)
+        bench = json.loads(stdout[stdout.index("{"):])
+    except ChildError as e:
+        return dict(res, error="bench: " + e.args[0], detail=e.args[1] if len(e.args) > 1 else "")
+    except ValueError as e:
+        return dict(res, error=f"bench: unreadable --json output ({e})", detail=stdout)
+    return dict(res, **bench, peak_rss=rss)
+
+
+def measure_row(ctx, row):
+    print(f"== {row['name']}", flush=True)
+    out = dict(name=row["name"], target_ms=row["target_ms"])
+    prep = guarded(lambda: py_child(ctx, "prepare", row=row["name"])[0])
+    out["prepare"] = prep
+    if "error" in prep:
+        for r in RUNNERS:
+            out[r] = dict(error="not run: prepare failed: " + prep["error"])
+        return out
+    out["baseline"] = guarded(lambda: dict(peak_rss=py_child(ctx, "baseline",
+                                                             inputs=prep["inputs"])[2]))
+    steps = dict(eager=lambda: run_eager(ctx, prep), aoti=lambda: run_aoti(ctx, row, prep),
+                 aotc=lambda: run_aotc(ctx, row, prep))
+    for r in RUNNERS:
+        if r in ctx.runners:
+            t0 = time.time()
+            out[r] = guarded(steps[r])
+            status = out[r].get("error") or f"{out[r].get('median_ms', float('nan')):.4f} ms"
+            print(f"   {r:6s} {status}  ({time.time() - t0:.0f} s)", flush=True)
+        else:
+            out[r] = dict(error="skipped (--runners)")
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------
+
+def slug(name):
+    return "".join(c if c.isalnum() else "_" for c in name).lower()
+
+
+def row_by_name(name):
+    return next(r for r in ROWS if r["name"] == name)
+
+
+def cell_error(res):
+    if res["error"].startswith("skipped"):
+        return "skipped"
+    msg = " ".join(res["error"].split())
+    if len(msg) > 110:
+        msg = msg[:107] + "..."
+    return "FAILED: " + msg.replace("|", "\\|")
+
+
+def fmt_ms(res):
+    if "error" in res:
+        return cell_error(res)
+    return f"{sig(res['median_ms'])} (min {sig(res['min_ms'])})"
+
+
+def sig(x, digits=3):
+    """A number with `digits` significant digits, no exponent for the usual ranges."""
+    if x == 0:
+        return "0"
+    from math import floor, log10
+    decimals = max(0, digits - 1 - floor(log10(abs(x))))
+    return f"{x:.{decimals}f}"
+
+
+def fmt_flops(flops):
+    if flops is None:
+        return "?"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if flops >= scale:
+            return f"{sig(flops / scale)} {unit}"
+    return str(flops)
+
+
+def mib(n):
+    return f"{n / 2**20:.1f}" if n is not None else "?"
+
+
+def pair(values):
+    return " / ".join(values)
+
+
+def missing(res):
+    """Cell text for a number a runner did not produce."""
+    return "-" if res.get("error", "").startswith("skipped") else "err"
+
+
+def size_of(res, key):
+    return mib(res[key]) if key in res else missing(res)
+
+
+def report_row(r):
+    prep, eager, aoti, aotc = r["prepare"], r["eager"], r["aoti"], r["aotc"]
+    flops = fmt_flops(prep.get("flops")) if "error" not in prep else cell_error(prep)
+    if "gflop" in aotc and prep.get("flops"):
+        ours = aotc["gflop"] * 1e9
+        if abs(ours - prep["flops"]) > 0.01 * prep["flops"]:
+            flops += f" (aotc counts {fmt_flops(ours)})"
+    if "error" in aotc:
+        gflops = peak = "-"
+    else:
+        gflops = sig(aotc["gflops"]) if aotc.get("gflops") else "n/a"
+        frac, top = aotc.get("fraction_of_peak"), aotc.get("peak_gflops")
+        peak = f"{100 * frac:.1f}% of {sig(top)}" if frac is not None and top else "n/a"
+    comp = pair([f"{aoti['compile_s']:.1f}" if "compile_s" in aoti else missing(aoti),
+                 f"{aotc['compile_s']:.2f}" if "compile_s" in aotc else missing(aotc)])
+    aoti_size = (f"{mib(aoti['so_bytes'])} (pkg {mib(aoti['package_bytes'])})"
+                 if "package_bytes" in aoti else missing(aoti))
+    size = pair([aoti_size, size_of(aotc, "so_bytes")])
+    rss = pair([size_of(eager, "peak_rss"), size_of(aoti, "peak_rss"), size_of(aotc, "peak_rss")])
+    if "error" in aotc:
+        met = "n/a (aotc failed)"
+    else:
+        met = "**yes**" if aotc["median_ms"] <= r["target_ms"] else "no"
+    return [r["name"], flops, fmt_ms(eager), fmt_ms(aoti), fmt_ms(aotc), gflops, peak, comp,
+            size, rss, sig(r["target_ms"]), met]
+
+
+HEADER = ["fixture", "FLOPs", "eager ms", "AOTInductor ms", "aotc ms", "aotc GFLOP/s",
+          "% of peak", "compile s (AOTI / aotc)", ".so MiB (AOTI / aotc)",
+          "peak RSS MiB (eager / AOTI / aotc)", "target ms (aotc)", "target met"]
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def tool_version(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
+    except Exception as e:
+        return f"unknown ({e})"
+
+
+def write_report(ctx, rows, meta):
+    t = meta["torch_version"]
+    lines = []
+    if ctx.preliminary:
+        lines += [f"**PRELIMINARY: {ctx.preliminary}** - not the numbers to quote; re-run on an "
+                  "idle machine.", ""]
+    lines += [
+        "# Performance: aotc vs PyTorch eager vs AOTInductor (CPU)", "",
+        f"Generated by `benchmarks/compare.py` (see `benchmarks/README.md`); do not edit by hand.",
+        "",
+        f"- Date: {meta['date']}",
+        f"- Machine: {meta['cpu']}, {meta['cpus']} logical CPUs "
+        f"({meta['affinity']} usable by this process), {platform.system()} {platform.release()}",
+        f"- Load average (1 min) at start / end: {meta['load_start']:.2f} / {meta['load_end']:.2f}",
+        f"- torch {t}, torchvision {meta['torchvision_version']}, "
+        f"Python {platform.python_version()}, C++ compiler for AOTInductor: {meta['cxx']}",
+        f"- aotc: `{ctx.aotc}` ({meta['aotc_version']}); repository HEAD at run time: "
+        f"{meta['commit']}",
+        f"- Threads: {ctx.threads} for every runner (`torch.set_num_threads({ctx.threads})` and "
+        f"OMP_NUM_THREADS/MKL_NUM_THREADS={ctx.threads} for eager and AOTInductor, "
+        f"`aotc bench --threads {ctx.threads}`)",
+        f"- Timing: {ctx.warmup} warm-up calls, then the median (and min) of {ctx.iters} timed "
+        "calls on the row's inputs_0.safetensors",
+        f"- Full run took {meta['elapsed_s'] / 60:.1f} min", "",
+    ]
+    lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(report_row(r)) + " |" for r in rows]
+    base = [f"{r['name']} {mib(r['baseline']['peak_rss'])}" for r in rows
+            if "peak_rss" in r.get("baseline", {})]
+    lines += [
+        "", "## How to read this", "",
+        "- **Latency.** The eager and AOTInductor columns are timed from Python with "
+        "`time.perf_counter()` around each call, so they include the Python call overhead "
+        "(for eager, also the pytree flattening of the unlifted `torch.export` module). The aotc "
+        "column is timed by its Rust CLI (`aotc bench --json`, median of the per-call times), "
+        "which calls the library through its C ABI with no Python in the loop. For the "
+        "microsecond-scale rows this difference dominates; compare those with that in mind.",
+        "- **FLOPs** are counted by `torch.utils.flop_counter.FlopCounterMode` on one eager call "
+        "(matmul/conv/attention FLOPs, 2 per multiply-add). When aotc's own count (GEMM FLOPs "
+        "recorded by the compiler, which `aotc bench` uses for GFLOP/s) differs by more than 1% "
+        "it is shown in brackets.",
+        "- **aotc GFLOP/s / % of peak** are `aotc bench`'s `gflops` and `fraction_of_peak`: its "
+        "GEMM FLOPs over the median time, against the FMA peak it measures on this machine at "
+        "the same thread count (the number after 'of'); n/a where aotc reports no FLOP count.",
+        "- **Compile s.** AOTInductor: `torch._inductor.aoti_compile_and_package(ep)` timed "
+        "inside the child (after `torch.export.load`), with a fresh empty "
+        "`TORCHINDUCTOR_CACHE_DIR` per row, so a cold compile. aotc: wall clock of the "
+        "`aotc compile MODEL.pt2 -o X.so` process.",
+        "- **.so MiB.** AOTInductor: the .so files inside the package (the whole package .pt2 "
+        "in brackets). aotc: the single self-contained .so (weights included).",
+        "- **Peak RSS** is `ru_maxrss` from `os.wait4()` on the one child process that loads "
+        "the model, runs the warm-up and the timed calls (eager and AOTInductor: a Python "
+        "process; aotc: the `aotc bench` process, which also measures the FMA peak). The Python "
+        "numbers include the interpreter and the torch import; a Python child that only "
+        "imports torch and loads the inputs peaks at: " + (", ".join(base) or "?") + " MiB.",
+        "- **Targets** are the performance issue's targets for aotc's median latency.",
+        "- A runner that fails keeps its row; the cell says FAILED and why (details below).",
+    ]
+    failures = [(r["name"], k, r[k]) for r in rows for k in ("prepare",) + RUNNERS
+                if "error" in r.get(k, {}) and not r[k]["error"].startswith("skipped")]
+    if failures:
+        lines += ["", "## Failures", ""]
+        for name, k, res in failures:
+            lines += [f"### {name}: {k}", "", res["error"], ""]
+            if res.get("detail"):
+                lines += ["```", res["detail"].strip()[-2000:], "```", ""]
+    lines += ["", "## Command", "", "```", meta["command"], "```", ""]
+    os.makedirs(os.path.dirname(os.path.abspath(ctx.out)), exist_ok=True)
+    with open(ctx.out, "w") as f:
+        f.write("\n".join(lines))
+
+
+# ---------------------------------------------------------------------------------------
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("aotc", nargs="?", default=os.path.join(REPO, "target", "release", "aotc"),
+                   help="aotc binary (default: target/release/aotc in the repository)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--iters", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--rows", default="", help="comma-separated row names (default: all): "
+                   + ", ".join(r["name"] for r in ROWS))
+    p.add_argument("--runners", default=",".join(RUNNERS), help="subset of eager,aoti,aotc")
+    p.add_argument("--workdir", default=os.path.join(REPO, "benchmarks", ".work"),
+                   help="exported models, compiled artifacts, results.json")
+    p.add_argument("--out", default=os.path.join(REPO, "docs", "PERFORMANCE.md"))
+    p.add_argument("--timeout", type=int, default=3600, help="seconds per child process")
+    p.add_argument("--python", default=sys.executable, help="Python with torch for the children")
+    p.add_argument("--preliminary", default="", metavar="WHY",
+                   help='adds the header line "PRELIMINARY: WHY" to the report')
+    # child-only
+    p.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    for k in ("row", "pt2", "inputs", "package"):
+        p.add_argument(f"--{k}", help=argparse.SUPPRESS)
+    return p.parse_args()
+
+
+def main():
+    a = parse_args()
+    if a.child:
+        CHILDREN[a.child](a)
+        return
+    a.aotc = os.path.abspath(a.aotc)
+    a.workdir = os.path.abspath(a.workdir)
+    a.runners = [r for r in a.runners.split(",") if r]
+    if not os.access(a.aotc, os.X_OK):
+        sys.exit(f"compare.py: no aotc binary at {a.aotc} (build it or pass its path)")
+    rows = [r for r in ROWS if not a.rows or r["name"] in a.rows.split(",")]
+    for d in ("models", "aoti", "aotc"):
+        os.makedirs(os.path.join(a.workdir, d), exist_ok=True)
+    a.env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
+    t0, load_start = time.time(), os.getloadavg()[0]
+    results = [measure_row(a, r) for r in rows]
+    versions = next((r["prepare"] for r in results if "torch_version" in r["prepare"]), {})
+    meta = dict(
+        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        cpu=cpu_model(), cpus=os.cpu_count(), affinity=len(os.sched_getaffinity(0)),
+        load_start=load_start, load_end=os.getloadavg()[0], elapsed_s=time.time() - t0,
+        torch_version=versions.get("torch_version", "?"),
+        torchvision_version=versions.get("torchvision_version", "?"),
+        cxx=tool_version([os.environ.get("CXX", "g++"), "--version"]),
+        aotc_version=tool_version([a.aotc, "--version"]),
+        commit=tool_version(["git", "-C", REPO, "rev-parse", "--short", "HEAD"]),
+        command=shlex.join([os.path.relpath(a.python, REPO) if a.python.startswith(REPO)
+                            else a.python] + sys.argv),
+    )
+    with open(os.path.join(a.workdir, "results.json"), "w") as f:
+        json.dump(dict(meta=meta, threads=a.threads, iters=a.iters, warmup=a.warmup,
+                       rows=results), f, indent=1)
+    write_report(a, results, meta)
+    print(f"wrote {a.out} and {os.path.join(a.workdir, 'results.json')} "
+          f"in {meta['elapsed_s'] / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()
