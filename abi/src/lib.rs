@@ -126,6 +126,26 @@ pub struct AotcModel {
     _private: [u8; 0],
 }
 
+/// The cores this process may use.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The thread count of an instance (`aotc_model_create_threads`): `requested` when
+/// positive, else $AOTC_NUM_THREADS, else the available cores; at most 1024.
+pub fn thread_count(requested: i64) -> Result<usize, String> {
+    if requested > 0 {
+        return Ok(usize::try_from(requested).unwrap_or(usize::MAX).min(1024));
+    }
+    match std::env::var("AOTC_NUM_THREADS") {
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n.min(1024)),
+            _ => Err(format!("AOTC_NUM_THREADS must be a positive integer, got \"{v}\"")),
+        },
+        Err(_) => Ok(available_cores()),
+    }
+}
+
 /// The exported symbols, in the order of `aotc.h`. A compiled `.so` exports exactly these.
 pub mod symbols {
     pub const ABI_VERSION: &str = "aotc_abi_version";

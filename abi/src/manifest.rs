@@ -80,6 +80,10 @@ impl Manifest {
 
 /// [`Manifest::stage_of`] for the compiler, before the manifest exists.
 pub fn stage_of(data_symbols: &[DataSymbol], e: &SymExpr) -> usize {
+    // Programs without data symbols (nearly all) skip the walk on every call.
+    if data_symbols.is_empty() {
+        return 0;
+    }
     let mut stage = 0;
     e.for_each_symbol(&mut |s| {
         if let Some(d) = data_symbols.iter().find(|d| d.sym == s) {

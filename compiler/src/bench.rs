@@ -3,6 +3,7 @@
 //! where the compiler counted the FLOPs.
 
 use aotc_abi::manifest::{InputSpec, Manifest};
+use aotc_abi::available_cores;
 use aotc_abi::sym::SymExpr;
 use aotc_runtime::{Device, Model, Value};
 use std::path::Path;
@@ -47,7 +48,7 @@ pub fn bench(library: &Path, input: &Path, opts: &BenchOptions) -> Result<BenchR
         }
     }
     times.sort_by(f64::total_cmp);
-    let threads = if opts.threads > 0 { opts.threads } else { default_threads() };
+    let threads = aotc_abi::thread_count(opts.threads as i64)?;
     let gflop = call_flops(&manifest, &inputs).map(|f| f / 1e9).filter(|&f| f > 0.0);
     let median = times[times.len() / 2];
     let gflops = gflop.map(|g| g / (median / 1e3));
@@ -64,15 +65,6 @@ pub fn bench(library: &Path, input: &Path, opts: &BenchOptions) -> Result<BenchR
         peak_gflops: peak,
         fraction_of_peak: gflops.zip(peak).map(|(g, p)| g / p),
     })
-}
-
-fn available_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// The library's default thread count, as its create does it.
-fn default_threads() -> usize {
-    std::env::var("AOTC_NUM_THREADS").ok().and_then(|v| v.trim().parse().ok()).filter(|&n: &usize| n > 0).unwrap_or_else(available_cores)
 }
 
 /// The FLOPs of one call: the manifest's count with the symbols the inputs' shapes bind

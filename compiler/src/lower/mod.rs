@@ -228,7 +228,7 @@ impl<'s> Lowerer<'s> {
 
     /// The recorded dtype and sizes of `name`, and whether it is complex64 (then float32,
     /// the dtype of its parts: see [`aten::complex`]).
-    fn recorded(&mut self, name: &str) -> std::result::Result<(DType, Vec<SymExpr>, bool), String> {
+    pub(crate) fn recorded(&mut self, name: &str) -> std::result::Result<(DType, Vec<SymExpr>, bool), String> {
         let m = self.meta(name)?;
         if m.sizes.len() > MAX_RANK {
             return Err(format!("'{name}' has rank {}; aotc supports up to {MAX_RANK} dimensions", m.sizes.len()));

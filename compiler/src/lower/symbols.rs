@@ -34,8 +34,8 @@ impl Lowerer<'_> {
         (self.symbols.len() - 1) as SymId
     }
 
-    /// A recorded size as export wrote it (derived symbols not rewritten).
-    pub(super) fn parse_sym_raw(&mut self, s: &SymInt) -> std::result::Result<SymExpr, String> {
+    /// A recorded size, derived symbols rewritten (a free symbol stays itself).
+    pub fn parse_sym(&mut self, s: &SymInt) -> std::result::Result<SymExpr, String> {
         match s {
             SymInt::Int(v) => Ok(SymExpr::Int(*v)),
             SymInt::Expr(e) => {
@@ -43,19 +43,14 @@ impl Lowerer<'_> {
                 if let (SymExpr::Sym(id), Some(h)) = (&parsed, e.hint.as_ref().and_then(|h| h.get("as_int")).and_then(|v| v.as_i64())) {
                     self.hints[*id as usize] = Some(h);
                 }
-                Ok(parsed)
+                Ok(self.resolve(&parsed))
             }
         }
     }
 
-    pub fn parse_sym(&mut self, s: &SymInt) -> std::result::Result<SymExpr, String> {
-        let raw = self.parse_sym_raw(s)?;
-        Ok(self.resolve(&raw))
-    }
-
-    /// The expression a named SymInt argument records (raw: derived symbols not rewritten).
-    fn sym_arg_raw(&self, s: &SymIntArgument) -> std::result::Result<SymExpr, String> {
-        match s {
+    /// The expression a named SymInt argument records, derived symbols rewritten.
+    pub fn sym_arg(&self, s: &SymIntArgument) -> std::result::Result<SymExpr, String> {
+        let x = match s {
             SymIntArgument::Int(v) => Ok(SymExpr::Int(*v)),
             SymIntArgument::Name(n) => {
                 let v = self.src.program.graph_module.graph.sym_int_values.get(n).ok_or_else(|| format!("SymInt '{n}' has no recorded value"))?;
@@ -72,11 +67,8 @@ impl Lowerer<'_> {
                     }
                 }
             }
-        }
-    }
-
-    pub fn sym_arg(&self, s: &SymIntArgument) -> std::result::Result<SymExpr, String> {
-        Ok(self.resolve(&self.sym_arg_raw(s)?))
+        }?;
+        Ok(self.resolve(&x))
     }
 
     /// `e` with every derived symbol replaced by its definition.
@@ -123,13 +115,7 @@ impl Lowerer<'_> {
     /// The recorded expression of a SymInt output of the current node.
     pub fn recorded_sym_output(&mut self, name: &str) -> std::result::Result<SymExpr, String> {
         let v = self.src.program.graph_module.graph.sym_int_values.get(name).ok_or_else(|| format!("SymInt '{name}' has no recorded value"))?;
-        self.parse_sym_raw(v)
-    }
-
-    /// The sizes export recorded for tensor `name` (derived symbols not rewritten).
-    pub fn recorded_sizes_raw(&mut self, name: &str) -> std::result::Result<Vec<SymExpr>, String> {
-        let m = self.meta(name)?;
-        m.sizes.iter().map(|s| self.parse_sym_raw(s)).collect()
+        self.parse_sym(v)
     }
 
     /// Names a value that is not a tensor in the graph (a float `item()`), for the

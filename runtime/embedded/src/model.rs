@@ -5,7 +5,7 @@ use crate::error::{err, Error, Result};
 use crate::guards::{check_guards, check_index_errors};
 use crate::inputs::bind_inputs;
 use crate::memory::{strided_copy, AlignedBuf, Direction};
-use crate::pool::{available_cores, with_threads, PoolUser};
+use crate::pool::{with_threads, PoolUser};
 use crate::program::{program, weights_base, Program};
 use aotc_abi::manifest::{InputSpec, Slot};
 use aotc_abi::sym::SymExpr;
@@ -31,21 +31,6 @@ pub struct Model {
     /// The threads a call may use, and this instance's hold on the worker pool.
     threads: usize,
     _pool: Option<PoolUser>,
-}
-
-/// The thread count of a new instance: `requested` when positive, else $AOTC_NUM_THREADS,
-/// else the cores this process may use.
-fn thread_count(requested: i64) -> Result<usize> {
-    if requested > 0 {
-        return Ok(usize::try_from(requested).unwrap_or(usize::MAX).min(1024));
-    }
-    match std::env::var("AOTC_NUM_THREADS") {
-        Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n.min(1024)),
-            _ => err(status::INVALID_ARGUMENT, format!("AOTC_NUM_THREADS must be a positive integer, got \"{v}\"")),
-        },
-        Err(_) => Ok(available_cores()),
-    }
 }
 
 /// The sizes of a call, evaluated stage by stage as the symbols they use are bound.
@@ -92,7 +77,7 @@ impl Model {
         if !(device == "cpu" || device == "cpu:0") {
             return err(status::DEVICE, format!("this library was compiled for device \"cpu\"; got \"{device}\""));
         }
-        let threads = thread_count(threads)?;
+        let threads = aotc_abi::thread_count(threads).map_err(|m| Error { code: status::INVALID_ARGUMENT, message: m })?;
         let m = &program.manifest;
         let mut buffers = Vec::with_capacity(m.buffers.len());
         for (b, &bytes) in m.buffers.iter().zip(&program.buffer_bytes) {

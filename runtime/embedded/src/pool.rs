@@ -10,6 +10,7 @@
 //!
 //! A region nested in another (a GEMM inside a parallel kernel) runs on its caller alone.
 
+use aotc_abi::available_cores;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -19,11 +20,6 @@ use std::thread::JoinHandle;
 /// inside a parallel region).
 thread_local! {
     static THREADS: Cell<usize> = const { Cell::new(1) };
-}
-
-/// The number of cores this process may use.
-pub fn available_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Runs `f` with `threads` as the thread budget of the calling thread.

@@ -64,7 +64,7 @@ fn nonzero(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "self")?;
     let name = a.node_name();
     let Some(Argument::Tensor(out)) = a.node.outputs.first() else { return Err("nonzero has no tensor output".into()) };
-    let recorded = lw.recorded_sizes_raw(&out.name)?;
+    let (_, recorded, _) = lw.recorded(&out.name)?;
     let rows = match recorded.as_slice() {
         // An empty input: export knows there are no rows.
         [SymExpr::Int(0), cols] if *cols == SymExpr::Int(x.rank() as i64) && SymExpr::product(x.sizes.iter()) == SymExpr::Int(0) => {
