@@ -311,18 +311,10 @@ fn unary(cx: &mut Cx, op: Prim, x: Value, d: DType, lanes: Lanes) -> R<Value> {
         (Prim::Ceil, true) => cx.b.ins().ceil(x),
         (Prim::Trunc, true) => cx.b.ins().trunc(x),
         (Prim::Round, true) => cx.b.ins().nearest(x),
-        (Prim::Exp, true) => call_libm(cx, "exp", &[x], d, lanes)?,
-        (Prim::Expm1, true) => call_libm(cx, "expm1", &[x], d, lanes)?,
-        (Prim::Log, true) => call_libm(cx, "log", &[x], d, lanes)?,
-        (Prim::Log1p, true) => call_libm(cx, "log1p", &[x], d, lanes)?,
-        (Prim::Sin, true) => call_libm(cx, "sin", &[x], d, lanes)?,
-        (Prim::Cos, true) => call_libm(cx, "cos", &[x], d, lanes)?,
-        (Prim::Tanh, true) => call_libm(cx, "tanh", &[x], d, lanes)?,
-        (Prim::Erf, true) => call_libm(cx, "erf", &[x], d, lanes)?,
         // 1 / (1 + exp(-x))
         (Prim::Sigmoid, true) => {
             let n = cx.b.ins().fneg(x);
-            let e = call_libm(cx, "exp", &[n], d, lanes)?;
+            let e = super::math::unary(cx, Prim::Exp, n, d, lanes)?;
             let o = one(cx);
             let den = cx.b.ins().fadd(o, e);
             let o = one(cx);

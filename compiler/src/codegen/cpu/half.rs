@@ -9,10 +9,10 @@
 
 use super::expr::Lanes;
 use super::kernel::Cx;
+use super::lanes::Ops;
 use aotc_abi::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
-use cranelift_frontend::FunctionBuilder;
+use cranelift_codegen::ir::{types, InstBuilder, Value};
 
 /// Is `d` one of the 16-bit floats (stored in 16 bits, computed in f32)?
 pub fn is_half(d: DType) -> bool {
@@ -62,76 +62,8 @@ pub fn round(cx: &mut Cx, x: Value, d: DType, lanes: Lanes) -> Value {
     widen(cx, bits, d, lanes)
 }
 
-/// The operations of the conversions on one 32-bit value or on four lanes of them, so
-/// that each conversion is written once. Constants are unsigned bit patterns.
-struct Ops<'a, 'b> {
-    b: &'a mut FunctionBuilder<'b>,
-    vector: bool,
-}
-
-impl<'a, 'b> Ops<'a, 'b> {
-    fn new(b: &'a mut FunctionBuilder<'b>, lanes: Lanes) -> Self {
-        Ops { b, vector: matches!(lanes, Lanes::X4(_)) }
-    }
-
-    /// `v` in every lane.
-    fn splat(&mut self, v: u32) -> Value {
-        let s = self.b.ins().iconst(types::I32, v as i64);
-        if self.vector { self.b.ins().splat(types::I32X4, s) } else { s }
-    }
-
-    fn splat_float(&mut self, v: f32) -> Value {
-        let s = self.b.ins().f32const(v);
-        if self.vector { self.b.ins().splat(types::F32X4, s) } else { s }
-    }
-
-    fn and(&mut self, x: Value, v: u32) -> Value {
-        let k = self.splat(v);
-        self.b.ins().band(x, k)
-    }
-
-    /// `x + v`, wrapping.
-    fn add(&mut self, x: Value, v: u32) -> Value {
-        let k = self.splat(v);
-        self.b.ins().iadd(x, k)
-    }
-
-    fn shl(&mut self, x: Value, n: u32) -> Value {
-        let amount = self.b.ins().iconst(types::I32, n as i64);
-        self.b.ins().ishl(x, amount)
-    }
-
-    fn shr(&mut self, x: Value, n: u32) -> Value {
-        let amount = self.b.ins().iconst(types::I32, n as i64);
-        self.b.ins().ushr(x, amount)
-    }
-
-    /// A mask of the lanes where `x cc v` holds.
-    fn compare(&mut self, cc: IntCC, x: Value, v: u32) -> Value {
-        let k = self.splat(v);
-        self.b.ins().icmp(cc, x, k)
-    }
-
-    /// `a` in the lanes where `mask` is set, else `c`.
-    fn choose(&mut self, mask: Value, a: Value, c: Value) -> Value {
-        if self.vector { self.b.ins().bitselect(mask, a, c) } else { self.b.ins().select(mask, a, c) }
-    }
-
-    fn bitcast(&mut self, scalar: Type, vector: Type, x: Value) -> Value {
-        let to = if self.vector { vector } else { scalar };
-        self.b.ins().bitcast(to, MemFlagsData::new().with_endianness(Endianness::Little), x)
-    }
-
-    /// The bits of `x` read as f32 lanes.
-    fn as_float(&mut self, x: Value) -> Value {
-        self.bitcast(types::F32, types::F32X4, x)
-    }
-
-    /// The bits of `x` read as i32 lanes.
-    fn as_int(&mut self, x: Value) -> Value {
-        self.bitcast(types::I32, types::I32X4, x)
-    }
-
+/// The conversions, on one value or on four lanes ([`Ops`]).
+impl Ops<'_, '_> {
     /// float16 bits (zero-extended to 32) to float32 bits. The exponent and mantissa move
     /// into place and the exponent is rebiased (+112); an all-ones exponent (inf, NaN)
     /// stays all ones; a subnormal `m * 2^-24` is made by putting `m` under the exponent
@@ -221,44 +153,14 @@ mod tests {
     //! the float32 values around every rounding boundary, against a reference that
     //! rounds by searching the sorted values of the dtype.
 
-    use crate::ir::expr::{cast, load, Affine};
-    use crate::ir::{BufKind, Kernel, Program};
-    use crate::lower::{Lowered, LoweredInput};
-    use aotc_abi::sym::SymExpr;
+    use super::super::test_kernel::run_pointwise;
+    use crate::ir::expr::cast;
     use aotc_abi::DType;
-    use aotc_runtime::{Device, Model, Tensor, Value};
 
-    /// Compiles `y = x.to(to)` for a 1-D `x` of dtype `from` and runs it on `input`
-    /// (little-endian elements); returns `y`'s bytes. With `vector`, the kernel runs on
-    /// f32x4 lanes; without, `y` is [n, 1] so that the inner loop is too short for them.
+    /// `x.to(to)` for a 1-D `x` of dtype `from` given as little-endian `input`, on f32x4
+    /// lanes when `vector`; returns the result's bytes.
     fn convert(from: DType, to: DType, input: Vec<u8>, vector: bool) -> Vec<u8> {
-        let n = (input.len() / from.size()) as i64;
-        let sizes = vec![SymExpr::Int(n)];
-        let out_sizes = if vector { sizes.clone() } else { vec![SymExpr::Int(n), SymExpr::Int(1)] };
-        let mut program = Program::default();
-        let x = program.add_buffer("x", from, sizes.clone(), BufKind::Input(0));
-        let y = program.add_buffer("y", to, out_sizes.clone(), BufKind::Scratch);
-        program.kernels.push(Kernel::Pointwise { out: y, ranges: out_sizes, body: cast(load(x, from, Affine::var(0)), to) });
-        let lowered = Lowered {
-            program,
-            symbols: vec![],
-            inputs: vec![LoweredInput::Tensor { name: "x".into(), dtype: from, sizes, buf: x }],
-            outputs: vec![("y".into(), y)],
-            buffers: vec![],
-            buffer_mutations: vec![],
-            input_mutations: vec![],
-            guards: vec![],
-            in_spec: String::new(),
-            out_spec: String::new(),
-        };
-        let plan = crate::passes::plan::plan(&lowered, "half conversion test").unwrap();
-        let object = super::super::emit_object(&lowered.program, &plan).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let so = dir.path().join("convert.so");
-        crate::link::link(&object, &so).unwrap();
-        let mut model = Model::load(&so, Device::Cpu).unwrap();
-        let x = Tensor { dtype: from, shape: vec![n], data: input };
-        model.run(&mut [Value::Tensor(x)]).unwrap().remove(0).data
+        run_pointwise(from, to, input, vector, |x| cast(x, to))
     }
 
     struct Format {

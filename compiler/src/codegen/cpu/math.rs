@@ -1,9 +1,11 @@
-//! Primitives beyond the basic arithmetic of `expr.rs`: the rest of the math library
-//! (inverse trigonometry, hyperbolic functions, logarithms in other bases) and integer
+//! Primitives beyond the basic arithmetic of `expr.rs`: the math library (inline code
+//! from `vmath.rs` on f32x4 lanes where it has the function, else libm calls) and integer
 //! division, remainder and power, per dtype.
 
 use super::expr::{call_libm, is_unsigned, Lanes};
 use super::kernel::{Cx, R};
+use super::lanes::Ops;
+use super::vmath;
 use crate::ir::Prim;
 use aotc_abi::DType;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -13,6 +15,12 @@ use cranelift_codegen::ir::{BlockArg, InstBuilder, Value};
 fn libm_function(op: Prim) -> Option<&'static str> {
     use Prim::*;
     Some(match op {
+        Exp => "exp",
+        Expm1 => "expm1",
+        Log => "log",
+        Log1p => "log1p",
+        Sin => "sin",
+        Cos => "cos",
         Tan => "tan",
         Asin => "asin",
         Acos => "acos",
@@ -22,6 +30,8 @@ fn libm_function(op: Prim) -> Option<&'static str> {
         Asinh => "asinh",
         Acosh => "acosh",
         Atanh => "atanh",
+        Tanh => "tanh",
+        Erf => "erf",
         Log2 => "log2",
         Log10 => "log10",
         Fmod => "fmod",
@@ -35,6 +45,10 @@ fn undefined(op: Prim, d: DType) -> String {
 }
 
 pub fn unary(cx: &mut Cx, op: Prim, x: Value, d: DType, lanes: Lanes) -> R<Value> {
+    // Vector lanes are f32 (see `expr::vectorizable`).
+    if let (Lanes::X4(_), Some(f)) = (lanes, vmath::function(op)) {
+        return Ok(f(&mut Ops::new(&mut cx.b, lanes), x));
+    }
     match libm_function(op) {
         Some(f) if d.is_float() => call_libm(cx, f, &[x], d, lanes),
         _ => Err(undefined(op, d)),

@@ -1,8 +1,10 @@
 //! The CPU backend: Cranelift, host ISA, position-independent code.
 //!
 //! ```text
-//!  Program + Plan ──► one Cranelift function per kernel (kernel.rs, expr.rs, matmul.rs, fft.rs;
-//!                     half.rs: float16/bfloat16, stored in 16 bits, computed in f32)
+//!  Program + Plan ──► one Cranelift function per kernel (kernel.rs, expr.rs, math.rs, matmul.rs,
+//!                     extern_call.rs; half.rs: float16/bfloat16, stored in 16 bits, computed
+//!                     in f32; vmath.rs: exp, log, tanh, erf... on f32x4 lanes; lanes.rs:
+//!                     bit-level operations on one value or four lanes, for those two)
 //!                 ──► __aotc_graph_run(slots, dims, stage): calls one stage's kernels in order
 //!                     (large ones split across threads by __aotc_parallel)
 //!                 ──► data: __aotc_manifest(+_len), __aotc_weights (64-byte aligned)
@@ -13,8 +15,12 @@ mod expr;
 mod extern_call;
 mod half;
 mod kernel;
+mod lanes;
 mod math;
 mod matmul;
+#[cfg(test)]
+mod test_kernel;
+mod vmath;
 
 use crate::error::{Error, Result};
 use crate::ir::{Kernel, Program};
