@@ -16,6 +16,7 @@ mod abi_fns;
 mod descriptor;
 mod error;
 mod fft;
+pub mod gemm;
 mod guards;
 mod inputs;
 mod kernels;
