@@ -1,12 +1,15 @@
-//! Extern kernels that the generated code calls: matrix multiplication, compiled by rustc
-//! with runtime AVX2/FMA dispatch (Cranelift has no 256-bit vectors), and the sequential
-//! scan of `nonzero`.
+//! Extern kernels that the generated code calls: matrix multiplication ([`crate::gemm`],
+//! compiled by rustc with runtime AVX2/FMA dispatch: Cranelift has no 256-bit vectors) and
+//! the sequential scan of `nonzero`.
+
+use crate::gemm::{gemm, Problem};
+use crate::pool;
 
 /// Defines `$name(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)`:
 /// `C = alpha * A @ B + beta * C` with arbitrary strides (in elements); `beta == 0`
 /// ignores C's previous contents, NaN included.
 macro_rules! gemm_entry {
-    ($name:ident, $t:ty, $kernel:path) => {
+    ($name:ident, $t:ty) => {
         /// # Safety
         /// The pointers must cover the m x k, k x n and m x n matrices their strides describe.
         #[no_mangle]
@@ -16,20 +19,21 @@ macro_rules! gemm_entry {
             b: *const $t, rsb: i64, csb: i64,
             beta: $t, c: *mut $t, rsc: i64, csc: i64,
         ) {
+            // The generated code never passes a negative size; were one passed, it
+            // multiplies nothing rather than a huge matrix.
+            let (m, k, n) = (m.max(0) as usize, k.max(0) as usize, n.max(0) as usize);
+            let (rsa, csa, rsb, csb, rsc, csc) = (rsa as isize, csa as isize, rsb as isize, csb as isize, rsc as isize, csc as isize);
+            let p = Problem { m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc };
+            // The call's thread budget: 1 inside a parallel region (a matmul split over its
+            // batch), so GEMMs never nest regions.
             // SAFETY: forwarded from the caller's contract; the kernel touches exactly those.
-            unsafe {
-                $kernel(
-                    m as usize, k as usize, n as usize, alpha,
-                    a, rsa as isize, csa as isize, b, rsb as isize, csb as isize,
-                    beta, c, rsc as isize, csc as isize,
-                )
-            }
+            unsafe { gemm(p, pool::threads(), &pool::parallel_for) }
         }
     };
 }
 
-gemm_entry!(__aotc_sgemm, f32, matrixmultiply::sgemm);
-gemm_entry!(__aotc_dgemm, f64, matrixmultiply::dgemm);
+gemm_entry!(__aotc_sgemm, f32);
+gemm_entry!(__aotc_dgemm, f64);
 
 /// `nonzero`: writes the coordinates of the first `rows` nonzero elements of the
 /// contiguous bool tensor `mask` (shape `sizes[..ndim]`), in row-major order, as the rows

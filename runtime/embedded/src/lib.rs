@@ -17,6 +17,7 @@ mod abi_fns;
 mod descriptor;
 mod error;
 mod fft;
+pub mod gemm;
 mod guards;
 mod inputs;
 mod kernels;

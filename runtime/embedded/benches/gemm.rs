@@ -1,0 +1,148 @@
+//! GEMM micro-benchmark: `cargo bench -p aotc-embedded --bench gemm`.
+//!
+//! Prints GFLOP/s (best and median of the runs) of f32 GEMMs for `matrixmultiply`, the
+//! `gemm` crate and the support library's kernel, each on the support library's partition
+//! of C over 1 and 2 threads, next to the AVX2 FMA peak of this machine measured by a
+//! register-only loop. The kernels take turns, so that load from other processes falls on
+//! all alike; on a busy machine compare the rows of one run, not runs.
+
+use aotc_embedded::gemm::{Element, Kernel, Problem};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// The signature of the support library's pool (`pool::parallel_for`), on scoped threads.
+fn parallel_for(threads: usize, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
+    let next = AtomicUsize::new(0);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= chunks {
+            break;
+        }
+        f(i);
+    };
+    std::thread::scope(|s| {
+        for _ in 1..threads.min(chunks) {
+            s.spawn(work);
+        }
+        work();
+    });
+}
+
+/// The `gemm` crate single-threaded (its own threading needs rayon's global pool).
+unsafe fn gemm_crate(p: Problem<f32>) {
+    // SAFETY: the Kernel contract. The gemm crate computes dst = alpha*dst + beta*lhs@rhs
+    // and reads dst only when read_dst is set.
+    unsafe {
+        gemm::gemm(
+            p.m, p.n, p.k, p.c, p.csc, p.rsc, p.beta != 0.0, p.a, p.csa, p.rsa, p.b, p.csb, p.rsb,
+            p.beta, p.alpha, false, false, false, gemm::Parallelism::None,
+        )
+    }
+}
+
+/// Best and median seconds of each of `runs`, after a warm-up, taking turns for at least
+/// `budget` in all.
+fn time(runs: &[&dyn Fn()], budget: Duration) -> Vec<(f64, f64)> {
+    runs.iter().for_each(|f| f());
+    let mut times = vec![Vec::new(); runs.len()];
+    let start = Instant::now();
+    while times[0].len() < 5 || (start.elapsed() < budget && times[0].len() < 1000) {
+        for (f, times) in runs.iter().zip(&mut times) {
+            let t = Instant::now();
+            f();
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    times
+        .into_iter()
+        .map(|mut t| {
+            t.sort_by(f64::total_cmp);
+            (t[0], t[t.len() / 2])
+        })
+        .collect()
+}
+
+/// GFLOP/s of 10 independent 8-wide FMA chains per thread (enough to cover the FMA
+/// latency on both FMA pipes): the machine's peak.
+fn fma_peak(threads: usize) -> f64 {
+    #[target_feature(enable = "avx2,fma")]
+    fn chains(iters: usize) -> f32 {
+        use std::arch::x86_64::*;
+        let (x, y) = (_mm256_set1_ps(0.999_999), _mm256_set1_ps(1e-7));
+        let mut acc = [_mm256_set1_ps(1.0); 10];
+        for _ in 0..iters {
+            for a in acc.iter_mut() {
+                *a = _mm256_fmadd_ps(*a, x, y);
+            }
+        }
+        _mm256_cvtss_f32(acc.into_iter().fold(_mm256_setzero_ps(), |s, a| _mm256_add_ps(s, a)))
+    }
+    const ITERS: usize = 20_000_000;
+    let run = || {
+        // SAFETY: main checked AVX2 and FMA.
+        std::hint::black_box(unsafe { chains(std::hint::black_box(ITERS)) });
+    };
+    let all = || {
+        std::thread::scope(|s| {
+            for _ in 1..threads {
+                s.spawn(run);
+            }
+            run();
+        })
+    };
+    let (best, _) = time(&[&all], Duration::from_millis(500))[0];
+    (threads * ITERS * 10 * 8 * 2) as f64 / best / 1e9
+}
+
+struct Candidate {
+    name: &'static str,
+    kernel: Kernel<f32>,
+    /// The register tile the partition aligns blocks of C to.
+    tile: (usize, usize),
+}
+
+fn main() {
+    if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+        println!("no AVX2+FMA: nothing to compare with");
+        return;
+    }
+    let peak = [fma_peak(1), fma_peak(2)];
+    println!("FMA peak (AVX2, 10 chains x 8 lanes): {:.1} GFLOP/s on 1 thread, {:.1} on 2", peak[0], peak[1]);
+    let candidates = [
+        Candidate { name: "matrixmultiply", kernel: f32::PORTABLE, tile: (8, 8) },
+        Candidate { name: "gemm crate", kernel: gemm_crate, tile: (8, 8) },
+        Candidate { name: "aotc (avx2.rs)", kernel: f32::best().0, tile: f32::best().1 },
+    ];
+    let shapes = [(1024, 1024, 1024), (64, 1024, 4096), (64, 4096, 1024), (1, 512, 512), (8, 256, 256), (64, 64, 64)];
+    println!("f32, row-major, C = A @ B; GFLOP/s; of peak = best / FMA peak on as many threads");
+    println!("{:<16} {:>16} {:>7} {:>8} {:>8} {:>8}", "kernel", "m x k x n", "threads", "best", "median", "of peak");
+    for (m, k, n) in shapes {
+        let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.25).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
+        let mut c = vec![0f32; m * n];
+        let p = Problem {
+            m, k, n, alpha: 1.0, a: a.as_ptr(), rsa: k as isize, csa: 1, b: b.as_ptr(), rsb: n as isize, csb: 1,
+            beta: 0.0, c: c.as_mut_ptr(), rsc: n as isize, csc: 1,
+        };
+        let flops = 2.0 * (m * k * n) as f64;
+        for threads in [1, 2] {
+            let runs: Vec<_> = candidates
+                .iter()
+                .map(|cand| {
+                    move || {
+                        // SAFETY: the vectors hold the row-major matrices p describes.
+                        unsafe { p.run(cand.kernel, cand.tile, threads, &parallel_for) }
+                    }
+                })
+                .collect();
+            let runs: Vec<&dyn Fn()> = runs.iter().map(|f| f as &dyn Fn()).collect();
+            for (cand, (best, median)) in candidates.iter().zip(time(&runs, Duration::from_secs(1))) {
+                println!(
+                    "{:<16} {:>16} {:>7} {:>8.1} {:>8.1} {:>8.2}",
+                    cand.name, format!("{m}x{k}x{n}"), threads, flops / best / 1e9, flops / median / 1e9,
+                    flops / best / 1e9 / peak[threads - 1]
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! The single-threaded AVX2 + FMA GEMM, blocked as in BLIS: B is packed in blocks of kc x nc
+//! (kept in L3), A in blocks of mc x kc (kept in L2), and a 6 x (2 vectors) register tile
+//! (6 x 16 for f32, 6 x 8 for f64: 12 accumulators, 2 loads of B, 1 broadcast of A) runs
+//! over kc, reading a kc x NR panel of B that stays in L1. Packing copies any strides
+//! (zero included) into unit-stride panels padded with zeros, so the inner loop never
+//! looks at the strides. Few rows of A ([`short`]) take smaller blocks of B, and a single
+//! row panel reads contiguous rows of B in place.
+//!
+//! Measured on the 2-core AVX2 EPYC, busy with other builds (benches/gemm.rs): about 0.8
+//! of the FMA peak at 1024^3 on 1 and 2 threads, 0.55 to 0.7 at 64 x 1024 x 4096 (reading
+//! B from memory costs a quarter: 0.8 when B is in cache); ahead of `matrixmultiply` and
+//! the `gemm` crate at these sizes, behind the `gemm` crate on tiny products (m = 1 or 8,
+//! 64^3).
+//!
+//! Cranelift emits no 256-bit vectors, hence this kernel compiled by rustc; runtime
+//! detection picks it ([`available`]) and the whole loop nest is compiled for AVX2 + FMA.
+
+use super::{Element, Problem};
+use std::arch::x86_64::*;
+
+/// Rows of the register tile.
+const MR: usize = 6;
+
+/// The vector operations the kernel needs, on 256-bit vectors of `Self`.
+pub trait Simd: Element {
+    type V: Copy;
+    const LANES: usize;
+    /// Block sizes (rows of A, depth, columns of B) for the caches of AVX2-era x86 cores
+    /// (32 KiB L1, 512 KiB+ L2): a kc x NR panel of B fills half of L1, an mc x kc block of
+    /// A a quarter (f32) or half (f64) of L2, a kc x nc block of B 4 MiB.
+    const MC: usize;
+    const KC: usize;
+    const NC: usize;
+    /// Columns of the B blocks of [`short`], which stay in L2 (256 KiB).
+    const NS: usize;
+    unsafe fn zero() -> Self::V;
+    unsafe fn splat(x: Self) -> Self::V;
+    unsafe fn load(p: *const Self) -> Self::V;
+    unsafe fn store(p: *mut Self, v: Self::V);
+    /// `a * b + c`, rounded once.
+    unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    unsafe fn vmul(a: Self::V, b: Self::V) -> Self::V;
+    unsafe fn vadd(a: Self::V, b: Self::V) -> Self::V;
+}
+
+// The methods are `inline(always)` so that they are compiled inside `blocked`, with its
+// target features; the intrinsics need AVX (and FMA), which `available` checked.
+macro_rules! simd {
+    ($t:ty, $v:ty, $lanes:expr, ($mc:expr, $kc:expr, $nc:expr, $ns:expr),
+     $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident, $add:ident) => {
+        impl Simd for $t {
+            type V = $v;
+            const LANES: usize = $lanes;
+            const MC: usize = $mc;
+            const KC: usize = $kc;
+            const NC: usize = $nc;
+            const NS: usize = $ns;
+            #[inline(always)]
+            unsafe fn zero() -> $v {
+                // SAFETY: AVX, checked by `available`.
+                unsafe { $zero() }
+            }
+            #[inline(always)]
+            unsafe fn splat(x: $t) -> $v {
+                // SAFETY: as above.
+                unsafe { $splat(x) }
+            }
+            #[inline(always)]
+            unsafe fn load(p: *const $t) -> $v {
+                // SAFETY: as above; the caller's p points to LANES elements.
+                unsafe { $load(p) }
+            }
+            #[inline(always)]
+            unsafe fn store(p: *mut $t, v: $v) {
+                // SAFETY: as above.
+                unsafe { $store(p, v) }
+            }
+            #[inline(always)]
+            unsafe fn fmadd(a: $v, b: $v, c: $v) -> $v {
+                // SAFETY: FMA, checked by `available`.
+                unsafe { $fmadd(a, b, c) }
+            }
+            #[inline(always)]
+            unsafe fn vmul(a: $v, b: $v) -> $v {
+                // SAFETY: AVX, checked by `available`.
+                unsafe { $mul(a, b) }
+            }
+            #[inline(always)]
+            unsafe fn vadd(a: $v, b: $v) -> $v {
+                // SAFETY: AVX, checked by `available`.
+                unsafe { $add(a, b) }
+            }
+        }
+    };
+}
+
+simd!(f32, __m256, 8, (120, 256, 4080, 256),
+    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_add_ps);
+simd!(f64, __m256d, 4, (120, 256, 2040, 128),
+    _mm256_setzero_pd, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_mul_pd, _mm256_add_pd);
+
+/// Whether this CPU runs the kernel.
+pub fn available() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+}
+
+/// The register tile (rows, columns).
+pub fn register_tile<T: Simd>() -> (usize, usize) {
+    (MR, 2 * T::LANES)
+}
+
+/// The kernel, for [`super::Kernel`].
+///
+/// # Safety
+/// [`available`] is true, and the Kernel contract.
+pub unsafe fn gemm<T: Simd>(p: Problem<T>) {
+    // SAFETY: the caller's contract.
+    unsafe { blocked(p) }
+}
+
+/// A 64-byte aligned buffer of `len` elements, written before it is read.
+struct Buffer<T> {
+    storage: Vec<T>,
+    offset: usize,
+}
+
+impl<T> Buffer<T> {
+    fn new(len: usize) -> Self {
+        let pad = 64 / size_of::<T>();
+        let storage: Vec<T> = Vec::with_capacity(len + pad);
+        let offset = storage.as_ptr().align_offset(64).min(pad);
+        Buffer { storage, offset }
+    }
+
+    /// Writing through the pointer is sound anywhere in the capacity; reading only where
+    /// written.
+    fn ptr(&mut self) -> *mut T {
+        self.storage.as_mut_ptr().wrapping_add(self.offset)
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn blocked<T: Simd>(p: Problem<T>) {
+    if p.m == 0 || p.n == 0 {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        if p.k == 0 {
+            scale(p)
+        } else if p.m <= T::MC {
+            short(p)
+        } else {
+            tall(p)
+        }
+    }
+}
+
+/// The general loop nest: each kc x nc block of B is packed once and serves every mc x kc
+/// block of A.
+#[inline(always)]
+unsafe fn tall<T: Simd>(p: Problem<T>) {
+    let nr = 2 * T::LANES;
+    let mut a_buf = Buffer::<T>::new(T::MC * T::KC.min(p.k));
+    let mut b_buf = Buffer::<T>::new(T::KC.min(p.k) * T::NC.min(p.n.next_multiple_of(nr)));
+    let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
+    // SAFETY (every block below): indices stay below m, k and n, inside the caller's
+    // matrices; the packed blocks fit the buffers sized from the same bounds.
+    for jc in (0..p.n).step_by(T::NC) {
+        let nc = T::NC.min(p.n - jc);
+        for pc in (0..p.k).step_by(T::KC) {
+            let kc = T::KC.min(p.k - pc);
+            // The first block of the depth applies beta; the others add to it.
+            let beta = if pc == 0 { p.beta } else { T::ONE };
+            let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
+            unsafe { pack_b::<T>(b_pack, kc, nc, b, p.rsb, p.csb) };
+            for ic in (0..p.m).step_by(T::MC) {
+                let mc = T::MC.min(p.m - ic);
+                let a = unsafe { p.a.offset(ic as isize * p.rsa + pc as isize * p.csa) };
+                unsafe { pack_a(a_pack, mc, kc, a, p.rsa, p.csa) };
+                for jr in (0..nc).step_by(nr) {
+                    let c = unsafe { p.c.offset(ic as isize * p.rsc + (jc + jr) as isize * p.csc) };
+                    let out = Out { c, rsc: p.rsc, csc: p.csc, cols: nr.min(nc - jr), alpha: p.alpha, beta };
+                    unsafe { panel(mc, kc, a_pack, b_pack.add(jr * kc), nr as isize, out) };
+                }
+            }
+        }
+    }
+}
+
+/// At most one block of A (m <= MC): A is packed once per depth block, and B in kc x NS
+/// blocks that stay in L2 (a kc x NC block, for so few rows of A, would round-trip through
+/// L3). A single row panel (m <= MR) reads each element of B once: then B is not packed at
+/// all when its rows are contiguous.
+#[inline(always)]
+unsafe fn short<T: Simd>(p: Problem<T>) {
+    let nr = 2 * T::LANES;
+    let mut a_buf = Buffer::<T>::new(p.m.next_multiple_of(MR) * T::KC.min(p.k));
+    let mut b_buf = Buffer::<T>::new(T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)));
+    let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
+    let direct = p.m <= MR && p.csb == 1;
+    // SAFETY (every block below): as in `tall`.
+    for pc in (0..p.k).step_by(T::KC) {
+        let kc = T::KC.min(p.k - pc);
+        let beta = if pc == 0 { p.beta } else { T::ONE };
+        let a = unsafe { p.a.offset(pc as isize * p.csa) };
+        unsafe { pack_a(a_pack, p.m, kc, a, p.rsa, p.csa) };
+        for jc in (0..p.n).step_by(T::NS) {
+            let nc = T::NS.min(p.n - jc);
+            let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
+            if !direct {
+                unsafe { pack_b::<T>(b_pack, kc, nc, b, p.rsb, p.csb) };
+            }
+            for jr in (0..nc).step_by(nr) {
+                let cols = nr.min(nc - jr);
+                let (b, brs) = if !direct {
+                    (unsafe { b_pack.add(jr * kc) }.cast_const(), nr as isize)
+                } else if cols == nr {
+                    (unsafe { b.add(jr) }, p.rsb)
+                } else {
+                    unsafe { pack_b::<T>(b_pack, kc, cols, b.add(jr), p.rsb, p.csb) };
+                    (b_pack.cast_const(), nr as isize)
+                };
+                let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
+                let out = Out { c, rsc: p.rsc, csc: p.csc, cols, alpha: p.alpha, beta };
+                unsafe { panel(p.m, kc, a_pack, b, brs, out) };
+            }
+        }
+    }
+}
+
+/// A packed block of `mc` rows of A times one panel of B (rows `brs` apart), into `out`.
+#[inline(always)]
+unsafe fn panel<T: Simd>(mc: usize, kc: usize, a_pack: *const T, b: *const T, brs: isize, out: Out<T>) {
+    for ir in (0..mc).step_by(MR) {
+        // SAFETY: row ir of the block is inside C and the packed A.
+        unsafe {
+            let out = Out { c: out.c.offset(ir as isize * out.rsc), ..out };
+            tile_rows(MR.min(mc - ir), kc, a_pack.add(ir * kc), b, brs, out);
+        }
+    }
+}
+
+/// `C = beta * C`: the product of an empty depth.
+#[inline(always)]
+unsafe fn scale<T: Element>(p: Problem<T>) {
+    for i in 0..p.m as isize {
+        for j in 0..p.n as isize {
+            // SAFETY: (i, j) is inside C.
+            unsafe {
+                let c = p.c.offset(i * p.rsc + j * p.csc);
+                *c = if p.beta == T::ZERO { T::ZERO } else { p.beta * *c };
+            }
+        }
+    }
+}
+
+// The loops below step pointers instead of multiplying indices by strides: this crate keeps
+// overflow checks in release builds, and a checked multiply per element costs as much as
+// the copy. The pointers stay inside the caller's matrices whenever they are read.
+
+/// Copies `rows` x `kc` of A into panels of MR rows: element (r, p) of a panel at
+/// `p * MR + r`, rows past the last padded with zeros.
+#[inline(always)]
+unsafe fn pack_a<T: Element>(dst: *mut T, rows: usize, kc: usize, a: *const T, rsa: isize, csa: isize) {
+    for i0 in (0..rows).step_by(MR) {
+        let h = MR.min(rows - i0);
+        let mut src = [a; MR];
+        for (r, src) in src.iter_mut().enumerate().take(h) {
+            *src = a.wrapping_offset((i0 + r) as isize * rsa);
+        }
+        // SAFETY: dst holds MR * kc elements per panel; src[r] walks row i0 + r of A.
+        unsafe {
+            let mut d = dst.add(i0 * kc);
+            for _ in 0..kc {
+                for (r, src) in src.iter_mut().enumerate() {
+                    // A full panel (the common case) gets the copy without the test.
+                    *d.add(r) = if h == MR || r < h { **src } else { T::ZERO };
+                    *src = src.wrapping_offset(csa);
+                }
+                d = d.add(MR);
+            }
+        }
+    }
+}
+
+/// Copies `kc` x `cols` of B into panels of NR columns: element (p, j) of a panel at
+/// `p * NR + j`, columns past the last padded with zeros.
+#[inline(always)]
+unsafe fn pack_b<T: Simd>(dst: *mut T, kc: usize, cols: usize, b: *const T, rsb: isize, csb: isize) {
+    let nr = 2 * T::LANES;
+    // SAFETY: dst holds NR * kc elements per panel; the sources walk B's elements (p, j) for
+    // p < kc, j < cols.
+    unsafe {
+        if csb == 1 {
+            // Contiguous rows: copied in order, as one row is often further from the next
+            // than the prefetchers follow.
+            let mut src = b;
+            for p in 0..kc {
+                for j0 in (0..cols).step_by(nr) {
+                    let (w, d) = (nr.min(cols - j0), dst.add(j0 * kc + p * nr));
+                    if w == nr {
+                        // A constant length: a few vector moves, not a call to memcpy.
+                        std::ptr::copy_nonoverlapping(src.add(j0), d, nr);
+                    } else {
+                        for j in 0..nr {
+                            *d.add(j) = if j < w { *src.add(j0 + j) } else { T::ZERO };
+                        }
+                    }
+                }
+                src = src.wrapping_offset(rsb);
+            }
+        } else {
+            // Strided rows: each column gathered down its run.
+            for j0 in (0..cols).step_by(nr) {
+                let w = nr.min(cols - j0);
+                for j in 0..nr {
+                    let (mut src, mut d) = (b.wrapping_offset((j0 + j) as isize * csb), dst.add(j0 * kc + j));
+                    for _ in 0..kc {
+                        *d = if j < w { *src } else { T::ZERO };
+                        src = src.wrapping_offset(rsb);
+                        d = d.add(nr);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One depth of the register tile: `acc[r] += a[r] * b[..2 * LANES]`.
+#[inline(always)]
+unsafe fn step<T: Simd, const R: usize>(acc: &mut [[T::V; 2]; R], a: *const T, b: *const T) {
+    // SAFETY: a holds R elements and b 2 * LANES (the caller's panels).
+    unsafe {
+        let (b0, b1) = (T::load(b), T::load(b.add(T::LANES)));
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let x = T::splat(*a.add(r));
+            acc[0] = T::fmadd(x, b0, acc[0]);
+            acc[1] = T::fmadd(x, b1, acc[1]);
+        }
+    }
+}
+
+/// Where a register tile goes: C at its top-left element, how many of its columns exist,
+/// and `C = alpha * tile + beta * C`.
+#[derive(Clone, Copy)]
+struct Out<T> {
+    c: *mut T,
+    rsc: isize,
+    csc: isize,
+    cols: usize,
+    alpha: T,
+    beta: T,
+}
+
+/// A tile of `rows` (1..=MR) rows: each height gets its own code so that a short tile does
+/// no wasted multiply-adds, and short ones S sets of accumulators (summed at the end) for
+/// about 10 independent chains: an FMA takes 4 to 5 cycles and two issue per cycle.
+#[inline(always)]
+unsafe fn tile_rows<T: Simd>(rows: usize, kc: usize, a: *const T, b: *const T, brs: isize, out: Out<T>) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        match rows {
+            6 => tile::<T, 6, 1>(kc, a, b, brs, out),
+            5 => tile::<T, 5, 1>(kc, a, b, brs, out),
+            4 => tile::<T, 4, 1>(kc, a, b, brs, out),
+            3 => tile::<T, 3, 2>(kc, a, b, brs, out),
+            2 => tile::<T, 2, 3>(kc, a, b, brs, out),
+            _ => tile::<T, 1, 4>(kc, a, b, brs, out),
+        }
+    }
+}
+
+/// The register tile: R rows of the packed A panel `a` times the B panel `b` (kc rows of
+/// 2 * LANES contiguous elements, `brs` apart), written to `out`; depth p accumulates in
+/// set p % S.
+#[inline(always)]
+unsafe fn tile<T: Simd, const R: usize, const S: usize>(kc: usize, a: *const T, b: *const T, brs: isize, out: Out<T>) {
+    let l = T::LANES;
+    // SAFETY: a holds kc * MR elements and b kc rows; out's R x cols elements are inside C.
+    unsafe {
+        // C's rows are far apart: start fetching them now, for the write at the end.
+        for r in 0..R {
+            let row = out.c.wrapping_offset(r as isize * out.rsc);
+            _mm_prefetch::<_MM_HINT_T0>(row.cast());
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(2 * l - 1).cast());
+        }
+        let mut sets = [[[T::zero(); 2]; R]; S];
+        let (mut a, mut b) = (a, b);
+        // Several depths per iteration: the loop's own instructions would otherwise compete
+        // with the 2 * R multiply-adds for issue slots.
+        const UNROLL: usize = 4;
+        for _ in 0..kc / (UNROLL * S) {
+            for _ in 0..UNROLL {
+                for acc in sets.iter_mut() {
+                    step(acc, a, b);
+                    a = a.add(MR);
+                    b = b.wrapping_offset(brs);
+                }
+            }
+        }
+        for _ in 0..kc % (UNROLL * S) {
+            step(&mut sets[0], a, b);
+            a = a.add(MR);
+            b = b.wrapping_offset(brs);
+        }
+        let mut acc = sets[0];
+        for set in &sets[1..] {
+            for (acc, set) in acc.iter_mut().zip(set) {
+                acc[0] = T::vadd(acc[0], set[0]);
+                acc[1] = T::vadd(acc[1], set[1]);
+            }
+        }
+        let (alpha, beta) = (T::splat(out.alpha), T::splat(out.beta));
+        if out.cols == 2 * l && out.csc == 1 {
+            for (r, acc) in acc.iter().enumerate() {
+                let c = out.c.offset(r as isize * out.rsc);
+                for (h, &v) in acc.iter().enumerate() {
+                    let c = c.add(h * l);
+                    let v = T::vmul(v, alpha);
+                    T::store(c, if out.beta == T::ZERO { v } else { T::fmadd(T::load(c), beta, v) });
+                }
+            }
+        } else {
+            // A partial or strided tile: through memory, one element at a time.
+            let mut tmp = [T::ZERO; 2 * 8];
+            for (r, acc) in acc.iter().enumerate() {
+                T::store(tmp.as_mut_ptr(), acc[0]);
+                T::store(tmp.as_mut_ptr().add(l), acc[1]);
+                for (j, &x) in tmp[..out.cols].iter().enumerate() {
+                    let c = out.c.offset(r as isize * out.rsc + j as isize * out.csc);
+                    *c = if out.beta == T::ZERO { out.alpha * x } else { out.alpha * x + out.beta * *c };
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The GEMM against a naive triple loop: shapes around the register tile and the blocks,
+//! transposed and broadcast operands, beta 0 over NaN, 1 to 3 threads.
+
+use super::{gemm, Element, Problem};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// `parallel_for` on scoped threads, as the benchmark and the pool's signature.
+fn parallel_for(threads: usize, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
+    let next = AtomicUsize::new(0);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= chunks {
+            break;
+        }
+        f(i);
+    };
+    std::thread::scope(|s| {
+        for _ in 1..threads.min(chunks) {
+            s.spawn(work);
+        }
+        work();
+    });
+}
+
+/// Deterministic values in [-1, 1) (SplitMix64).
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    (0..n as u64)
+        .map(|i| {
+            let mut z = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(i.wrapping_mul(0xBF58_476D_1CE4_E5B9));
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        })
+        .collect()
+}
+
+/// How a matrix is laid out in its buffer: row-major, column-major, or one row (or column)
+/// repeated through a zero stride.
+#[derive(Clone, Copy, Debug)]
+enum Layout {
+    Rows,
+    Cols,
+    RowBroadcast,
+    ColBroadcast,
+}
+
+impl Layout {
+    /// (row stride, column stride) of an r x c matrix.
+    fn strides(self, r: usize, c: usize) -> (isize, isize) {
+        match self {
+            Layout::Rows => (c as isize, 1),
+            Layout::Cols => (1, r as isize),
+            Layout::RowBroadcast => (0, 1),
+            Layout::ColBroadcast => (1, 0),
+        }
+    }
+}
+
+struct Case {
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Layout,
+    b: Layout,
+    c: Layout,
+    alpha: f64,
+    beta: f64,
+    threads: usize,
+}
+
+fn check<T: Element + Into<f64>>(case: &Case, to_t: fn(f64) -> T, eps: f64) {
+    let Case { m, k, n, alpha, beta, threads, .. } = *case;
+    let (a, b) = (values(m * k, 1), values(k * n, 2));
+    let (rsa, csa) = case.a.strides(m, k);
+    let (rsb, csb) = case.b.strides(k, n);
+    let (rsc, csc) = case.c.strides(m, n);
+    let at = |i: usize, p: usize| a[(i as isize * rsa + p as isize * csa) as usize];
+    let bt = |p: usize, j: usize| b[(p as isize * rsb + j as isize * csb) as usize];
+    // beta == 0 must ignore C's NaNs.
+    let c0: Vec<f64> = if beta == 0.0 { vec![f64::NAN; m * n] } else { values(m * n, 3) };
+    let (ta, tb): (Vec<T>, Vec<T>) = (a.iter().map(|&x| to_t(x)).collect(), b.iter().map(|&x| to_t(x)).collect());
+    let mut tc: Vec<T> = c0.iter().map(|&x| to_t(x)).collect();
+    let p = Problem {
+        m, k, n, alpha: to_t(alpha), a: ta.as_ptr(), rsa, csa, b: tb.as_ptr(), rsb, csb,
+        beta: to_t(beta), c: tc.as_mut_ptr(), rsc, csc,
+    };
+    // SAFETY: the vectors hold the matrices the strides describe, and C's strides are
+    // those of a dense layout.
+    unsafe { gemm(p, threads, &parallel_for) };
+    for i in 0..m {
+        for j in 0..n {
+            let (mut dot, mut mag) = (0.0, 0.0);
+            for q in 0..k {
+                dot += at(i, q) * bt(q, j);
+                mag += (at(i, q) * bt(q, j)).abs();
+            }
+            let ci = (i as isize * rsc + j as isize * csc) as usize;
+            let old = if beta == 0.0 { 0.0 } else { beta * c0[ci] };
+            let want = alpha * dot + old;
+            let got: f64 = tc[ci].into();
+            assert!((got - want).abs() <= eps * (1.0 + mag + old.abs()), "m={m} k={k} n={n} {:?} {:?} {:?} alpha={alpha} beta={beta} threads={threads} ({i}, {j}): {got} != {want}", case.a, case.b, case.c);
+        }
+    }
+}
+
+fn check_both(case: Case) {
+    check::<f32>(&case, |x| x as f32, 1e-5);
+    check::<f64>(&case, |x| x, 1e-13);
+}
+
+#[test]
+fn shapes_layouts_and_threads() {
+    let sizes = [0, 1, 7, 64, 129];
+    for (i, &m) in sizes.iter().enumerate() {
+        for (j, &k) in sizes.iter().enumerate() {
+            for (l, &n) in sizes.iter().enumerate() {
+                // Walk the layouts, betas and thread counts across shapes rather than
+                // multiplying them out: every combination still meets many shapes.
+                let s = i * 25 + j * 5 + l;
+                let a = [Layout::Rows, Layout::Cols][s % 2];
+                let b = [Layout::Rows, Layout::Cols][(s / 2) % 2];
+                let beta = [0.0, 1.0][(s / 4) % 2];
+                for threads in 1..=3 {
+                    check_both(Case { m, k, n, a, b, c: Layout::Rows, alpha: 1.0, beta, threads });
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn blocks_split_across_threads() {
+    // Large enough to be cut: by rows (m >= n) or by columns, past the kernel's blocks of
+    // depth (256) and of columns (256 for few rows); 250 rows take the loop nest for many
+    // rows alone or on 2 threads (126 and 124).
+    for (m, k, n) in [(300, 1000, 7), (7, 1000, 300), (250, 300, 40)] {
+        for threads in 1..=3 {
+            for (a, b) in [(Layout::Rows, Layout::Rows), (Layout::Cols, Layout::Cols)] {
+                check_both(Case { m, k, n, a, b, c: Layout::Rows, alpha: 0.5, beta: 2.0, threads });
+            }
+        }
+    }
+    // Past the block of 4080 columns for many rows.
+    check_both(Case { m: 127, k: 8, n: 4100, a: Layout::Rows, b: Layout::Rows, c: Layout::Rows, alpha: 1.0, beta: 1.0, threads: 1 });
+}
+
+#[test]
+fn strided_c_broadcast_operands_and_scaling() {
+    for (m, k, n) in [(7, 64, 129), (129, 7, 64), (64, 129, 7), (13, 0, 17)] {
+        for threads in [1, 2] {
+            check_both(Case { m, k, n, a: Layout::Rows, b: Layout::Rows, c: Layout::Cols, alpha: 1.5, beta: -0.5, threads });
+            check_both(Case { m, k, n, a: Layout::RowBroadcast, b: Layout::ColBroadcast, c: Layout::Rows, alpha: 2.0, beta: 0.0, threads });
+            check_both(Case { m, k, n, a: Layout::ColBroadcast, b: Layout::RowBroadcast, c: Layout::Rows, alpha: -1.0, beta: 1.0, threads });
+        }
+    }
+}
+
+#[test]
+fn portable_kernel_agrees() {
+    // The matrixmultiply fallback, on the same partition.
+    let (m, k, n) = (129, 64, 300);
+    let (a, b) = (values(m * k, 1), values(k * n, 2));
+    let (mut c1, mut c2) = (vec![f64::NAN; m * n], vec![f64::NAN; m * n]);
+    for (c, kernel) in [(&mut c1, f64::PORTABLE), (&mut c2, f64::best().0)] {
+        let p = Problem {
+            m, k, n, alpha: 1.0, a: a.as_ptr(), rsa: k as isize, csa: 1, b: b.as_ptr(), rsb: n as isize, csb: 1,
+            beta: 0.0, c: c.as_mut_ptr(), rsc: n as isize, csc: 1,
+        };
+        // SAFETY: row-major matrices in the vectors.
+        unsafe { p.run(kernel, (8, 8), 2, &parallel_for) };
+    }
+    for (x, y) in c1.iter().zip(&c2) {
+        assert!((x - y).abs() < 1e-12, "{x} != {y}");
+    }
+}
