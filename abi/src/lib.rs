@@ -6,6 +6,7 @@
 //! The crate also holds what the compiler and the support code inside every `.so` share:
 //! [`DType`], symbolic sizes ([`sym::SymExpr`]) and the embedded [`manifest::Manifest`].
 
+pub mod conv;
 pub mod dtype;
 pub mod layout;
 pub mod manifest;

@@ -85,11 +85,17 @@ pub struct ExternCall {
     pub name: &'static str,
     pub out: BufId,
     pub args: Vec<ExternArg>,
+    /// Floating-point operations of its multiply-adds (2 per), for `aotc bench`; 0 where
+    /// not counted.
+    pub flops: SymExpr,
 }
 
 #[derive(Clone, Debug)]
 pub enum ExternArg {
     Buf(BufId),
+    /// Scratch the callee may overwrite and whose contents mean nothing before or after
+    /// the call (im2col's matrix): no kernel writes it as its output.
+    Workspace(BufId),
     Size(SymExpr),
     Sizes(Vec<SymExpr>),
 }
@@ -148,7 +154,7 @@ impl Kernel {
             Kernel::Extern(call) => {
                 for arg in &call.args {
                     match arg {
-                        ExternArg::Buf(b) => if !bufs.contains(b) { bufs.push(*b) },
+                        ExternArg::Buf(b) | ExternArg::Workspace(b) => if !bufs.contains(b) { bufs.push(*b) },
                         ExternArg::Size(s) => add_sym(s, &mut syms),
                         ExternArg::Sizes(ss) => ss.iter().for_each(|s| add_sym(s, &mut syms)),
                     }

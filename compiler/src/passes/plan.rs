@@ -91,6 +91,7 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         data_symbols: vec![],
         flops: SymExpr::add(p.kernels.iter().filter_map(|k| match k {
             Kernel::Matmul(m) => Some(SymExpr::mul([SymExpr::Int(2), m.batch.clone(), m.m.clone(), m.n.clone(), m.k.clone()])),
+            Kernel::Extern(call) => Some(call.flops.clone()),
             _ => None,
         })),
     };

@@ -16,6 +16,7 @@
 mod abi_fns;
 mod descriptor;
 mod error;
+mod conv;
 mod fft;
 pub mod gemm;
 mod guards;
@@ -27,6 +28,7 @@ mod pool;
 mod program;
 
 pub use abi_fns::*;
+pub use conv::__aotc_conv2d_f32;
 pub use fft::*;
 pub use kernels::*;
 pub use pool::__aotc_parallel;

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-/// The threads the running call may use (set by [`with_threads`]; 1 outside calls and
-/// inside a parallel region).
+// The threads the running call may use (set by [`with_threads`]; 1 outside calls and
+// inside a parallel region).
 thread_local! {
     static THREADS: Cell<usize> = const { Cell::new(1) };
 }

@@ -13,7 +13,7 @@ pub fn emit(cx: &mut Cx, call: &ExternCall) -> R<()> {
     sig.params.push(ptr);
     for arg in &call.args {
         match arg {
-            ExternArg::Buf(b) => {
+            ExternArg::Buf(b) | ExternArg::Workspace(b) => {
                 sig.params.push(ptr);
                 args.push(cx.base(*b));
             }

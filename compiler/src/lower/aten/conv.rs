@@ -8,6 +8,8 @@
 //! which gives what each input position contributes at each kernel offset, and sums
 //! those onto the output positions they land on (col2im, [`sum_over_windows`]).
 
+mod native;
+
 use super::linalg;
 use super::pool::window::{per_dim, sum_over_windows, taps, Windows};
 use super::pool::{accumulator, with_dtype};
@@ -64,6 +66,9 @@ fn convolution(lw: &mut Lowerer, a: &Args) -> R {
     }
     let p = Params::parse(lw, a, x.rank() - 2)?;
     let w = windows(lw, &x, &weight, &p)?;
+    if let Some(y) = native::lower(lw, &x, &weight, bias.as_ref(), &p, &w, &name)? {
+        return Ok(vec![y]);
+    }
     let y = if p.transposed { transposed(lw, &x, &weight, p.groups, &w, &name)? } else { regular(lw, &x, &weight, p.groups, &w, &name)? };
     let Some(bias) = bias else { return Ok(vec![y]) };
     lw.require(bias.sizes[0].clone(), GuardOp::Eq, y.sizes[1].clone(), "bias has one element per output channel")?;

@@ -1,0 +1,187 @@
+//! The float32 2-D convolution of the support library (`__aotc_conv2d_f32`), as the
+//! compiler and the library both see it: the geometry passed as a list of int64 and the
+//! choice of algorithm, decided here once so that the scratch the compiler allocates is
+//! the scratch the library uses.
+
+pub const SYMBOL: &str = "__aotc_conv2d_f32";
+
+/// `out[N, O, OH, OW] = conv(x[N, C, H, W], weight[O, C / groups, KH, KW]) (+ bias[O])`,
+/// all contiguous; padding is zeros.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2d {
+    pub batch: usize,
+    pub channels: usize,
+    pub height: usize,
+    pub width: usize,
+    pub out_channels: usize,
+    pub kernel: [usize; 2],
+    pub out_size: [usize; 2],
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+    pub has_bias: bool,
+}
+
+/// How many int64s [`Conv2d::to_list`] writes.
+pub const GEOMETRY_LEN: usize = 17;
+
+/// How the library computes a convolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// One input channel per group: each output plane is a sum of shifted, scaled input
+    /// rows (no GEMM: a GEMM of one row per group would waste its tile).
+    Depthwise,
+    /// A 1x1 kernel with unit stride and no padding: the input planes are the GEMM's
+    /// right operand as they are.
+    Pointwise,
+    /// im2col into scratch of [`Conv2d::columns_len`] floats, then a GEMM per group.
+    Columns,
+}
+
+impl Algorithm {
+    /// The algorithm for a geometry; the compiler decides it from these alone (the
+    /// spatial sizes may be symbolic).
+    pub fn choose(group_channels: usize, groups: usize, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Algorithm {
+        if group_channels == 1 && groups > 1 {
+            Algorithm::Depthwise
+        } else if kernel == [1, 1] && stride == [1, 1] && padding == [0, 0] {
+            Algorithm::Pointwise
+        } else {
+            Algorithm::Columns
+        }
+    }
+}
+
+impl Conv2d {
+    /// The order the generated code passes the geometry in (see [`Conv2d::from_list`]).
+    pub fn to_list(&self) -> [i64; GEOMETRY_LEN] {
+        let v = |x: usize| x as i64;
+        [
+            v(self.batch), v(self.channels), v(self.height), v(self.width), v(self.out_channels),
+            v(self.kernel[0]), v(self.kernel[1]), v(self.out_size[0]), v(self.out_size[1]),
+            v(self.stride[0]), v(self.stride[1]), v(self.padding[0]), v(self.padding[1]),
+            v(self.dilation[0]), v(self.dilation[1]), v(self.groups), self.has_bias as i64,
+        ]
+    }
+
+    /// The geometry from its list, or None unless it is consistent: sizes non-negative,
+    /// stride, dilation and groups positive, groups dividing both channel counts, and each
+    /// output size the one the input, kernel, stride, padding and dilation give.
+    pub fn from_list(l: &[i64]) -> Option<Conv2d> {
+        if l.len() != GEOMETRY_LEN || l.iter().any(|&x| x < 0) {
+            return None;
+        }
+        let u = |i: usize| l[i] as usize;
+        let g = Conv2d {
+            batch: u(0), channels: u(1), height: u(2), width: u(3), out_channels: u(4),
+            kernel: [u(5), u(6)], out_size: [u(7), u(8)], stride: [u(9), u(10)], padding: [u(11), u(12)],
+            dilation: [u(13), u(14)], groups: u(15), has_bias: l[16] != 0,
+        };
+        let positive = g.stride.iter().chain(&g.dilation).chain(&g.kernel).all(|&x| x > 0) && g.groups > 0;
+        // Short-circuits: the size rule divides by the stride and needs a kernel of 1 or more.
+        let consistent = positive
+            && g.channels % g.groups == 0
+            && g.out_channels % g.groups == 0
+            && [(g.height, 0), (g.width, 1)].iter().all(|&(input, d)| g.expected_out(input, d) == Some(g.out_size[d]))
+            && l[16] <= 1;
+        consistent.then_some(g)
+    }
+
+    /// `(input + 2 padding - dilation (kernel - 1) - 1) / stride + 1`, None when the
+    /// window does not fit once.
+    fn expected_out(&self, input: usize, d: usize) -> Option<usize> {
+        let span = self.dilation[d].checked_mul(self.kernel[d] - 1)?.checked_add(1)?;
+        let padded = input.checked_add(self.padding[d].checked_mul(2)?)?;
+        Some(padded.checked_sub(span)? / self.stride[d] + 1)
+    }
+
+    /// Elements of (input, weight, output), None if one overflows: the library reads no
+    /// buffer whose size it cannot state.
+    pub fn lens(&self) -> Option<(usize, usize, usize)> {
+        let product = |v: &[usize]| v.iter().try_fold(1usize, |acc, &x| acc.checked_mul(x));
+        let input = product(&[self.batch, self.channels, self.height, self.width])?;
+        let weight = product(&[self.out_channels, self.group_channels(), self.kernel[0], self.kernel[1]])?;
+        let output = product(&[self.batch, self.out_channels, self.out_size[0], self.out_size[1]])?;
+        // columns_len is at most depth x positions, each a factor of the weight or output.
+        product(&[weight, output])?;
+        Some((input, weight, output))
+    }
+
+    pub fn group_channels(&self) -> usize {
+        self.channels / self.groups
+    }
+
+    pub fn group_out_channels(&self) -> usize {
+        self.out_channels / self.groups
+    }
+
+    /// Output positions per plane.
+    pub fn positions(&self) -> usize {
+        self.out_size[0] * self.out_size[1]
+    }
+
+    /// The GEMM's depth: input channels per group times kernel taps.
+    pub fn depth(&self) -> usize {
+        self.group_channels() * self.kernel[0] * self.kernel[1]
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        Algorithm::choose(self.group_channels(), self.groups, self.kernel, self.stride, self.padding)
+    }
+
+    /// Floats of scratch the library needs (the im2col matrix of one group of one image).
+    pub fn columns_len(&self) -> usize {
+        match self.algorithm() {
+            Algorithm::Columns => self.depth() * self.positions(),
+            Algorithm::Depthwise | Algorithm::Pointwise => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resnet_stem() -> Conv2d {
+        Conv2d {
+            batch: 1, channels: 3, height: 224, width: 224, out_channels: 64, kernel: [7, 7], out_size: [112, 112],
+            stride: [2, 2], padding: [3, 3], dilation: [1, 1], groups: 1, has_bias: false,
+        }
+    }
+
+    #[test]
+    fn the_list_round_trips_and_inconsistent_ones_are_refused() {
+        let g = resnet_stem();
+        assert_eq!(Conv2d::from_list(&g.to_list()), Some(g));
+        let mut bad = g.to_list();
+        bad[7] = 113;
+        assert_eq!(Conv2d::from_list(&bad), None, "wrong output size");
+        let mut bad = g.to_list();
+        bad[15] = 2;
+        assert_eq!(Conv2d::from_list(&bad), None, "groups not dividing 3 channels");
+        let mut bad = g.to_list();
+        bad[9] = 0;
+        assert_eq!(Conv2d::from_list(&bad), None, "zero stride");
+        let mut bad = g.to_list();
+        bad[5] = 0;
+        assert_eq!(Conv2d::from_list(&bad), None, "empty kernel");
+        let mut bad = g.to_list();
+        bad[0] = i64::MAX;
+        let huge = Conv2d::from_list(&bad).unwrap();
+        assert_eq!(huge.lens(), None, "element counts overflow");
+        assert_eq!(g.lens(), Some((3 * 224 * 224, 64 * 3 * 49, 64 * 112 * 112)));
+        assert_eq!(Conv2d::from_list(&g.to_list()[..16]), None);
+    }
+
+    #[test]
+    fn algorithms() {
+        let g = resnet_stem();
+        assert_eq!(g.algorithm(), Algorithm::Columns);
+        assert_eq!(g.columns_len(), 3 * 49 * 112 * 112);
+        let dw = Conv2d { channels: 64, out_channels: 64, groups: 64, kernel: [3, 3], padding: [1, 1], ..g };
+        assert_eq!((dw.algorithm(), dw.columns_len()), (Algorithm::Depthwise, 0));
+        let pw = Conv2d { kernel: [1, 1], stride: [1, 1], padding: [0, 0], out_size: [224, 224], ..g };
+        assert_eq!((pw.algorithm(), pw.columns_len()), (Algorithm::Pointwise, 0));
+    }
+}

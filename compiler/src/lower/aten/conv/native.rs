@@ -1,0 +1,77 @@
+//! The fast path of float32 1-D and 2-D convolutions: one call of the support library's
+//! convolution (`aotc_abi::conv`: a GEMM per image and group over im2col'ed windows, the
+//! input itself for a 1x1 kernel, or a direct depthwise kernel), the bias added inside it.
+//! Other convolutions (transposed, 3-D, other dtypes, symbolic channel counts) take the
+//! general lowering of `conv.rs`.
+
+use super::Params;
+use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel};
+use crate::lower::aten::pool::window::Windows;
+use crate::lower::tensor::{contiguous_strides, TensorValue};
+use crate::lower::Lowerer;
+use aotc_abi::conv::{Algorithm, SYMBOL};
+use aotc_abi::manifest::GuardOp;
+use aotc_abi::sym::SymExpr;
+use aotc_abi::DType;
+
+/// `conv(x, weight) + bias` through the support library, or None when the convolution is
+/// not one it computes (the caller then lowers it in general). The caller has checked the
+/// operands and computed the windows.
+pub fn lower(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bias: Option<&TensorValue>, p: &Params, w: &Windows, name: &str) -> Result<Option<TensorValue>, String> {
+    let nd = w.rank();
+    if p.transposed || x.dtype != DType::F32 || !(1..=2).contains(&nd) {
+        return Ok(None);
+    }
+    let statics = |v: &[SymExpr]| v.iter().map(|s| s.as_int().and_then(|i| usize::try_from(i).ok())).collect::<Option<Vec<usize>>>();
+    let params = |v: &[i64]| v.iter().map(|&i| usize::try_from(i).ok()).collect::<Option<Vec<usize>>>();
+    let known = (statics(&x.sizes[1..2]), statics(&weight.sizes[..1]), statics(&w.kernel), params(&p.stride), params(&p.padding), params(&p.dilation));
+    let (Some(channels), Some(out_channels), Some(kernel), Some(stride), Some(padding), Some(dilation)) = known else { return Ok(None) };
+    let (channels, out_channels, groups) = (channels[0], out_channels[0], p.groups as usize);
+    if let Some(b) = bias {
+        lw.require(b.sizes[0].clone(), GuardOp::Eq, SymExpr::Int(out_channels as i64), "bias has one element per output channel")?;
+    }
+    // A 1-D convolution is a 2-D one over a height of 1.
+    let pair = |v: &[usize], one: usize| if nd == 1 { [one, v[0]] } else { [v[0], v[1]] };
+    let (kernel, stride, padding, dilation) = (pair(&kernel, 1), pair(&stride, 1), pair(&padding, 0), pair(&dilation, 1));
+    let algorithm = Algorithm::choose(channels / groups, groups, kernel, stride, padding);
+    let spatial = |v: &[SymExpr]| if nd == 1 { [SymExpr::Int(1), v[0].clone()] } else { [v[0].clone(), v[1].clone()] };
+    let ([height, width], [out_h, out_w]) = (spatial(&w.input), spatial(&w.output));
+    let int = |v: usize| SymExpr::Int(v as i64);
+    let geometry = vec![
+        x.sizes[0].clone(), int(channels), height, width, int(out_channels), int(kernel[0]), int(kernel[1]), out_h.clone(), out_w.clone(),
+        int(stride[0]), int(stride[1]), int(padding[0]), int(padding[1]), int(dilation[0]), int(dilation[1]), int(groups), int(bias.is_some() as usize),
+    ];
+    let input = contiguous(lw, x, &format!("{name}.input"));
+    let weights = contiguous(lw, weight, &format!("{name}.weight"));
+    let bias = bias.map(|b| contiguous(lw, b, &format!("{name}.bias")));
+    let positions = SymExpr::mul([out_h, out_w]);
+    let depth = SymExpr::Int((channels / groups * kernel[0] * kernel[1]) as i64);
+    let workspace = match algorithm {
+        Algorithm::Columns => lw.prog.add_buffer(format!("{name}.columns"), DType::F32, vec![depth.clone(), positions.clone()], BufKind::Scratch),
+        // Not read: any buffer gives the call a valid pointer.
+        Algorithm::Depthwise | Algorithm::Pointwise => input,
+    };
+    let out_sizes: Vec<SymExpr> = [x.sizes[0].clone(), int(out_channels)].into_iter().chain(w.output.iter().cloned()).collect();
+    let out = lw.prog.add_buffer(name, DType::F32, out_sizes.clone(), BufKind::Scratch);
+    let args = vec![
+        ExternArg::Buf(input),
+        ExternArg::Buf(weights),
+        ExternArg::Buf(bias.unwrap_or(input)),
+        ExternArg::Workspace(workspace),
+        ExternArg::Sizes(geometry),
+    ];
+    let flops = SymExpr::mul([SymExpr::Int(2), x.sizes[0].clone(), int(out_channels), positions, depth]);
+    lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: SYMBOL, out, args, flops })));
+    Ok(Some(TensorValue::view_of(out, DType::F32, out_sizes)))
+}
+
+/// A buffer holding `v` contiguously from its start: `v`'s own when it is such a view,
+/// else a copy.
+fn contiguous(lw: &mut Lowerer, v: &TensorValue, name: &str) -> BufId {
+    let (v, r) = lw.strided(v, name);
+    if r.offset == SymExpr::Int(0) && r.strides == contiguous_strides(&v.sizes) {
+        r.buf
+    } else {
+        lw.materialize(&v, name)
+    }
+}

@@ -1,0 +1,136 @@
+//! The float32 2-D convolution the generated code calls (`aotc_abi::conv::SYMBOL`): per
+//! image and group, a GEMM of the weight `[O/G, C/G * KH * KW]` by the input's windows
+//! (gathered by [`columns`] into the scratch the compiler sized, or the input planes
+//! themselves for a 1x1 kernel), the bias written first and accumulated onto; depthwise
+//! convolutions have their own direct kernel ([`depthwise`]). The GEMM and the depthwise
+//! planes run on the call's thread budget.
+
+mod columns;
+mod depthwise;
+
+use crate::gemm::{gemm, Problem};
+use crate::pool;
+use aotc_abi::conv::{Algorithm, Conv2d};
+
+/// A pointer that chunks of a parallel loop share; each chunk writes its own part.
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: used only where the chunks' writes are disjoint (see each use).
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// The pointer (a method, so that closures capture the whole `Shared`).
+    fn get(&self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// `out = conv(x, weight) (+ bias)`, the geometry `geometry[..count]` in
+/// [`Conv2d::to_list`]'s order. `bias` is read only when the geometry says there is
+/// one; `columns` only by [`Algorithm::Columns`], and holds `columns_len()` floats.
+///
+/// # Safety
+/// The buffers hold the contiguous tensors the geometry describes, and `out` and `columns`
+/// overlap nothing else.
+#[no_mangle]
+pub unsafe extern "C" fn __aotc_conv2d_f32(
+    out: *mut f32, x: *const f32, weight: *const f32, bias: *const f32, columns: *mut f32, geometry: *const i64, count: i64,
+) {
+    // SAFETY: the generated code passes its geometry list and its length.
+    let list = unsafe { std::slice::from_raw_parts(geometry, count.max(0) as usize) };
+    // The compiler passes only geometries it checked (statically or by guards); a list
+    // that is not consistent writes nothing rather than out of bounds.
+    let Some((g, (x_len, weight_len, out_len))) = Conv2d::from_list(list).and_then(|g| Some((g, g.lens()?))) else { return };
+    if g.batch == 0 {
+        return;
+    }
+    let (image_in, image_out) = (x_len / g.batch, out_len / g.batch);
+    // SAFETY: the caller's contract (sizes from the geometry).
+    let (x, weight, out) = unsafe {
+        (std::slice::from_raw_parts(x, x_len), std::slice::from_raw_parts(weight, weight_len), std::slice::from_raw_parts_mut(out, out_len))
+    };
+    // SAFETY: as above.
+    let bias = g.has_bias.then(|| unsafe { std::slice::from_raw_parts(bias, g.out_channels) });
+    if image_out == 0 {
+        return;
+    }
+    if image_in == 0 {
+        // No input channels: the sums are empty.
+        for (o, plane) in out.chunks_exact_mut(g.positions()).enumerate() {
+            plane.fill(bias.map_or(0.0, |b| b[o % g.out_channels]));
+        }
+        return;
+    }
+    if g.algorithm() == Algorithm::Depthwise {
+        return depthwise::run(&g, x, weight, bias, out);
+    }
+    // SAFETY: as above.
+    let scratch = unsafe { std::slice::from_raw_parts_mut(columns, g.columns_len()) };
+    for (x, out) in x.chunks_exact(image_in).zip(out.chunks_exact_mut(image_out)) {
+        for group in 0..g.groups {
+            let planes = &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];
+            let rhs: &[f32] = match g.algorithm() {
+                Algorithm::Pointwise => planes,
+                _ => {
+                    columns::gather(&g, planes, scratch);
+                    &*scratch
+                }
+            };
+            let (og, positions) = (g.group_out_channels(), g.positions());
+            let out = &mut out[group * og * positions..][..og * positions];
+            if let Some(bias) = bias {
+                for (row, &b) in out.chunks_exact_mut(positions).zip(&bias[group * og..][..og]) {
+                    row.fill(b);
+                }
+            }
+            let lhs = &weight[group * og * g.depth()..][..og * g.depth()];
+            product(lhs, rhs, out, og, g.depth(), positions, bias.is_some());
+        }
+    }
+}
+
+/// The outputs `o < count` of one spatial dimension whose input position
+/// `o * stride + offset - pad` lies in `0..input` (`offset`: the tap's `k * dilation`).
+fn valid_outputs(offset: usize, pad: usize, stride: usize, input: usize, count: usize) -> std::ops::Range<usize> {
+    let lo = pad.saturating_sub(offset).div_ceil(stride);
+    let hi = (input + pad).saturating_sub(offset).div_ceil(stride);
+    lo.min(count)..hi.min(count).max(lo.min(count))
+}
+
+/// Runs `f(begin, end, part)` over contiguous ranges of the `items` items of `out` (each
+/// `item_len` floats), spread over the call's threads when `work` (multiply-adds, or
+/// copies) is worth it.
+fn for_items(out: &mut [f32], items: usize, item_len: usize, work: usize, f: &(dyn Fn(usize, usize, &mut [f32]) + Sync)) {
+    let threads = pool::threads();
+    let chunks = if threads > 1 && work as i64 >= aotc_abi::internal_symbols::MIN_PARALLEL_WORK { (threads * 4).min(items) } else { 1 };
+    if chunks <= 1 {
+        return f(0, items, out);
+    }
+    let base = Shared(out.as_mut_ptr());
+    pool::parallel_for(threads, chunks, &|i| {
+        let (begin, end) = (items * i / chunks, items * (i + 1) / chunks);
+        // SAFETY: items begin..end of `out`, which the chunks partition.
+        let part = unsafe { std::slice::from_raw_parts_mut(base.get().add(begin * item_len), (end - begin) * item_len) };
+        f(begin, end, part)
+    });
+}
+
+/// `out[m, n] = lhs[m, k] @ rhs[k, n] (+ out if accumulate)`, row-major, on the call's
+/// threads.
+fn product(lhs: &[f32], rhs: &[f32], out: &mut [f32], m: usize, k: usize, n: usize, accumulate: bool) {
+    let (k_, n_) = (k as isize, n as isize);
+    let p = Problem {
+        m, k, n, alpha: 1.0,
+        a: lhs.as_ptr(), rsa: k_, csa: 1,
+        b: rhs.as_ptr(), rsb: n_, csb: 1,
+        beta: if accumulate { 1.0 } else { 0.0 },
+        c: out.as_mut_ptr(), rsc: n_, csc: 1,
+    };
+    // SAFETY: the slices hold the m x k, k x n and m x n row-major matrices, and `out` is
+    // a unique borrow, so C overlaps neither operand.
+    unsafe { gemm(p, pool::threads(), &pool::parallel_for) }
+}
+
+#[cfg(test)]
+mod tests;

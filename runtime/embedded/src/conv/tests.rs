@@ -1,0 +1,118 @@
+//! The convolution against a naive loop in float64: every algorithm, strides, padding,
+//! dilation, groups, depthwise multipliers, bias, batches, on 1 and 2 threads.
+
+use super::__aotc_conv2d_f32;
+use crate::pool::{with_threads, PoolUser};
+use aotc_abi::conv::{Algorithm, Conv2d};
+
+/// Deterministic values in [-1, 1).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut z = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            z ^= z << 13;
+            z ^= z >> 7;
+            z ^= z << 17;
+            (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn reference(g: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f64> {
+    let (cg, og) = (g.group_channels(), g.group_out_channels());
+    let [oh_n, ow_n] = g.out_size;
+    let mut out = vec![0.0; g.batch * g.out_channels * oh_n * ow_n];
+    for n in 0..g.batch {
+        for o in 0..g.out_channels {
+            let group = o / og;
+            for oh in 0..oh_n {
+                for ow in 0..ow_n {
+                    let mut acc = bias.map_or(0.0, |b| b[o] as f64);
+                    for c in 0..cg {
+                        for i in 0..g.kernel[0] {
+                            for j in 0..g.kernel[1] {
+                                let ih = (oh * g.stride[0] + i * g.dilation[0]) as isize - g.padding[0] as isize;
+                                let iw = (ow * g.stride[1] + j * g.dilation[1]) as isize - g.padding[1] as isize;
+                                if ih < 0 || iw < 0 || ih >= g.height as isize || iw >= g.width as isize {
+                                    continue;
+                                }
+                                let xi = ((n * g.channels + group * cg + c) * g.height + ih as usize) * g.width + iw as usize;
+                                let wi = ((o * cg + c) * g.kernel[0] + i) * g.kernel[1] + j;
+                                acc += x[xi] as f64 * w[wi] as f64;
+                            }
+                        }
+                    }
+                    out[((n * g.out_channels + o) * oh_n + oh) * ow_n + ow] = acc;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A geometry with its output size derived.
+#[allow(clippy::too_many_arguments)]
+fn geometry(batch: usize, channels: usize, hw: [usize; 2], out_channels: usize, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], groups: usize, has_bias: bool) -> Conv2d {
+    let out = |d: usize| (hw[d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
+    Conv2d { batch, channels, height: hw[0], width: hw[1], out_channels, kernel, out_size: [out(0), out(1)], stride, padding, dilation, groups, has_bias }
+}
+
+fn check(g: Conv2d, threads: usize) {
+    let x = values(g.batch * g.channels * g.height * g.width, 1);
+    let w = values(g.out_channels * g.depth(), 2);
+    let bias = values(g.out_channels, 3);
+    let mut out = vec![f32::NAN; g.batch * g.out_channels * g.positions()];
+    let mut columns = vec![f32::NAN; g.columns_len()];
+    let list = g.to_list();
+    with_threads(threads, || {
+        // SAFETY: every buffer holds what the geometry describes.
+        unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), w.as_ptr(), bias.as_ptr(), columns.as_mut_ptr(), list.as_ptr(), list.len() as i64) }
+    });
+    let want = reference(&g, &x, &w, g.has_bias.then_some(&bias[..]));
+    let depth = g.depth() as f64;
+    for (i, (&got, &want)) in out.iter().zip(&want).enumerate() {
+        assert!((got as f64 - want).abs() <= 1e-6 * depth.sqrt() * 4.0, "{g:?} on {threads} threads: element {i} is {got}, expected {want}");
+    }
+}
+
+#[test]
+fn every_algorithm_matches_the_naive_convolution() {
+    let user = PoolUser::acquire(2);
+    let cases = [
+        geometry(1, 3, [17, 19], 8, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+        geometry(2, 4, [12, 9], 6, [5, 3], [2, 3], [2, 0], [1, 2], 2, false),
+        geometry(1, 3, [40, 40], 16, [7, 7], [2, 2], [3, 3], [1, 1], 1, false),
+        geometry(2, 8, [10, 11], 5, [1, 1], [1, 1], [0, 0], [1, 1], 1, true),
+        geometry(1, 8, [10, 11], 4, [1, 1], [2, 2], [0, 0], [1, 1], 1, true),
+        geometry(1, 16, [64, 64], 32, [1, 1], [1, 1], [0, 0], [1, 1], 1, false),
+        geometry(2, 6, [15, 14], 6, [3, 3], [1, 1], [1, 1], [1, 1], 6, true),
+        geometry(1, 6, [15, 14], 12, [5, 5], [2, 2], [2, 2], [1, 1], 6, false),
+        geometry(1, 4, [9, 9], 4, [3, 3], [1, 1], [2, 2], [2, 2], 4, true),
+        geometry(1, 72, [56, 56], 72, [3, 3], [2, 2], [1, 1], [1, 1], 72, true),
+        geometry(1, 2, [3, 3], 2, [3, 3], [1, 1], [0, 0], [1, 1], 1, true),
+        geometry(1, 1, [1, 50], 3, [1, 5], [1, 1], [0, 2], [1, 1], 1, true),
+        geometry(2, 0, [4, 5], 3, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+    ];
+    let algorithms: Vec<Algorithm> = cases.iter().map(|g| g.algorithm()).collect();
+    for a in [Algorithm::Columns, Algorithm::Pointwise, Algorithm::Depthwise] {
+        assert!(algorithms.contains(&a), "{a:?} not covered");
+    }
+    for g in cases {
+        for threads in [1, 2] {
+            check(g, threads);
+        }
+    }
+    drop(user);
+}
+
+#[test]
+fn an_inconsistent_geometry_writes_nothing() {
+    let g = geometry(1, 2, [4, 4], 2, [3, 3], [1, 1], [1, 1], [1, 1], 1, false);
+    let mut list = g.to_list();
+    list[7] = 5;
+    let mut out = vec![7.0f32; 32];
+    let x = vec![1.0f32; 32];
+    // SAFETY: the buffers are larger than the (refused) geometry's.
+    unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), x.as_ptr(), x.as_ptr(), out.as_mut_ptr(), list.as_ptr(), list.len() as i64) };
+    assert!(out.iter().all(|&v| v == 7.0));
+}
