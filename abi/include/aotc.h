@@ -147,6 +147,23 @@ AotcStatus aotc_buffer_write(AotcModel *model, const char *name, const AotcTenso
 AotcStatus aotc_run(AotcModel *model, const AotcTensor *inputs, int64_t n_inputs,
                     AotcTensor *outputs, int64_t n_outputs);
 
+/* Profiling (added within ABI version 1: a library compiled before lacks these three;
+ * look them up with dlsym). The program is a list of kernels (loops, GEMMs, library
+ * calls), each computing one or more graph nodes; the manifest (aotc_metadata_json:
+ * "kernels", indexing "nodes") names them, in this order. While profiling is on, each
+ * aotc_run of the instance times every kernel (wall time on the calling thread, threads
+ * included). Off, it costs a test per kernel. */
+int64_t aotc_kernel_count(const AotcModel *model);  /* -1 for a null model */
+/* on != 0: starts profiling from zero; on == 0: stops it, keeping the totals readable. */
+AotcStatus aotc_profile_enable(AotcModel *model, int32_t on);
+/* Totals over the calls that succeeded since profiling was turned on: their number
+ * (*calls), their time inside aotc_run (*call_ns) and each kernel's time (kernel_ns,
+ * room for n_kernels >= aotc_kernel_count entries; the first aotc_kernel_count are
+ * written), in nanoseconds. The time aotc_run spends outside the kernels is its own:
+ * checking inputs, allocating, copying. */
+AotcStatus aotc_profile_read(const AotcModel *model, int64_t *calls, double *call_ns,
+                             double *kernel_ns, int64_t n_kernels);
+
 #ifdef __cplusplus
 }
 #endif

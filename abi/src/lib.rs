@@ -166,20 +166,28 @@ pub mod symbols {
     pub const BUFFER_READ: &str = "aotc_buffer_read";
     pub const BUFFER_WRITE: &str = "aotc_buffer_write";
     pub const RUN: &str = "aotc_run";
+    /// Profiling: added within ABI version 1, so a library compiled before lacks them.
+    pub const KERNEL_COUNT: &str = "aotc_kernel_count";
+    pub const PROFILE_ENABLE: &str = "aotc_profile_enable";
+    pub const PROFILE_READ: &str = "aotc_profile_read";
 
     pub const ALL: &[&str] = &[
         ABI_VERSION, LAST_ERROR, MODEL_CREATE, MODEL_CREATE_THREADS, MODEL_DESTROY, METADATA_JSON, IN_SPEC, OUT_SPEC,
         INPUT_COUNT, INPUT_INFO, OUTPUT_COUNT, OUTPUT_INFO, BUFFER_COUNT, BUFFER_INFO,
-        BUFFER_READ, BUFFER_WRITE, RUN,
+        BUFFER_READ, BUFFER_WRITE, RUN, KERNEL_COUNT, PROFILE_ENABLE, PROFILE_READ,
     ];
 }
 
 /// Symbols shared by the generated object and the embedded support library; hidden from
 /// the `.so`'s dynamic symbol table by the version script.
 pub mod internal_symbols {
-    /// `void __aotc_graph_run(void **slots, const int64_t *dims, int64_t stage)`: the
-    /// generated driver; runs the kernels of one stage.
+    /// `void __aotc_graph_run(void **slots, const int64_t *dims, int64_t stage, void
+    /// *profile)`: the generated driver; runs the kernels of one stage, and when `profile`
+    /// is not null calls [`PROFILE_MARK`] after each.
     pub const GRAPH_RUN: &str = "__aotc_graph_run";
+    /// `void __aotc_profile_mark(void *profile, int64_t kernel)`: kernel `kernel` (its
+    /// index in the program) has just finished.
+    pub const PROFILE_MARK: &str = "__aotc_profile_mark";
     /// `void __aotc_parallel(kernel, void **slots, const int64_t *dims, int64_t extent,
     /// int64_t work)`: runs `kernel(slots, dims, begin, end)` over `[0, extent)` of its
     /// outer loop, split across the call's threads when `extent * work` is large enough.
@@ -232,4 +240,6 @@ pub mod fn_types {
     pub type BufferRead = unsafe extern "C" fn(*const AotcModel, *const c_char, *const AotcTensor) -> i32;
     pub type BufferWrite = unsafe extern "C" fn(*mut AotcModel, *const c_char, *const AotcTensor) -> i32;
     pub type Run = unsafe extern "C" fn(*mut AotcModel, *const AotcTensor, i64, *mut AotcTensor, i64) -> i32;
+    pub type ProfileEnable = unsafe extern "C" fn(*mut AotcModel, i32) -> i32;
+    pub type ProfileRead = unsafe extern "C" fn(*const AotcModel, *mut i64, *mut f64, *mut f64, i64) -> i32;
 }

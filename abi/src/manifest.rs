@@ -51,6 +51,13 @@ pub struct Manifest {
     /// the compiler counts them: 2 * m * n * k per product.
     #[serde(default = "zero")]
     pub flops: SymExpr,
+    /// The graph nodes the kernels compute, in graph order (for profiles).
+    #[serde(default)]
+    pub nodes: Vec<GraphNode>,
+    /// One entry per kernel, in the order the generated driver runs them; a profile
+    /// (`aotc_profile_read`) times them in this order.
+    #[serde(default)]
+    pub kernels: Vec<KernelInfo>,
 }
 
 fn zero() -> SymExpr {
@@ -91,6 +98,39 @@ pub fn stage_of(data_symbols: &[DataSymbol], e: &SymExpr) -> usize {
         }
     });
     stage
+}
+
+/// A node of the exported graph, as profiles name it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphNode {
+    /// The FX node name (`convolution_3`).
+    pub name: String,
+    /// `torch.ops.aten.convolution.default`.
+    pub target: String,
+    /// The innermost module of the node's `nn_module_stack` (`layers.0.attn`, with its
+    /// class `Attention`); none for nodes of the root module.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module_type: Option<String>,
+    /// `file.py:42`, the innermost frame of the `stack_trace` export recorded, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// One kernel of the program.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KernelInfo {
+    /// `pointwise`, `reduce.sum` (or another reduction), `matmul`, or `extern NAME`.
+    pub kind: String,
+    /// The graph value its output buffer holds.
+    pub writes: String,
+    /// Indices into [`Manifest::nodes`], ascending: the nodes whose computation the kernel
+    /// holds (the one it was made for and those fused into it). Empty for a copy the
+    /// interface needs (an input or a weight returned as an output).
+    pub nodes: Vec<usize>,
+    /// The stage of the driver that runs it.
+    pub stage: usize,
 }
 
 /// A scratch slot of three int64 (site + 1, index, dimension size; all zero: no error),

@@ -17,6 +17,7 @@ pub mod lower;
 pub mod op_support;
 pub mod passes;
 pub mod peak;
+pub mod profile;
 pub mod tensor_io;
 
 pub use error::{Error, Result};

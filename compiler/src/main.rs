@@ -1,4 +1,4 @@
-//! The `aotc` command line: compile, run, inspect.
+//! The `aotc` command line: compile, run, bench, profile, inspect.
 
 use aotc::{compile, inspect, tensor_io, CompileOptions};
 use aotc_abi::manifest::Manifest;
@@ -45,6 +45,25 @@ enum Command {
     /// Time a compiled library on one input file: min/median/max ms per call, and GEMM
     /// GFLOP/s against the measured FMA peak where the compiler counted the FLOPs.
     Bench {
+        library: PathBuf,
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long, default_value_t = 100)]
+        iters: usize,
+        #[arg(long, default_value_t = 10)]
+        warmup: usize,
+        /// Threads per call (0: $AOTC_NUM_THREADS, else the available cores).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Time each kernel of a compiled library on one input file, slowest first, each named
+    /// by the graph nodes it computes (no special build needed).
+    Profile {
         library: PathBuf,
         #[arg(long)]
         input: PathBuf,
@@ -120,6 +139,16 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Bench { library, input, iters, warmup, threads, device, json } => {
             let device = Device::parse(&device).map_err(|e| e.to_string())?;
             let report = aotc::bench::bench(&library, &input, &aotc::bench::BenchOptions { iters, warmup, threads, device })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+            } else {
+                println!("{}", report.text());
+            }
+            Ok(())
+        }
+        Command::Profile { library, input, iters, warmup, threads, device, json } => {
+            let device = Device::parse(&device).map_err(|e| e.to_string())?;
+            let report = aotc::profile::profile(&library, &input, &aotc::profile::ProfileOptions { iters, warmup, threads, device })?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
             } else {

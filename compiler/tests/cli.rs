@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{aotc, aotc_bin, fails_with, fixture};
+use common::{aotc, aotc_bin, fails_with, fixture, succeeds};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -165,4 +165,36 @@ fn data_dependent_index_out_of_range() {
     fails_with(&run(-1), "embedding row: index -1 is out of range");
     fails_with(&run(1000), "node 'embedding' (torch.ops.aten.embedding.default): embedding row: index 1000 is out of range for a dimension of size");
     fails_with(&run(1000), "(AOTC_ERR_INDEX)");
+}
+
+#[test]
+fn profile_times_every_kernel_slowest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("m.so");
+    let fx = fixture("small_cnn");
+    let out = aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &so]);
+    succeeds(&out);
+    let compiled = String::from_utf8_lossy(&out.stdout);
+    let count: usize = compiled.split(" kernels").next().and_then(|s| s.rsplit('(').next()).and_then(|n| n.parse().ok()).expect(&compiled);
+    let input = fx.join("inputs_0.safetensors");
+    let out = aotc(&[&"profile", &so, &"--input", &input, &"--iters", &"3", &"--warmup", &"1", &"--json"]);
+    succeeds(&out);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kernels = report["kernels"].as_array().unwrap();
+    let field = |k: &serde_json::Value, f: &str| k[f].as_f64().unwrap();
+    let mut indices: Vec<u64> = kernels.iter().map(|k| k["kernel"].as_u64().unwrap()).collect();
+    indices.sort();
+    assert_eq!(indices, (0..count as u64).collect::<Vec<_>>(), "one entry per kernel");
+    assert!(kernels.iter().enumerate().all(|(i, k)| k["rank"] == i + 1));
+    assert!(kernels.windows(2).all(|w| field(&w[0], "ms_per_call") >= field(&w[1], "ms_per_call")), "slowest first");
+    let sum: f64 = kernels.iter().map(|k| field(k, "ms_per_call")).sum();
+    assert!((sum - field(&report, "kernels_ms")).abs() <= 1e-9 + 1e-9 * sum && sum <= field(&report, "call_ms"), "{report}");
+    let conv = kernels.iter().flat_map(|k| k["nodes"].as_array().unwrap()).find(|n| n["name"] == "convolution").expect("a kernel of node 'convolution'");
+    assert_eq!((&conv["module"], &conv["module_type"]), (&serde_json::json!("c1"), &serde_json::json!("Conv2d")));
+
+    let out = aotc(&[&"profile", &so, &"--input", &input, &"--iters", &"2", &"--warmup", &"0"]);
+    succeeds(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("rank  kernel  kind") && text.contains("convolution [c1: Conv2d]") && text.contains("total: kernels"), "{text}");
+    fails_with(&aotc(&[&"profile", &dir.path().join("missing.so"), &"--input", &input]), "missing.so");
 }

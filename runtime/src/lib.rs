@@ -90,12 +90,31 @@ pub struct ValueInfo {
     pub dim_max: Vec<i64>,
 }
 
+/// Kernel timings of an instance ([`Model::profile_read`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profile {
+    /// Calls that succeeded since profiling was turned on.
+    pub calls: u64,
+    /// Their total time inside the library, in nanoseconds.
+    pub call_ns: f64,
+    /// Each kernel's total time, in nanoseconds, in the order of the manifest's `kernels`.
+    pub kernel_ns: Vec<f64>,
+}
+
 struct Fns {
     last_error: ft::LastError,
     destroy: ft::ModelDestroy,
     run: ft::Run,
     buffer_read: ft::BufferRead,
     buffer_write: ft::BufferWrite,
+    /// `None` for a library compiled before profiling existed.
+    profile: Option<ProfileFns>,
+}
+
+struct ProfileFns {
+    kernel_count: ft::Count,
+    enable: ft::ProfileEnable,
+    read: ft::ProfileRead,
 }
 
 pub struct Model {
@@ -153,6 +172,11 @@ impl Model {
             run: sym(&lib, symbols::RUN)?,
             buffer_read: sym(&lib, symbols::BUFFER_READ)?,
             buffer_write: sym(&lib, symbols::BUFFER_WRITE)?,
+            profile: (|| Some(ProfileFns {
+                kernel_count: sym(&lib, symbols::KERNEL_COUNT).ok()?,
+                enable: sym(&lib, symbols::PROFILE_ENABLE).ok()?,
+                read: sym(&lib, symbols::PROFILE_READ).ok()?,
+            }))(),
         };
         let create: ft::ModelCreateThreads = sym(&lib, symbols::MODEL_CREATE_THREADS)?;
         let dev = CString::new(device.as_str()).expect("no NUL in device names");
@@ -331,6 +355,44 @@ impl Model {
             return Err(self.last_error(rc));
         }
         Ok(())
+    }
+}
+
+/// Profiling: see `aotc.h`.
+impl Model {
+    fn profile_fns(&self) -> Result<&ProfileFns, Error> {
+        self.fns.profile.as_ref().ok_or_else(|| Error::new(status::INVALID_ARGUMENT, "this library was compiled before aotc could profile (it lacks aotc_profile_enable): compile it again"))
+    }
+
+    /// The number of kernels of the program (the manifest's `kernels` describes each).
+    pub fn kernel_count(&self) -> Result<usize, Error> {
+        // SAFETY: valid handle.
+        let n = unsafe { (self.profile_fns()?.kernel_count)(self.handle) };
+        usize::try_from(n).map_err(|_| Error::new(status::INTERNAL, format!("the library reports {n} kernels")))
+    }
+
+    /// Starts timing each kernel of the following calls, from zero (`true`), or stops.
+    pub fn profile_enable(&mut self, on: bool) -> Result<(), Error> {
+        // SAFETY: valid handle.
+        let rc = unsafe { (self.profile_fns()?.enable)(self.handle, on as i32) };
+        if rc != status::OK {
+            return Err(self.last_error(rc));
+        }
+        Ok(())
+    }
+
+    /// The totals since profiling was last turned on.
+    pub fn profile_read(&self) -> Result<Profile, Error> {
+        let fns = self.profile_fns()?;
+        let mut p = Profile { calls: 0, call_ns: 0.0, kernel_ns: vec![0.0; self.kernel_count()?] };
+        let mut calls = 0i64;
+        // SAFETY: valid handle; kernel_ns holds as many doubles as the library has kernels.
+        let rc = unsafe { (fns.read)(self.handle, &mut calls, &mut p.call_ns, p.kernel_ns.as_mut_ptr(), p.kernel_ns.len() as i64) };
+        if rc != status::OK {
+            return Err(self.last_error(rc));
+        }
+        p.calls = calls.max(0) as u64;
+        Ok(p)
     }
 }
 

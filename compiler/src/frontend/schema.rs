@@ -87,6 +87,9 @@ pub struct Node {
     pub outputs: Vec<Argument>,
     #[serde(default)]
     pub name: Option<String>,
+    /// `nn_module_stack`, `stack_trace`...: strings, advisory (see `lower::origin`).
+    #[serde(default)]
+    pub metadata: Value,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,6 +1,7 @@
 //! Buffers and kernels: the lowered program.
 
 use super::expr::{visit, ExprKind, E};
+use aotc_abi::manifest::GraphNode;
 use aotc_abi::sym::{SymExpr, SymId};
 use aotc_abi::DType;
 use cranelift_codegen::entity::{entity_impl, PrimaryMap};
@@ -178,6 +179,17 @@ impl Kernel {
         }
     }
 
+    /// What the kernel is, for messages and profiles: `pointwise`, `reduce.sum`, `matmul`,
+    /// `extern __aotc_fft`.
+    pub fn kind(&self) -> String {
+        match self {
+            Kernel::Pointwise { .. } => "pointwise".into(),
+            Kernel::Reduction { op, .. } => format!("reduce.{}", format!("{op:?}").to_lowercase()),
+            Kernel::Matmul(_) => "matmul".into(),
+            Kernel::Extern(call) => format!("extern {}", call.name),
+        }
+    }
+
     pub fn out(&self) -> BufId {
         match self {
             Kernel::Pointwise { out, .. } | Kernel::Reduction { out, .. } => *out,
@@ -191,6 +203,11 @@ impl Kernel {
 pub struct Program {
     pub buffers: PrimaryMap<BufId, Buffer>,
     pub kernels: Vec<Kernel>,
+    /// For each kernel, the graph nodes whose computation it holds: indices into `nodes`,
+    /// ascending (see `Lowerer::materialize`).
+    pub kernel_nodes: Vec<Vec<usize>>,
+    /// The graph nodes lowered, in graph order.
+    pub nodes: Vec<GraphNode>,
     /// Payloads of `BufKind::Weight` buffers (dense bytes), and initial values of state.
     pub weights: Vec<Vec<u8>>,
     /// What each checked index is ("node 'gather' (...): index along dimension 1"), for the
@@ -247,6 +264,8 @@ impl fmt::Display for Program {
             for d in self.data_symbols.iter().filter(|d| d.after == i) {
                 writeln!(f, "bind s{} = {}[0]", d.sym, d.buf)?;
             }
+            let nodes = self.kernel_nodes.get(i).map(|ns| ns.iter().map(|&n| self.nodes[n].name.as_str()).collect::<Vec<_>>().join(", "));
+            writeln!(f, "; kernel {i}: {}", nodes.filter(|n| !n.is_empty()).unwrap_or_else(|| "(no graph node)".into()))?;
             match k {
                 Kernel::Pointwise { out, ranges, body } => writeln!(f, "pointwise {out}[{}] = {body}", list(ranges))?,
                 Kernel::Reduction { out, ranges, reduce, op, body } => {

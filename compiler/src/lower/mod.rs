@@ -9,6 +9,7 @@
 pub mod args;
 pub mod aten;
 pub mod checks;
+mod origin;
 mod symbols;
 pub mod tensor;
 
@@ -73,6 +74,8 @@ pub struct Lowerer<'s> {
     defs: HashMap<SymId, SymExpr>,
     /// The random generator, once a node draws random numbers.
     rng: Option<aten::random::Rng>,
+    /// The node being lowered: an index into `prog.nodes` (see origin.rs).
+    node: Option<usize>,
 }
 
 thread_local! {
@@ -104,6 +107,7 @@ pub fn lower(src: &Source) -> Result<Lowered> {
         prog: Program::default(), src, env: HashMap::new(), symbols: vec![], hints: vec![], users: HashMap::new(),
         guards: vec![], guard_set: HashSet::new(), node_desc: String::new(),
         input_symbols: HashSet::new(), data_symbols: HashSet::new(), defs: HashMap::new(), rng: None,
+        node: None,
     };
     for n in &graph.nodes {
         for a in &n.inputs {
@@ -128,6 +132,7 @@ pub fn lower(src: &Source) -> Result<Lowered> {
         let name = node.name.clone().unwrap_or_else(|| output_names(node).join(","));
         lw.node_desc = format!("node '{name}' ({})", node.target);
         CURRENT_NODE.with(|c| *c.borrow_mut() = Some(lw.node_desc.clone()));
+        lw.begin_node(Some(origin::graph_node(node, &name)));
         let (op, lower_fn) = aten::registry::lookup(&node.target).expect("checked by check_supported");
         let err = |message: String| Error::Lower { node: name.clone(), target: node.target.clone(), message };
         let signature = aten::signatures::lookup(op).ok_or_else(|| err(format!("internal error: no signature for {op}")))?;
@@ -144,14 +149,17 @@ pub fn lower(src: &Source) -> Result<Lowered> {
             }
             lw.check_sizes(&value).map_err(|m| err(format!("result '{out_name}': {m}")))?;
             lw.check_meta(&out_name, &value).map_err(err)?;
+            let value = lw.stamp(value);
             let value = lw.schedule(&out_name, value);
             lw.env.insert(out_name, value);
         }
     }
     CURRENT_NODE.with(|c| *c.borrow_mut() = None);
     lw.node_desc = "the graph outputs".into();
+    lw.begin_node(None);
     let (outputs, mut buffer_mutations, input_mutations) = lw.lower_outputs(sig, &inputs, &buffers)?;
     aten::random::finish(&mut lw, &mut buffers, &mut buffer_mutations)?;
+    lw.stamp_kernels();
     let (in_spec, out_spec) = call_spec(src);
     Ok(Lowered { program: lw.prog, symbols: lw.symbols, inputs, outputs, buffers, buffer_mutations, input_mutations, guards: lw.guards, in_spec, out_spec })
 }
@@ -268,7 +276,7 @@ impl<'s> Lowerer<'s> {
     /// Decides whether a lazy value is realized now (the fusion policy).
     fn schedule(&mut self, name: &str, v: TensorValue) -> TensorValue {
         match &v.repr {
-            Repr::Lazy(body) if self.users.get(name).copied().unwrap_or(0) > 1 || expr::size(body) > MAX_FUSED_NODES => self.realize(&v, name),
+            Repr::Lazy(body, _) if self.users.get(name).copied().unwrap_or(0) > 1 || expr::size(body) > MAX_FUSED_NODES => self.realize(&v, name),
             _ => v,
         }
     }
@@ -285,7 +293,7 @@ impl<'s> Lowerer<'s> {
     pub fn realize(&mut self, v: &TensorValue, name: &str) -> TensorValue {
         match &v.repr {
             Repr::View(_) => v.clone(),
-            Repr::Lazy(_) => TensorValue { complex: v.complex, ..TensorValue::view_of(self.materialize(v, name), v.dtype, v.sizes.clone()) },
+            Repr::Lazy(..) => TensorValue { complex: v.complex, ..TensorValue::view_of(self.materialize(v, name), v.dtype, v.sizes.clone()) },
         }
     }
 

@@ -121,6 +121,7 @@ impl Lowerer<'_> {
     /// Names a value that is not a tensor in the graph (a float `item()`), for the
     /// operands that use it.
     pub fn define_scalar(&mut self, name: &str, value: crate::lower::tensor::TensorValue) {
+        let value = self.stamp(value);
         self.env.insert(name.to_string(), value);
     }
 

@@ -4,17 +4,27 @@
 //! A complex64 value is a float32 value with a hidden trailing dimension of 2 holding
 //! (re, im), torch's `view_as_real` layout, and `complex` set; only the lowerings of
 //! `aten::complex` see such values.
+//!
+//! A lazy body carries its origin: the graph nodes whose computation it holds, so that
+//! the kernel it ends up in can name them (profiles, the text IR).
 
+use super::origin;
 use crate::ir::expr::{self, substitute, Affine, E};
 use crate::ir::{BufId, StridedRef};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
+use std::rc::Rc;
+
+/// The graph nodes whose computation a lazy body holds: indices into `Program::nodes`,
+/// ascending. A body a lowering makes gets the current node when it becomes a result
+/// (`Lowerer::stamp`) or a kernel.
+pub type Origin = Rc<[usize]>;
 
 #[derive(Clone, Debug)]
 pub enum Repr {
     View(StridedRef),
     /// A body over loop variables `0..rank`.
-    Lazy(E),
+    Lazy(E, Origin),
 }
 
 #[derive(Clone, Debug)]
@@ -61,7 +71,8 @@ impl TensorValue {
     }
 
     pub fn lazy(dtype: DType, sizes: Vec<SymExpr>, body: E) -> TensorValue {
-        TensorValue { dtype, sizes, repr: Repr::Lazy(expr::cast(body, dtype)), complex: false }
+        let origin = origin::of_body(&body);
+        TensorValue { dtype, sizes, repr: Repr::Lazy(expr::cast(body, dtype), origin), complex: false }
     }
 
     pub fn rank(&self) -> usize {
@@ -83,7 +94,7 @@ impl TensorValue {
         debug_assert_eq!(index.len(), self.rank(), "wrong number of indices");
         match &self.repr {
             Repr::View(r) => expr::load(r.buf, self.dtype, element_index(r, index)),
-            Repr::Lazy(body) => substitute(body, index),
+            Repr::Lazy(body, origin) => origin::loaded(substitute(body, index), origin),
         }
     }
 
@@ -96,7 +107,7 @@ impl TensorValue {
                 let at = element_index(r, &old_index);
                 Repr::View(StridedRef { buf: r.buf, offset: at.offset.clone(), strides: (0..sizes.len()).map(|v| at.coef(v)).collect() })
             }
-            Repr::Lazy(body) => Repr::Lazy(substitute(body, &old_index)),
+            Repr::Lazy(body, origin) => Repr::Lazy(substitute(body, &old_index), origin.clone()),
         };
         TensorValue { dtype: self.dtype, sizes, repr, complex: self.complex }
     }

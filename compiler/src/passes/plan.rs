@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::ir::{BufId, BufKind, Kernel, Program};
 use crate::lower::{Lowered, LoweredInput};
-use aotc_abi::manifest::{BufferSpec, DataSymbol, IndexErrors, InputSpec, Manifest, Slot, TensorSpec};
+use aotc_abi::manifest::{BufferSpec, DataSymbol, GraphNode, IndexErrors, InputSpec, KernelInfo, Manifest, Slot, TensorSpec};
 use aotc_abi::DType;
 use aotc_abi::sym::SymExpr;
 use std::collections::HashMap;
@@ -94,9 +94,12 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
             Kernel::Extern(call) => Some(call.flops.clone()),
             _ => None,
         })),
+        nodes: vec![],
+        kernels: vec![],
     };
     let (stage_ends, data_symbols) = stages(p)?;
-    let manifest = Manifest { data_symbols, ..manifest };
+    let (nodes, kernels) = kernel_infos(p, &stage_ends);
+    let manifest = Manifest { data_symbols, nodes, kernels, ..manifest };
     check_stages(p, &manifest, &stage_ends)?;
     Ok(Plan { manifest, weights_blob, dim_index, stage_ends })
 }
@@ -116,6 +119,27 @@ fn stages(p: &Program) -> Result<(Vec<usize>, Vec<DataSymbol>)> {
     }).collect::<Result<_>>()?;
     ends.push(p.kernels.len());
     Ok((ends, data_symbols))
+}
+
+/// What profiles report of each kernel, and the graph nodes they name (only those: views
+/// of memory compute nothing), in graph order.
+fn kernel_infos(p: &Program, stage_ends: &[usize]) -> (Vec<GraphNode>, Vec<KernelInfo>) {
+    let mut renumbered: Vec<Option<usize>> = vec![None; p.nodes.len()];
+    p.kernel_nodes.iter().flatten().for_each(|&n| renumbered[n] = Some(0));
+    let mut nodes = vec![];
+    for (n, node) in p.nodes.iter().enumerate() {
+        if let Some(i) = &mut renumbered[n] {
+            *i = nodes.len();
+            nodes.push(node.clone());
+        }
+    }
+    let kernels = p.kernels.iter().enumerate().map(|(i, k)| KernelInfo {
+        kind: k.kind(),
+        writes: p.buffers[k.out()].name.clone(),
+        nodes: p.kernel_nodes.get(i).into_iter().flatten().filter_map(|&n| renumbered[n]).collect(),
+        stage: stage_ends.partition_point(|&end| end <= i),
+    }).collect();
+    (nodes, kernels)
 }
 
 /// Every size a kernel of stage `s` reads (its loop bounds, offsets, and the sizes of the

@@ -214,3 +214,43 @@ pub unsafe extern "C" fn aotc_run(m: *mut AotcModel, inputs: *const AotcTensor, 
         model.run(&ins, outs)
     })
 }
+
+#[no_mangle]
+pub extern "C" fn aotc_kernel_count(m: *const AotcModel) -> i64 {
+    count(m, |m| m.program().manifest.kernels.len())
+}
+
+#[no_mangle]
+pub extern "C" fn aotc_profile_enable(m: *mut AotcModel, on: i32) -> i32 {
+    guard(|| {
+        model_mut(m)?.profile.set(on != 0);
+        Ok(())
+    })
+}
+
+/// # Safety
+/// Pointers must be null or valid as `aotc.h` describes (`calls`, `call_ns`: one writable value each; `kernel_ns`: `n_kernels` writable doubles).
+#[no_mangle]
+pub unsafe extern "C" fn aotc_profile_read(m: *const AotcModel, calls: *mut i64, call_ns: *mut f64, kernel_ns: *mut f64, n_kernels: i64) -> i32 {
+    guard(|| {
+        let (n_calls, total_ns, kernels) = model_ref(m)?.profile.totals();
+        if calls.is_null() || call_ns.is_null() {
+            return err(status::INVALID_ARGUMENT, format!("{} is a null pointer", if calls.is_null() { "calls" } else { "call_ns" }));
+        }
+        if usize::try_from(n_kernels).map_or(true, |n| n < kernels.len()) {
+            return err(status::INVALID_ARGUMENT, format!("kernel_ns has room for {n_kernels} kernels; the program has {}", kernels.len()));
+        }
+        if kernel_ns.is_null() && !kernels.is_empty() {
+            return err(status::INVALID_ARGUMENT, format!("kernel_ns is a null pointer, with {n_kernels} entries"));
+        }
+        // SAFETY: the pointers were checked non-null; kernel_ns holds n_kernels >= kernels.len() doubles by contract.
+        unsafe {
+            *calls = i64::try_from(n_calls).unwrap_or(i64::MAX);
+            *call_ns = total_ns as f64;
+            for (k, &t) in kernels.iter().enumerate() {
+                *kernel_ns.add(k) = t as f64;
+            }
+        }
+        Ok(())
+    })
+}

@@ -7,8 +7,9 @@
 //! ([`inputs`]), checks the program's guards ([`guards`]), owns each instance's state and
 //! scratch memory (keeping it apart from inputs that alias it) and applies mutations
 //! after a call ([`model`]).
-//! It also provides the extern kernels the generated code calls (GEMM, [`fft`]) and the
-//! worker threads that large kernels are split across ([`pool`]).
+//! It also provides the extern kernels the generated code calls (GEMM, [`fft`]), the
+//! worker threads that large kernels are split across ([`pool`]) and the kernel timings
+//! of a profile ([`profile`]).
 //!
 //! **Architecture Invariant:** no panic or unwind leaves an ABI function: every entry is
 //! wrapped in [`guard`], which turns a panic into `AOTC_ERR_INTERNAL` plus a message.
@@ -25,6 +26,7 @@ mod kernels;
 mod memory;
 mod model;
 mod pool;
+mod profile;
 mod program;
 
 pub use abi_fns::*;
@@ -32,3 +34,4 @@ pub use conv::__aotc_conv2d_f32;
 pub use fft::*;
 pub use kernels::*;
 pub use pool::__aotc_parallel;
+pub use profile::__aotc_profile_mark;

@@ -6,13 +6,14 @@ use crate::guards::{check_guards, check_index_errors};
 use crate::inputs::bind_inputs;
 use crate::memory::{strided_copy, AlignedBuf, Direction};
 use crate::pool::{with_threads, PoolUser};
+use crate::profile::Profile;
 use crate::program::{program, weights_base, Program};
 use aotc_abi::manifest::{InputSpec, Slot};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::{status, AotcTensor, DType, DL_CPU};
 
 extern "C" {
-    fn __aotc_graph_run(slots: *const *mut u8, dims: *const i64, stage: i64);
+    fn __aotc_graph_run(slots: *const *mut u8, dims: *const i64, stage: i64, profile: *mut std::ffi::c_void);
 }
 
 pub struct Model {
@@ -31,6 +32,8 @@ pub struct Model {
     /// The threads a call may use, and this instance's hold on the worker pool.
     threads: usize,
     _pool: Option<PoolUser>,
+    /// Kernel timings, when profiling is on.
+    pub profile: Profile,
 }
 
 /// The sizes of a call, evaluated stage by stage as the symbols they use are bound.
@@ -94,6 +97,7 @@ impl Model {
             output_shapes: m.outputs.iter().map(|o| vec![0; o.sizes.len()]).collect(),
             threads,
             _pool: PoolUser::acquire(threads),
+            profile: Profile::new(m.kernels.len()),
         })
     }
 
@@ -149,6 +153,7 @@ impl Model {
     /// a call refused there has overwritten earlier outputs but no state and no input.
     pub fn run(&mut self, inputs: &[AotcTensor], outputs: &mut [AotcTensor]) -> Result<()> {
         let m = &self.program.manifest;
+        self.profile.begin_call();
         if outputs.len() != m.outputs.len() {
             return err(status::INVALID_ARGUMENT, format!("expected room for {} outputs, got {}", m.outputs.len(), outputs.len()));
         }
@@ -166,11 +171,13 @@ impl Model {
                 self.evaluate_stage(stage, &syms, &mut sizes)?;
                 self.allocate_scratch(&mut slots, &sizes.scratch)?;
             }
+            let recorder = self.profile.stage_recorder();
             // SAFETY: every slot this stage touches points to memory of the size the
             // compiler planned for the bound symbols (inputs were checked against their
             // shapes; the plan checked that a stage uses only sizes known by then), dims
-            // holds every such size, and no input lives in memory the program writes.
-            with_threads(self.threads, || unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr(), stage as i64) });
+            // holds every such size, no input lives in memory the program writes, and the
+            // recorder (null unless profiling) is this instance's, alive through the stage.
+            with_threads(self.threads, || unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr(), stage as i64, recorder) });
             // A data-dependent index out of range fails the call before any state changes.
             if let Some(e) = &m.index_errors {
                 check_index_errors(self.scratch[e.slot].as_slice(), &e.sites)?;
@@ -191,6 +198,7 @@ impl Model {
                 byte_offset: 0,
             };
         }
+        self.profile.end_call();
         Ok(())
     }
 

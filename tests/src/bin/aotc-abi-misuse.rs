@@ -29,6 +29,9 @@ struct Abi {
     buffer_read: ft::BufferRead,
     buffer_write: ft::BufferWrite,
     run: ft::Run,
+    kernel_count: ft::Count,
+    profile_enable: ft::ProfileEnable,
+    profile_read: ft::ProfileRead,
     // Dropped last: the functions above point into it.
     _lib: libloading::Library,
 }
@@ -53,6 +56,9 @@ impl Abi {
             buffer_read: get(&lib, symbols::BUFFER_READ)?,
             buffer_write: get(&lib, symbols::BUFFER_WRITE)?,
             run: get(&lib, symbols::RUN)?,
+            kernel_count: get(&lib, symbols::KERNEL_COUNT)?,
+            profile_enable: get(&lib, symbols::PROFILE_ENABLE)?,
+            profile_read: get(&lib, symbols::PROFILE_READ)?,
             _lib: lib,
         })
     }
@@ -509,13 +515,37 @@ fn check_library(path: &str, tally: &mut Tally) -> Result<(), String> {
     subject.misuse_calls(tally, m);
     subject.input_variants(tally, m);
     subject.buffer_variants(tally, m);
+    // SAFETY: a valid model.
+    tally.expect_ok(&abi, "profile_enable", unsafe { (abi.profile_enable)(m, 1) });
     for repeat in 0..3 {
-        subject.run_valid(tally, m, &format!("valid call after misuse, {repeat}"));
+        subject.run_valid(tally, m, &format!("valid call after misuse, {repeat}, profiled"));
     }
+    profile_reads(&abi, tally, m);
     // SAFETY: created above, destroyed once.
     unsafe { (abi.destroy)(m) };
     subject.feed_outputs_back(tally, false)?;
     subject.feed_outputs_back(tally, true)
+}
+
+/// The profile of the three calls, read into arrays that fit, and misread.
+fn profile_reads(abi: &Abi, tally: &mut Tally, m: *mut AotcModel) {
+    // SAFETY: a valid model, or null; every pointer is valid or null as its case says.
+    unsafe {
+        let n = (abi.kernel_count)(m);
+        let (mut calls, mut call_ns, mut times) = (0i64, 0f64, vec![0f64; n.max(0) as usize]);
+        tally.expect_ok(abi, "profile_read", (abi.profile_read)(m, &mut calls, &mut call_ns, times.as_mut_ptr(), n));
+        if calls != 3 || times.iter().any(|t| !(0.0..=call_ns).contains(t)) {
+            tally.fail(format!("profile_read: {calls} calls (expected 3), {call_ns} ns, kernels {times:?}"));
+        }
+        use std::ptr::null_mut as null;
+        tally.expect_refused(abi, "profile_read: null model", (abi.profile_read)(null(), &mut calls, &mut call_ns, times.as_mut_ptr(), n));
+        tally.expect_refused(abi, "profile_read: null calls", (abi.profile_read)(m, null(), &mut call_ns, times.as_mut_ptr(), n));
+        if n > 0 {
+            tally.expect_refused(abi, "profile_read: null kernel_ns", (abi.profile_read)(m, &mut calls, &mut call_ns, null(), n));
+        }
+        tally.expect_refused(abi, "profile_read: too small", (abi.profile_read)(m, &mut calls, &mut call_ns, times.as_mut_ptr(), n - 1));
+        tally.expect_refused(abi, "profile_enable: null model", (abi.profile_enable)(null(), 0));
+    }
 }
 
 fn main() -> ExitCode {

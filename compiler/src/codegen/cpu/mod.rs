@@ -5,8 +5,9 @@
 //!                     extern_call.rs; half.rs: float16/bfloat16, stored in 16 bits, computed
 //!                     in f32; vmath.rs: exp, log, tanh, erf... on f32x4 lanes; lanes.rs:
 //!                     bit-level operations on one value or four lanes, for those two)
-//!                 ──► __aotc_graph_run(slots, dims, stage): calls one stage's kernels in order
-//!                     (large ones split across threads by __aotc_parallel)
+//!                 ──► __aotc_graph_run(slots, dims, stage, profile): calls one stage's kernels
+//!                     in order (large ones split across threads by __aotc_parallel), and
+//!                     __aotc_profile_mark after each when profile is not null
 //!                 ──► data: __aotc_manifest(+_len), __aotc_weights (64-byte aligned)
 //!                 ──► ObjectModule::finish() ──► .o bytes for the linker
 //! ```
@@ -23,7 +24,7 @@ mod test_kernel;
 mod vmath;
 
 use crate::error::{Error, Result};
-use crate::ir::{Kernel, Program};
+use crate::ir::Program;
 use crate::passes::plan::{Plan, WEIGHT_ALIGN};
 use aotc_abi::internal_symbols as sym;
 use aotc_abi::sym::SymExpr;
@@ -50,7 +51,7 @@ pub fn host_isa() -> Result<isa::OwnedTargetIsa> {
 }
 
 /// `void kernel(void **slots, const int64_t *dims, int64_t begin, int64_t end)`: a kernel
-/// over `[begin, end)` of the loop [`Kernel::split`] names (the whole kernel otherwise).
+/// over `[begin, end)` of the loop [`crate::ir::Kernel::split`] names (the whole kernel otherwise).
 fn kernel_signature(module: &ObjectModule) -> Signature {
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
@@ -90,12 +91,7 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
         let id = module.declare_function(&name, Linkage::Local, &sig).map_err(cg(&name))?;
         ctx.func.signature = sig.clone();
         ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let what = match k {
-            Kernel::Pointwise { .. } => "pointwise",
-            Kernel::Reduction { .. } => "reduction",
-            Kernel::Matmul(_) => "matmul",
-            Kernel::Extern(_) => "extern",
-        };
+        let what = k.kind();
         kernel::emit_kernel(&mut module, &mut ctx.func, &mut fctx, program, plan, k)
             .map_err(|e| Error::Codegen(format!("kernel {i} ({what} writing {}): {e}", program.buffers[k.out()].name)))?;
         module.define_function(id, &mut ctx).map_err(|e| Error::Codegen(format!("kernel {i} ({what}): {e:?}")))?;
@@ -103,14 +99,18 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
         kernel_ids.push(id);
     }
 
-    // The driver: `void run(slots, dims, stage)` runs the kernels of one stage in order,
-    // each large one through the support library's `__aotc_parallel`.
+    // The driver: `void run(slots, dims, stage, profile)` runs the kernels of one stage in
+    // order, each large one through the support library's `__aotc_parallel`; with a
+    // profile, it marks the end of each (a test and a branch per kernel when not).
     let ptr = module.target_config().pointer_type();
     let mut parallel_sig = module.make_signature();
     parallel_sig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
     let parallel = module.declare_function(sym::PARALLEL, Linkage::Import, &parallel_sig).map_err(cg("parallel"))?;
+    let mut mark_sig = module.make_signature();
+    mark_sig.params.extend([AbiParam::new(ptr), AbiParam::new(types::I64)]);
+    let mark = module.declare_function(sym::PROFILE_MARK, Linkage::Import, &mark_sig).map_err(cg("profile mark"))?;
     let mut driver_sig = module.make_signature();
-    driver_sig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64)]);
+    driver_sig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64), AbiParam::new(ptr)]);
     let driver = module.declare_function(sym::GRAPH_RUN, Linkage::Export, &driver_sig).map_err(cg("driver"))?;
     ctx.func.signature = driver_sig;
     ctx.func.name = UserFuncName::user(0, driver.as_u32());
@@ -120,7 +120,7 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         let params = b.block_params(entry).to_vec();
-        let (slots, dims, stage) = (params[0], params[1], params[2]);
+        let (slots, dims, stage, profile) = (params[0], params[1], params[2], params[3]);
         let done = b.create_block();
         let stage_blocks: Vec<_> = plan.stage_ends.iter().map(|_| b.create_block()).collect();
         let table: Vec<_> = stage_blocks.iter().map(|&blk| b.func.dfg.block_call(blk, &[])).collect();
@@ -130,11 +130,12 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
         b.ins().br_table(stage32, jt);
         b.seal_block(entry);
         let parallel = module.declare_func_in_func(parallel, b.func);
+        let mark = module.declare_func_in_func(mark, b.func);
         let mut start = 0;
         for (&blk, &end) in stage_blocks.iter().zip(&plan.stage_ends) {
             b.switch_to_block(blk);
             b.seal_block(blk);
-            for (id, k) in kernel_ids[start..end].iter().zip(&program.kernels[start..end]) {
+            for (i, (id, k)) in kernel_ids.iter().zip(&program.kernels).enumerate().take(end).skip(start) {
                 let f = module.declare_func_in_func(*id, b.func);
                 let (extent, work) = k.split().unwrap_or((SymExpr::Int(0), SymExpr::Int(0)));
                 let small = SymExpr::mul([extent.clone(), work.clone()]).as_int().is_some_and(|w| w < sym::MIN_PARALLEL_WORK);
@@ -147,6 +148,15 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
                     let addr = b.ins().func_addr(ptr, f);
                     b.ins().call(parallel, &[addr, slots, dims, n, w]);
                 }
+                let (marked, next) = (b.create_block(), b.create_block());
+                b.ins().brif(profile, marked, &[], next, &[]);
+                b.switch_to_block(marked);
+                b.seal_block(marked);
+                let index = b.ins().iconst(types::I64, i as i64);
+                b.ins().call(mark, &[profile, index]);
+                b.ins().jump(next, &[]);
+                b.switch_to_block(next);
+                b.seal_block(next);
             }
             b.ins().jump(done, &[]);
             start = end;
