@@ -281,6 +281,11 @@ impl<'s> Lowerer<'s> {
         }
     }
 
+    /// Whether some node or the graph's outputs read the value `output` names.
+    pub fn is_used(&self, output: &schema::Argument) -> bool {
+        tensor_names(output).iter().any(|n| self.users.get(n).is_some_and(|&u| u > 0))
+    }
+
     /// Writes `v` into a new contiguous scratch buffer.
     pub fn materialize(&mut self, v: &TensorValue, name: &str) -> BufId {
         let out = self.prog.add_buffer(name, v.dtype, v.sizes.clone(), BufKind::Scratch);

@@ -151,7 +151,15 @@ fn max_pool(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     // The winner is read again below: realize a lazy input once.
     let x = lw.realize(&x, &format!("{name}.input"));
     let all = taps(lw, &x, &w, lowest(x.dtype), &name);
-    let best = reduce(lw, &all, &(lead + nd..lead + 2 * nd).collect::<Vec<_>>(), false, ReduceOp::ArgMax, DType::I64, &format!("{name}.argmax"));
+    let axes: Vec<usize> = (lead + nd..lead + 2 * nd).collect();
+    if !a.node.outputs.get(1).is_some_and(|indices| lw.is_used(indices)) {
+        // Inference reads only the values: a max (NaN wins, as in the arg reduction),
+        // without tracking where. The indices, which nothing reads, stay an unrealized 0.
+        let values = reduce(lw, &all, &axes, false, ReduceOp::Max, x.dtype, &name);
+        let unread = TensorValue::lazy(DType::I64, values.sizes.clone(), int(0));
+        return Ok(vec![values, unread]);
+    }
+    let best = reduce(lw, &all, &axes, false, ReduceOp::ArgMax, DType::I64, &format!("{name}.argmax"));
     let o = window_positions(lead, nd);
     let offsets = unflatten(best.load(&vars(best.rank())), &w.kernel);
     let mut positions: Vec<E> = (0..nd).map(|d| w.position_of(d, &o[d], &offsets[d])).collect();
