@@ -4,6 +4,9 @@
 //! the scratch the library uses.
 
 pub const SYMBOL: &str = "__aotc_conv2d_f32";
+/// Max pooling over the same geometry (groups = channels = out_channels, no weight): the
+/// maximum of each window, NaN winning, padding never chosen.
+pub const MAX_POOL_SYMBOL: &str = "__aotc_max_pool2d_f32";
 
 /// `out[N, O, OH, OW] = conv(x[N, C, H, W], weight[O, C / groups, KH, KW]) (+ bias[O])`,
 /// all contiguous; padding is zeros.
@@ -69,6 +72,15 @@ impl Conv2d {
     /// stride, dilation and groups positive, groups dividing both channel counts, and each
     /// output size the one the input, kernel, stride, padding and dilation give.
     pub fn from_list(l: &[i64]) -> Option<Conv2d> {
+        let g = Conv2d::windows_from_list(l)?;
+        let sizes_agree = [(g.height, 0), (g.width, 1)].iter().all(|&(input, d)| g.expected_out(input, d) == Some(g.out_size[d]));
+        (sizes_agree && g.channels % g.groups == 0 && g.out_channels % g.groups == 0).then_some(g)
+    }
+
+    /// The geometry from its list with any output sizes (a pooling's ceil mode adds a
+    /// window): None unless sizes are non-negative and stride, dilation, kernel and groups
+    /// positive. The library clamps every window to the input.
+    pub fn windows_from_list(l: &[i64]) -> Option<Conv2d> {
         if l.len() != GEOMETRY_LEN || l.iter().any(|&x| x < 0) {
             return None;
         }
@@ -79,13 +91,7 @@ impl Conv2d {
             dilation: [u(13), u(14)], groups: u(15), has_bias: l[16] != 0,
         };
         let positive = g.stride.iter().chain(&g.dilation).chain(&g.kernel).all(|&x| x > 0) && g.groups > 0;
-        // Short-circuits: the size rule divides by the stride and needs a kernel of 1 or more.
-        let consistent = positive
-            && g.channels % g.groups == 0
-            && g.out_channels % g.groups == 0
-            && [(g.height, 0), (g.width, 1)].iter().all(|&(input, d)| g.expected_out(input, d) == Some(g.out_size[d]))
-            && l[16] <= 1;
-        consistent.then_some(g)
+        (positive && l[16] <= 1).then_some(g)
     }
 
     /// `(input + 2 padding - dilation (kernel - 1) - 1) / stride + 1`, None when the

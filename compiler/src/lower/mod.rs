@@ -310,6 +310,17 @@ impl<'s> Lowerer<'s> {
         (v, r)
     }
 
+    /// A buffer holding `v` contiguously from its start: `v`'s own when it is such a view,
+    /// else a copy (for extern kernels, which take base pointers).
+    pub fn contiguous(&mut self, v: &TensorValue, name: &str) -> BufId {
+        let (v, r) = self.strided(v, name);
+        if r.offset == SymExpr::Int(0) && r.strides == contiguous_strides(&v.sizes) {
+            r.buf
+        } else {
+            self.materialize(&v, name)
+        }
+    }
+
     /// A contiguous view of `v` with `sizes` (torch's view/reshape), copying only when needed.
     pub fn reshape(&mut self, v: &TensorValue, sizes: &[SymExpr], name: &str) -> TensorValue {
         if let Some(r) = v.reshape_view(sizes) {

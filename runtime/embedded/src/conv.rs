@@ -7,6 +7,9 @@
 
 mod columns;
 mod depthwise;
+mod max_pool;
+
+pub use max_pool::__aotc_max_pool2d_f32;
 
 use crate::gemm::{gemm, Problem};
 use crate::pool;

@@ -30,7 +30,7 @@ mod profile;
 mod program;
 
 pub use abi_fns::*;
-pub use conv::__aotc_conv2d_f32;
+pub use conv::{__aotc_conv2d_f32, __aotc_max_pool2d_f32};
 pub use fft::*;
 pub use kernels::*;
 pub use pool::__aotc_parallel;

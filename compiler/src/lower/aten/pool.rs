@@ -8,6 +8,7 @@
 //! from the winning offset. Gradients sum, for each input position, over the windows that
 //! read it ([`window::sum_over_windows`], [`window::adaptive_sum`]).
 
+mod native;
 pub mod window;
 
 use super::registry::LowerFn;
@@ -148,16 +149,24 @@ fn max_pool(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     let name = a.node_name();
     let lead = leading_dims(lw, &x, nd)?;
     let w = pool_windows(lw, a, &x, nd, Kind::Max)?;
+    let indices_read = a.node.outputs.get(1).is_some_and(|indices| lw.is_used(indices));
+    // Inference reads only the values: a max (NaN wins, as in the arg reduction), without
+    // tracking where. The indices, which nothing reads, stay an unrealized 0.
+    let unread = |values: TensorValue| {
+        let zeros = TensorValue::lazy(DType::I64, values.sizes.clone(), int(0));
+        vec![values, zeros]
+    };
+    if !indices_read {
+        if let Some(values) = native::max_pool(lw, &x, &w, &name) {
+            return Ok(unread(values));
+        }
+    }
     // The winner is read again below: realize a lazy input once.
     let x = lw.realize(&x, &format!("{name}.input"));
     let all = taps(lw, &x, &w, lowest(x.dtype), &name);
     let axes: Vec<usize> = (lead + nd..lead + 2 * nd).collect();
-    if !a.node.outputs.get(1).is_some_and(|indices| lw.is_used(indices)) {
-        // Inference reads only the values: a max (NaN wins, as in the arg reduction),
-        // without tracking where. The indices, which nothing reads, stay an unrealized 0.
-        let values = reduce(lw, &all, &axes, false, ReduceOp::Max, x.dtype, &name);
-        let unread = TensorValue::lazy(DType::I64, values.sizes.clone(), int(0));
-        return Ok(vec![values, unread]);
+    if !indices_read {
+        return Ok(unread(reduce(lw, &all, &axes, false, ReduceOp::Max, x.dtype, &name)));
     }
     let best = reduce(lw, &all, &axes, false, ReduceOp::ArgMax, DType::I64, &format!("{name}.argmax"));
     let o = window_positions(lead, nd);

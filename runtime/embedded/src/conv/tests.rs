@@ -116,3 +116,47 @@ fn an_inconsistent_geometry_writes_nothing() {
     unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), x.as_ptr(), x.as_ptr(), out.as_mut_ptr(), list.as_ptr(), list.len() as i64) };
     assert!(out.iter().all(|&v| v == 7.0));
 }
+
+#[test]
+fn max_pool_matches_the_naive_maximum_with_nan_winning() {
+    use super::__aotc_max_pool2d_f32;
+    let user = PoolUser::acquire(2);
+    // (geometry, extra output window per dimension as ceil mode adds)
+    let cases = [
+        (geometry(1, 64, [112, 112], 64, [3, 3], [2, 2], [1, 1], [1, 1], 64, false), 0),
+        (geometry(2, 3, [9, 10], 3, [2, 3], [1, 2], [1, 1], [2, 1], 3, false), 0),
+        (geometry(1, 2, [7, 7], 2, [3, 3], [2, 2], [0, 0], [1, 1], 2, false), 1),
+    ];
+    for (g, extra) in cases {
+        let g = Conv2d { out_size: [g.out_size[0] + extra, g.out_size[1] + extra], ..g };
+        let mut x = values(g.batch * g.channels * g.height * g.width, 4);
+        x[5] = f32::NAN;
+        for threads in [1, 2] {
+            let mut out = vec![0.0f32; g.batch * g.channels * g.positions()];
+            let list = g.to_list();
+            with_threads(threads, || {
+                // SAFETY: the buffers hold what the geometry describes.
+                unsafe { __aotc_max_pool2d_f32(out.as_mut_ptr(), x.as_ptr(), list.as_ptr(), list.len() as i64) }
+            });
+            for (p, plane) in out.chunks(g.positions()).enumerate() {
+                for (q, &got) in plane.iter().enumerate() {
+                    let (oh, ow) = (q / g.out_size[1], q % g.out_size[1]);
+                    let mut want = f32::NEG_INFINITY;
+                    for i in 0..g.kernel[0] {
+                        for j in 0..g.kernel[1] {
+                            let ih = (oh * g.stride[0] + i * g.dilation[0]) as isize - g.padding[0] as isize;
+                            let iw = (ow * g.stride[1] + j * g.dilation[1]) as isize - g.padding[1] as isize;
+                            if ih >= 0 && iw >= 0 && (ih as usize) < g.height && (iw as usize) < g.width {
+                                let v = x[(p * g.height + ih as usize) * g.width + iw as usize];
+                                want = if v > want || v.is_nan() { v } else { want };
+                            }
+                        }
+                    }
+                    assert!(got == want || (got.is_nan() && want.is_nan()), "{g:?}: plane {p} position {q}: {got} vs {want}");
+                }
+            }
+            assert!(out.iter().any(|v| v.is_nan()), "the NaN wins its windows");
+        }
+    }
+    drop(user);
+}

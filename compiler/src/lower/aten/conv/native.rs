@@ -5,9 +5,9 @@
 //! general lowering of `conv.rs`.
 
 use super::Params;
-use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel};
+use crate::ir::{BufKind, ExternArg, ExternCall, Kernel};
 use crate::lower::aten::pool::window::Windows;
-use crate::lower::tensor::{contiguous_strides, TensorValue};
+use crate::lower::tensor::TensorValue;
 use crate::lower::Lowerer;
 use aotc_abi::conv::{Algorithm, SYMBOL};
 use aotc_abi::manifest::GuardOp;
@@ -41,9 +41,9 @@ pub fn lower(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bias: Opti
         x.sizes[0].clone(), int(channels), height, width, int(out_channels), int(kernel[0]), int(kernel[1]), out_h.clone(), out_w.clone(),
         int(stride[0]), int(stride[1]), int(padding[0]), int(padding[1]), int(dilation[0]), int(dilation[1]), int(groups), int(bias.is_some() as usize),
     ];
-    let input = contiguous(lw, x, &format!("{name}.input"));
-    let weights = contiguous(lw, weight, &format!("{name}.weight"));
-    let bias = bias.map(|b| contiguous(lw, b, &format!("{name}.bias")));
+    let input = lw.contiguous(x, &format!("{name}.input"));
+    let weights = lw.contiguous(weight, &format!("{name}.weight"));
+    let bias = bias.map(|b| lw.contiguous(b, &format!("{name}.bias")));
     let positions = SymExpr::mul([out_h, out_w]);
     let depth = SymExpr::Int((channels / groups * kernel[0] * kernel[1]) as i64);
     let workspace = match algorithm {
@@ -63,15 +63,4 @@ pub fn lower(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bias: Opti
     let flops = SymExpr::mul([SymExpr::Int(2), x.sizes[0].clone(), int(out_channels), positions, depth]);
     lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: SYMBOL, out, args, flops })));
     Ok(Some(TensorValue::view_of(out, DType::F32, out_sizes)))
-}
-
-/// A buffer holding `v` contiguously from its start: `v`'s own when it is such a view,
-/// else a copy.
-fn contiguous(lw: &mut Lowerer, v: &TensorValue, name: &str) -> BufId {
-    let (v, r) = lw.strided(v, name);
-    if r.offset == SymExpr::Int(0) && r.strides == contiguous_strides(&v.sizes) {
-        r.buf
-    } else {
-        lw.materialize(&v, name)
-    }
 }

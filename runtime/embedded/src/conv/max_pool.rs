@@ -1,0 +1,83 @@
+//! 2-D max pooling of float32 planes (`aotc_abi::conv::MAX_POOL_SYMBOL`), for graphs that
+//! never read the indices: each output row starts at -inf and takes the maximum with the
+//! input row under each kernel tap (NaN wins), like the depthwise convolution's rows.
+
+use super::{for_items, valid_outputs};
+use aotc_abi::conv::Conv2d;
+
+/// `out[N, C, OH, OW]` = the maximum of each window of `x[N, C, H, W]`, the geometry
+/// `geometry[..count]` in [`Conv2d::to_list`]'s order (channels = out_channels).
+///
+/// # Safety
+/// The buffers hold the contiguous tensors the geometry describes; `out` overlaps nothing.
+#[no_mangle]
+pub unsafe extern "C" fn __aotc_max_pool2d_f32(out: *mut f32, x: *const f32, geometry: *const i64, count: i64) {
+    // SAFETY: the generated code passes its geometry list and its length.
+    let list = unsafe { std::slice::from_raw_parts(geometry, count.max(0) as usize) };
+    let Some((g, (x_len, _, out_len))) = Conv2d::windows_from_list(list).and_then(|g| Some((g, g.lens()?))) else { return };
+    if g.channels != g.out_channels || out_len == 0 || x_len == 0 {
+        return;
+    }
+    // SAFETY: the caller's contract (sizes from the geometry).
+    let (x, out) = unsafe { (std::slice::from_raw_parts(x, x_len), std::slice::from_raw_parts_mut(out, out_len)) };
+    let (plane_in, positions) = (g.height * g.width, g.positions());
+    let taps = g.kernel[0] * g.kernel[1];
+    for_items(out, out_len / positions, positions, out_len * taps, &|begin, end, part| {
+        for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
+            plane(&g, &x[p * plane_in..][..plane_in], out);
+        }
+    });
+}
+
+/// One output plane, with the AVX2 code where the CPU has it.
+fn plane(g: &Conv2d, input: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { plane_avx2(g, input, out) };
+    }
+    plane_portable(g, input, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn plane_avx2(g: &Conv2d, input: &[f32], out: &mut [f32]) {
+    plane_portable(g, input, out)
+}
+
+/// `a` or `b`, whichever is larger, NaN winning.
+#[inline(always)]
+fn max(a: f32, b: f32) -> f32 {
+    if b > a || b.is_nan() { b } else { a }
+}
+
+#[inline(always)]
+fn plane_portable(g: &Conv2d, input: &[f32], out: &mut [f32]) {
+    let [out_h, out_w] = g.out_size;
+    let (height, width, stride) = (g.height, g.width, g.stride[1]);
+    for (oh, row) in out.chunks_exact_mut(out_w).enumerate() {
+        row.fill(f32::NEG_INFINITY);
+        for i in 0..g.kernel[0] {
+            let offset_h = i * g.dilation[0];
+            if !valid_outputs(offset_h, g.padding[0], g.stride[0], height, out_h).contains(&oh) {
+                continue;
+            }
+            let src = &input[(oh * g.stride[0] + offset_h - g.padding[0]) * width..][..width];
+            for j in 0..g.kernel[1] {
+                let offset_w = j * g.dilation[1];
+                let cols = valid_outputs(offset_w, g.padding[1], stride, width, out_w);
+                let start = (cols.start as isize * stride as isize + offset_w as isize - g.padding[1] as isize) as usize;
+                let dst = &mut row[cols.clone()];
+                if stride == 1 {
+                    for (o, &s) in dst.iter_mut().zip(&src[start..start + cols.len()]) {
+                        *o = max(*o, s);
+                    }
+                } else {
+                    for (o, &s) in dst.iter_mut().zip(src[start..].iter().step_by(stride)) {
+                        *o = max(*o, s);
+                    }
+                }
+            }
+        }
+    }
+}
