@@ -5,6 +5,7 @@
 //! tensor it touches) and a table of *dims* (symbolic sizes and strides, evaluated per
 //! call). The support code fills both before each call, as this manifest says.
 
+use crate::arena::Arena;
 use crate::sym::{SymExpr, SymId};
 use crate::DType;
 use serde::{Deserialize, Serialize};
@@ -51,6 +52,10 @@ pub struct Manifest {
     /// the compiler counts them: 2 * m * n * k per product.
     #[serde(default = "zero")]
     pub flops: SymExpr,
+    /// The scratch slots that share one allocation by lifetime; every other scratch slot
+    /// has one of its own.
+    #[serde(default)]
+    pub arena: Arena,
 }
 
 fn zero() -> SymExpr {

@@ -6,7 +6,8 @@
 //! ([`descriptor`]), checks inputs against the manifest and binds symbolic dimensions
 //! ([`inputs`]), checks the program's guards ([`guards`]), owns each instance's state and
 //! scratch memory (keeping it apart from inputs that alias it) and applies mutations
-//! after a call ([`model`]).
+//! after a call ([`model`]); scratch whose values matter only between kernels shares one
+//! allocation per instance, laid out by lifetime ([`arena`]).
 //! It also provides the extern kernels the generated code calls (GEMM, [`fft`]) and the
 //! worker threads that large kernels are split across ([`pool`]).
 //!
@@ -14,6 +15,7 @@
 //! wrapped in [`guard`], which turns a panic into `AOTC_ERR_INTERNAL` plus a message.
 
 mod abi_fns;
+mod arena;
 mod descriptor;
 mod error;
 mod fft;
