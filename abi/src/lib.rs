@@ -4,8 +4,10 @@
 //! `include/aotc.h` must change together, and only with a bump of [`ABI_VERSION`].
 //!
 //! The crate also holds what the compiler and the support code inside every `.so` share:
-//! [`DType`], symbolic sizes ([`sym::SymExpr`]) and the embedded [`manifest::Manifest`].
+//! [`DType`], symbolic sizes ([`sym::SymExpr`]), the embedded [`manifest::Manifest`] and
+//! the placement of scratch buffers in one allocation ([`arena`]).
 
+pub mod arena;
 pub mod conv;
 pub mod dtype;
 pub mod layout;

@@ -5,6 +5,7 @@
 //! tensor it touches) and a table of *dims* (symbolic sizes and strides, evaluated per
 //! call). The support code fills both before each call, as this manifest says.
 
+use crate::arena::Arena;
 use crate::sym::{SymExpr, SymId};
 use crate::DType;
 use serde::{Deserialize, Serialize};
@@ -58,6 +59,10 @@ pub struct Manifest {
     /// (`aotc_profile_read`) times them in this order.
     #[serde(default)]
     pub kernels: Vec<KernelInfo>,
+    /// The scratch slots that share one allocation by lifetime; every other scratch slot
+    /// has one of its own.
+    #[serde(default)]
+    pub arena: Arena,
 }
 
 fn zero() -> SymExpr {

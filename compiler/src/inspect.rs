@@ -2,7 +2,7 @@
 
 use crate::lower::{Lowered, LoweredInput};
 use crate::{frontend::Source, CompileOptions, Result};
-use aotc_abi::manifest::{InputSpec, Manifest};
+use aotc_abi::manifest::{InputSpec, Manifest, Slot};
 use aotc_abi::sym::SymExpr;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -40,8 +40,22 @@ pub fn describe_manifest(m: &Manifest) -> String {
     }
     let _ = writeln!(s, "mutations: {} buffer(s), {} user input(s)", m.buffer_mutations.len(), m.input_mutations.len());
     let _ = writeln!(s, "GEMM FLOPs per call: {}", m.flops);
+    let _ = writeln!(s, "{}", describe_arena(m));
     let _ = writeln!(s, "in_spec: {}\nout_spec: {}", m.in_spec, m.out_spec);
     s
+}
+
+/// "arena: N bytes (M slots; without reuse: K bytes)" when the compiler laid it out.
+fn describe_arena(m: &Manifest) -> String {
+    let a = &m.arena;
+    let unshared = a.slots.iter().try_fold(0i64, |sum, s| match m.slots.get(s.slot) {
+        Some(Slot::Scratch { bytes }) => bytes.as_int().and_then(|n| sum.checked_add(n)),
+        _ => None,
+    });
+    match (&a.layout, unshared) {
+        (Some(l), Some(unshared)) => format!("arena: {} bytes ({} slots; without reuse: {unshared} bytes)", l.bytes, a.slots.len()),
+        _ => format!("arena: {} slots, laid out by the library for the sizes of a call", a.slots.len()),
+    }
 }
 
 /// Describes a program (archive or JSON) before compilation.

@@ -45,6 +45,27 @@ fn compile_and_run_writes_outputs_and_mutated_inputs() {
 }
 
 #[test]
+fn inspect_library_reports_the_arena_and_what_reuse_saves() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, dynamic) in [("small_cnn", false), ("dynamic_batch_mlp", true)] {
+        let so = dir.path().join(format!("{name}.so"));
+        succeeds(&aotc(&[&"compile", &fixture(name).join("model.pt2"), &"-o", &so]));
+        let out = aotc(&[&"inspect", &so]);
+        succeeds(&out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().find(|l| l.starts_with("arena: ")).unwrap_or_else(|| panic!("{text}"));
+        if dynamic {
+            assert!(line.ends_with("slots, laid out by the library for the sizes of a call"), "{line}");
+            continue;
+        }
+        // "arena: N bytes (M slots; without reuse: K bytes)"
+        let n: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter(|w| !w.is_empty()).map(|w| w.parse().unwrap()).collect();
+        assert_eq!(line, format!("arena: {} bytes ({} slots; without reuse: {} bytes)", n[0], n[1], n[2]));
+        assert!(n[1] > 2 && n[0].is_multiple_of(64) && n[0] < n[2], "{line}");
+    }
+}
+
+#[test]
 fn inspect_program_lists_signature_ops_and_weights() {
     let out = aotc(&[&"inspect", &fixture("dynamic_batch_mlp").join("model.pt2")]);
     let text = String::from_utf8_lossy(&out.stdout);

@@ -60,6 +60,24 @@ pub fn compare(what: &str, want: &Tensor, got: &Tensor, rtol: f64, atol: f64) ->
     Ok(())
 }
 
+/// The inputs and PyTorch's outputs of call `call` of the fixture in `dir`.
+pub fn recorded(dir: &Path, call: usize) -> (Vec<aotc_runtime::Value>, Vec<(String, Tensor)>) {
+    let file = dir.join(format!("inputs_{call}.safetensors"));
+    let (tensors, scalars) = aotc::tensor_io::read(&file).expect("inputs");
+    let inputs = aotc::tensor_io::read_inputs(&file, tensors.len() + scalars.len()).expect("inputs");
+    let (expected, _) = aotc::tensor_io::read(&dir.join(format!("expected_{call}.safetensors"))).expect("expected outputs");
+    (inputs, expected.into_iter().collect())
+}
+
+/// Runs `model` on `inputs`, panicking at the first output out of tolerance.
+pub fn check_call(model: &mut aotc_runtime::Model, inputs: &[aotc_runtime::Value], expected: &[(String, Tensor)], tol: (f64, f64), what: &str) {
+    let outputs = model.run(&mut inputs.to_vec()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    for (k, want) in expected {
+        let got = &outputs[k.parse::<usize>().expect("output index")];
+        assert_close(&format!("{what} output {k}"), want, got, tol.0, tol.1);
+    }
+}
+
 /// Panics with the first element out of tolerance.
 pub fn assert_close(what: &str, want: &Tensor, got: &Tensor, rtol: f64, atol: f64) {
     if let Err(e) = compare(what, want, got, rtol, atol) {

@@ -12,7 +12,10 @@
 //! fusion is substitution of one body into another's loads.
 //!
 //! **Architecture Invariant:** kernels write their `out` buffer contiguously and in full,
-//! and never read it; a buffer is written by exactly one kernel.
+//! and never read it; a buffer is written by exactly one kernel. Two exceptions: a GEMM
+//! with `accumulate` adds onto the addend the kernel just before it wrote into its `out`
+//! ([`program::Kernel::reads_out`]), and every kernel that checks an index may write the
+//! index-error record.
 
 pub mod expr;
 pub mod prims;

@@ -190,6 +190,20 @@ impl Kernel {
         }
     }
 
+    /// Whether the kernel reads its own output (a GEMM accumulating onto it): that buffer
+    /// must hold a value written by an earlier kernel.
+    pub fn reads_out(&self) -> bool {
+        match self {
+            Kernel::Pointwise { out, body, .. } | Kernel::Reduction { out, body, .. } => {
+                let mut reads = false;
+                visit(body, &mut |e| if let ExprKind::Load { buf, .. } | ExprKind::LoadAt { buf, .. } = &e.kind { reads |= buf == out });
+                reads
+            }
+            Kernel::Matmul(m) => m.accumulate || m.a.buf == m.out || m.b.buf == m.out,
+            Kernel::Extern(call) => call.args.iter().any(|a| matches!(a, ExternArg::Buf(b) if *b == call.out)),
+        }
+    }
+
     pub fn out(&self) -> BufId {
         match self {
             Kernel::Pointwise { out, .. } | Kernel::Reduction { out, .. } => *out,

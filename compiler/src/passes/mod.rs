@@ -2,6 +2,8 @@
 //!
 //! - [`plan`]: lays out the weights blob, gives every buffer a slot and every symbolic
 //!   size the generated code needs an entry of the per-call dims table, and writes the
-//!   manifest the support library reads.
+//!   manifest the support library reads;
+//! - [`arena`]: which scratch slots share one allocation by lifetime, and where.
 
+pub mod arena;
 pub mod plan;

@@ -89,6 +89,7 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         guards: l.guards.clone(),
         index_errors: p.index_errors.map(|b| IndexErrors { slot: index(b), sites: p.index_sites.clone() }),
         data_symbols: vec![],
+        arena: Default::default(),
         flops: SymExpr::add(p.kernels.iter().filter_map(|k| match k {
             Kernel::Matmul(m) => Some(SymExpr::mul([SymExpr::Int(2), m.batch.clone(), m.m.clone(), m.n.clone(), m.k.clone()])),
             Kernel::Extern(call) => Some(call.flops.clone()),
@@ -99,7 +100,8 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
     };
     let (stage_ends, data_symbols) = stages(p)?;
     let (nodes, kernels) = kernel_infos(p, &stage_ends);
-    let manifest = Manifest { data_symbols, nodes, kernels, ..manifest };
+    let arena = super::arena::plan_arena(l, &data_symbols)?;
+    let manifest = Manifest { data_symbols, nodes, kernels, arena, ..manifest };
     check_stages(p, &manifest, &stage_ends)?;
     Ok(Plan { manifest, weights_blob, dim_index, stage_ends })
 }

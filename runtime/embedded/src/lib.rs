@@ -6,15 +6,17 @@
 //! ([`descriptor`]), checks inputs against the manifest and binds symbolic dimensions
 //! ([`inputs`]), checks the program's guards ([`guards`]), owns each instance's state and
 //! scratch memory (keeping it apart from inputs that alias it) and applies mutations
-//! after a call ([`model`]).
-//! It also provides the extern kernels the generated code calls (GEMM, [`fft`]), the
-//! worker threads that large kernels are split across ([`pool`]) and the kernel timings
-//! of a profile ([`profile`]).
+//! after a call ([`model`]); scratch whose values matter only between kernels shares one
+//! allocation per instance, laid out by lifetime ([`arena`]).
+//! It also provides the extern kernels the generated code calls (GEMM, convolution,
+//! [`fft`]), the worker threads that large kernels are split across ([`pool`]) and the
+//! kernel timings of a profile ([`profile`]).
 //!
 //! **Architecture Invariant:** no panic or unwind leaves an ABI function: every entry is
 //! wrapped in [`guard`], which turns a panic into `AOTC_ERR_INTERNAL` plus a message.
 
 mod abi_fns;
+mod arena;
 mod descriptor;
 mod error;
 mod conv;

@@ -1,6 +1,8 @@
 //! 64-byte aligned owned memory, and copies between strided and contiguous layouts.
 
+use crate::error::{Error, Result};
 use aotc_abi::layout::for_each_offset;
+use aotc_abi::status;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 
@@ -70,6 +72,14 @@ impl Drop for AlignedBuf {
             unsafe { dealloc(self.ptr.as_ptr(), Layout::from_size_align_unchecked(self.len, ALIGN)) }
         }
     }
+}
+
+/// `buf` with exactly `bytes` bytes, reallocated only when its size changes.
+pub fn ensure_len(buf: &mut AlignedBuf, bytes: usize) -> Result<*mut u8> {
+    if buf.len() != bytes {
+        *buf = AlignedBuf::new(bytes).ok_or_else(|| Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate {bytes} bytes") })?;
+    }
+    Ok(buf.as_ptr())
 }
 
 /// Which way [`strided_copy`] moves elements.

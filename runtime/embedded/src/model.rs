@@ -1,10 +1,11 @@
 //! One model instance: its state, scratch memory, and the bookkeeping of a call.
 
+use crate::arena::ScratchArena;
 use crate::descriptor::{check_view, dtype_of, View};
 use crate::error::{err, Error, Result};
 use crate::guards::{check_guards, check_index_errors};
 use crate::inputs::bind_inputs;
-use crate::memory::{strided_copy, AlignedBuf, Direction};
+use crate::memory::{ensure_len, strided_copy, AlignedBuf, Direction};
 use crate::pool::{with_threads, PoolUser};
 use crate::profile::Profile;
 use crate::program::{program, weights_base, Program};
@@ -19,7 +20,11 @@ extern "C" {
 pub struct Model {
     program: &'static Program,
     buffers: Vec<AlignedBuf>,
-    /// One allocation per scratch slot (empty for other slots); outputs live here.
+    /// One allocation for the scratch slots whose values matter only between kernels.
+    arena: ScratchArena,
+    /// One allocation per other scratch slot (empty for the rest): outputs, new values
+    /// of state and inputs, data symbols and index errors, which live past the kernels,
+    /// and slots sized only at a later stage.
     scratch: Vec<AlignedBuf>,
     /// Contiguous copies of non-contiguous inputs, one per input.
     staging: Vec<AlignedBuf>,
@@ -56,18 +61,6 @@ fn eval_size(e: &SymExpr, syms: &[Option<i64>], what: impl Fn() -> String) -> Re
         .ok_or_else(|| Error { code: status::SHAPE, message: format!("{} is {n}: the input sizes are not valid for this program", what()) })
 }
 
-fn out_of_memory(bytes: usize) -> Error {
-    Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate {bytes} bytes") }
-}
-
-/// `buf` with exactly `bytes` bytes, reallocated only when its size changes.
-fn ensure_len(buf: &mut AlignedBuf, bytes: usize) -> Result<*mut u8> {
-    if buf.len() != bytes {
-        *buf = AlignedBuf::new(bytes).ok_or_else(|| out_of_memory(bytes))?;
-    }
-    Ok(buf.as_ptr())
-}
-
 /// The first `len` bytes of scratch slot `slot`: the new value of mutated state.
 fn scratch_prefix(scratch: &[AlignedBuf], slot: usize, len: usize) -> Result<&[u8]> {
     scratch.get(slot).and_then(|b| b.as_slice().get(..len))
@@ -91,6 +84,7 @@ impl Model {
         Ok(Model {
             program,
             buffers,
+            arena: ScratchArena::new(&m.arena, &m.slots),
             scratch: m.slots.iter().map(|_| AlignedBuf::empty()).collect(),
             staging: m.inputs.iter().map(|_| AlignedBuf::empty()).collect(),
             retired: vec![],
@@ -254,15 +248,16 @@ impl Model {
     fn set_aside_aliased(&mut self, views: &[View]) {
         let aliased = |b: &AlignedBuf| views.iter().any(|v| b.overlaps(&v.span));
         self.retired.retain(aliased);
-        for buf in self.scratch.iter_mut().chain(self.staging.iter_mut()) {
+        for buf in self.scratch.iter_mut().chain(self.staging.iter_mut()).chain([self.arena.memory()]) {
             if aliased(buf) {
                 self.retired.push(std::mem::replace(buf, AlignedBuf::empty()));
             }
         }
     }
 
-    /// The slot table of the call: inputs (staged when not contiguous), weights, state and
-    /// scratch of the sizes evaluated so far (null until a later stage knows the size).
+    /// The slot table of the call: inputs (staged when not contiguous), weights, state,
+    /// the arena and scratch of the sizes evaluated so far (null until a later stage
+    /// knows the size).
     fn bind_slots(&mut self, views: &[View], scratch_bytes: &[Option<usize>]) -> Result<Vec<*mut u8>> {
         let m = &self.program.manifest;
         let mut slots = Vec::with_capacity(m.slots.len());
@@ -272,15 +267,18 @@ impl Model {
                 Slot::Buffer(b) => self.buffers[*b].as_ptr(),
                 Slot::Input(i) => self.input_pointer(*i, &views[*i])?,
                 Slot::Scratch { .. } => match scratch_bytes[k] {
-                    Some(bytes) => ensure_len(&mut self.scratch[k], bytes)?,
-                    None => std::ptr::null_mut(),
+                    Some(bytes) if !self.arena.holds(k) => ensure_len(&mut self.scratch[k], bytes)?,
+                    // Arena slots are placed below; the rest wait for their stage.
+                    _ => std::ptr::null_mut(),
                 },
             });
         }
+        self.arena.bind(&m.arena, scratch_bytes, &mut slots)?;
         Ok(slots)
     }
 
-    /// Allocates the scratch slots whose sizes a later stage has just evaluated.
+    /// Allocates the scratch slots whose sizes a later stage has just evaluated (never an
+    /// arena slot: the compiler leaves slots sized at a later stage out of the arena).
     fn allocate_scratch(&mut self, slots: &mut [*mut u8], scratch_bytes: &[Option<usize>]) -> Result<()> {
         for (k, slot) in self.program.manifest.slots.iter().enumerate() {
             if let (Slot::Scratch { .. }, Some(bytes), true) = (slot, scratch_bytes[k], slots[k].is_null()) {

@@ -1,0 +1,66 @@
+//! An instance's scratch arena: one allocation for the scratch slots the manifest's
+//! [`Arena`] lists, laid out by [`aotc_abi::arena::pack`] for the sizes of a call. The
+//! layout is kept while the sizes stay the same, so steady calls plan and allocate nothing.
+
+use crate::error::{Error, Result};
+use crate::memory::{self, ensure_len, AlignedBuf};
+use aotc_abi::arena::{pack, Arena, Layout, Lifetime};
+use aotc_abi::manifest::Slot;
+use aotc_abi::status;
+
+// The offsets `pack` chooses keep their alignment only in memory aligned at least as much.
+const _: () = assert!(memory::ALIGN.is_multiple_of(aotc_abi::arena::ALIGN));
+
+pub struct ScratchArena {
+    memory: AlignedBuf,
+    /// The size of each arena slot the layout was planned for (empty: not planned yet).
+    sizes: Vec<usize>,
+    layout: Layout,
+    /// Whether each slot of the program lives in the arena.
+    holds: Vec<bool>,
+}
+
+impl ScratchArena {
+    /// Starts from the compiler's layout when it planned one (every size static).
+    pub fn new(arena: &Arena, slots: &[Slot]) -> ScratchArena {
+        let mut holds = vec![false; slots.len()];
+        arena.slots.iter().for_each(|s| holds[s.slot] = true);
+        let static_size = |k: usize| match &slots[k] {
+            Slot::Scratch { bytes } => bytes.as_int().and_then(|n| usize::try_from(n).ok()),
+            _ => None,
+        };
+        let sizes = arena.slots.iter().map(|s| static_size(s.slot)).collect::<Option<Vec<usize>>>();
+        let planned = arena.layout.clone().filter(|l| l.offsets.len() == arena.slots.len()).zip(sizes);
+        let (layout, sizes) = planned.unwrap_or_default();
+        ScratchArena { memory: AlignedBuf::empty(), sizes, layout, holds }
+    }
+
+    /// Whether slot `k` lives in the arena (and [`ScratchArena::bind`] places it).
+    pub fn holds(&self, k: usize) -> bool {
+        self.holds.get(k).copied().unwrap_or(false)
+    }
+
+    /// The arena's memory, for keeping it apart from inputs that live in it.
+    pub fn memory(&mut self) -> &mut AlignedBuf {
+        &mut self.memory
+    }
+
+    /// Points every arena slot of `slots` into the arena, for the slot sizes `bytes` (all
+    /// known before the first stage), re-planning and reallocating only when they changed.
+    pub fn bind(&mut self, arena: &Arena, bytes: &[Option<usize>], slots: &mut [*mut u8]) -> Result<()> {
+        let size = |k: usize| bytes[k].ok_or_else(|| Error { code: status::INTERNAL, message: format!("the size of arena slot {k} is not known before the first stage") });
+        let same = self.sizes.len() == arena.slots.len() && arena.slots.iter().zip(&self.sizes).all(|(s, &n)| bytes[s.slot] == Some(n));
+        if !same {
+            let sizes = arena.slots.iter().map(|s| size(s.slot)).collect::<Result<Vec<usize>>>()?;
+            let lifetimes: Vec<Lifetime> = arena.slots.iter().map(|s| s.live).collect();
+            self.layout = pack(&lifetimes, &sizes).ok_or_else(|| Error { code: status::OUT_OF_MEMORY, message: "the scratch memory of this call exceeds the address space".into() })?;
+            self.sizes = sizes;
+        }
+        let base = ensure_len(&mut self.memory, self.layout.bytes)?;
+        for (s, &offset) in arena.slots.iter().zip(&self.layout.offsets) {
+            // Inside the allocation: pack places every slot within `layout.bytes`.
+            slots[s.slot] = base.wrapping_add(offset);
+        }
+        Ok(())
+    }
+}
