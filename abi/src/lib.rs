@@ -10,6 +10,7 @@
 pub mod arena;
 pub mod conv;
 pub mod dtype;
+pub mod gemm;
 pub mod layout;
 pub mod manifest;
 pub mod sym;

@@ -42,7 +42,8 @@ pub struct CompileReport {
 /// Parses and lowers `input` (no code generation): for inspection and tests.
 pub fn lower_file(input: &Path, opts: &CompileOptions) -> Result<(frontend::Source, lower::Lowered)> {
     let src = frontend::load(input, opts.weights.as_deref())?;
-    let lowered = lower::lower(&src)?;
+    let mut lowered = lower::lower(&src)?;
+    passes::prepack::prepack_weights(&mut lowered);
     Ok((src, lowered))
 }
 
@@ -61,8 +62,10 @@ pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<Com
     };
     let src = frontend::load(input, opts.weights.as_deref())?;
     lap("frontend", &mut stages);
-    let lowered = lower::lower(&src)?;
+    let mut lowered = lower::lower(&src)?;
     lap("lower", &mut stages);
+    passes::prepack::prepack_weights(&mut lowered);
+    lap("prepack", &mut stages);
     let plan = passes::plan::plan(&lowered, &input.display().to_string())?;
     lap("plan", &mut stages);
     let object = codegen::cpu::emit_object(&lowered.program, &plan)?;

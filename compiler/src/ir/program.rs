@@ -76,6 +76,10 @@ pub struct Matmul {
     pub b: StridedRef,
     pub alpha: f64,
     pub accumulate: bool,
+    /// `b.buf` is a float32 weight holding the one k x n operand of every batch in
+    /// `aotc_abi::gemm`'s packed layout (`b`'s offset and strides are then 0): see
+    /// `passes::prepack`.
+    pub packed_b: bool,
 }
 
 /// A call into the support library, `name(out, args...)`: each buffer passed as its base
@@ -286,8 +290,9 @@ impl fmt::Display for Program {
                     writeln!(f, "reduce.{op:?} {out}[{}] over [{}] = {body}", list(ranges), list(reduce))?
                 }
                 Kernel::Matmul(m) => writeln!(
-                    f, "matmul {} [{}x{}x{}x{}] = {} * {}{:?} @ {}{:?}{}",
-                    m.out, m.batch, m.m, m.k, m.n, m.alpha, m.a.buf, m.a.strides, m.b.buf, m.b.strides,
+                    f, "matmul {} [{}x{}x{}x{}] = {} * {}{:?} @ {}{}{}",
+                    m.out, m.batch, m.m, m.k, m.n, m.alpha, m.a.buf, m.a.strides, m.b.buf,
+                    if m.packed_b { " (packed)".to_string() } else { format!("{:?}", m.b.strides) },
                     if m.accumulate { " + out" } else { "" }
                 )?,
                 Kernel::Extern(call) => writeln!(f, "call {}({}, {:?})", call.name, call.out, call.args)?,

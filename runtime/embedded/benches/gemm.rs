@@ -2,11 +2,12 @@
 //!
 //! Prints GFLOP/s (best and median of the runs) of f32 GEMMs for `matrixmultiply`, the
 //! `gemm` crate and the support library's kernel, each on the support library's partition
-//! of C over 1 and 2 threads, next to the AVX2 FMA peak of this machine measured by a
+//! of C over 1 and 2 threads, and of the support library with B pre-packed as the compiler
+//! packs weights (`gemm_packed_b`), next to the AVX2 FMA peak of this machine measured by a
 //! register-only loop. The kernels take turns, so that load from other processes falls on
 //! all alike; on a busy machine compare the rows of one run, not runs.
 
-use aotc_embedded::gemm::{Element, Kernel, Problem};
+use aotc_embedded::gemm::{gemm_packed_b, Element, Kernel, PackedB, Problem};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -124,22 +125,27 @@ fn main() {
             m, k, n, alpha: 1.0, a: a.as_ptr(), rsa: k as isize, csa: 1, b: b.as_ptr(), rsb: n as isize, csb: 1,
             beta: 0.0, c: c.as_mut_ptr(), rsc: n as isize, csc: 1,
         };
+        let packed_b = aotc_abi::gemm::pack(k, n, |p, j| b[p * n + j]).expect("packed size");
+        let packed = PackedB { data: packed_b.as_ptr(), n_padded: aotc_abi::gemm::padded_cols(n).unwrap(), col0: 0 };
         let flops = 2.0 * (m * k * n) as f64;
         for threads in [1, 2] {
-            let runs: Vec<_> = candidates
+            let mut runs: Vec<Box<dyn Fn()>> = candidates
                 .iter()
-                .map(|cand| {
-                    move || {
+                .map(|cand| -> Box<dyn Fn()> {
+                    Box::new(move || {
                         // SAFETY: the vectors hold the row-major matrices p describes.
                         unsafe { p.run(cand.kernel, cand.tile, threads, &parallel_for) }
-                    }
+                    })
                 })
                 .collect();
-            let runs: Vec<&dyn Fn()> = runs.iter().map(|f| f as &dyn Fn()).collect();
-            for (cand, (best, median)) in candidates.iter().zip(time(&runs, Duration::from_secs(1))) {
+            // SAFETY: packed_b holds B packed for exactly k x n.
+            runs.push(Box::new(move || unsafe { gemm_packed_b(p, packed, threads, &parallel_for) }));
+            let runs: Vec<&dyn Fn()> = runs.iter().map(|f| &**f).collect();
+            let names = candidates.iter().map(|c| c.name).chain(["aotc packed B"]);
+            for (name, (best, median)) in names.zip(time(&runs, Duration::from_secs(1))) {
                 println!(
                     "{:<16} {:>16} {:>7} {:>8.1} {:>8.1} {:>8.2}",
-                    cand.name, format!("{m}x{k}x{n}"), threads, flops / best / 1e9, flops / median / 1e9,
+                    name, format!("{m}x{k}x{n}"), threads, flops / best / 1e9, flops / median / 1e9,
                     flops / best / 1e9 / peak[threads - 1]
                 );
             }

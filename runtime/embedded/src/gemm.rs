@@ -6,7 +6,8 @@
 //! library must not start a pool that outlives it.
 //!
 //! The single-threaded kernel is [`avx2`] where the CPU has AVX2 and FMA, else
-//! `matrixmultiply` ([`Element::PORTABLE`]).
+//! `matrixmultiply` ([`Element::PORTABLE`]). A float32 B packed at compile time
+//! ([`PackedB`], layout in `aotc_abi::gemm`) goes through [`gemm_packed_b`].
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -88,6 +89,89 @@ macro_rules! element {
 element!(f32, matrixmultiply::sgemm);
 element!(f64, matrixmultiply::dgemm);
 
+/// A float32 right operand in `aotc_abi::gemm`'s packed layout, from column `col0` (a
+/// multiple of `NR`) on: the blocks of C a thread computes start there.
+#[derive(Clone, Copy)]
+pub struct PackedB {
+    pub data: *const f32,
+    /// `aotc_abi::gemm::padded_cols` of the whole operand.
+    pub n_padded: usize,
+    pub col0: usize,
+}
+
+// SAFETY: the threads of `gemm_packed_b` only read through it.
+unsafe impl Sync for PackedB {}
+
+impl PackedB {
+    /// The operand from column `col0` on (a method, so that closures capture the whole
+    /// `PackedB`).
+    fn from_col(self, col0: usize) -> Self {
+        PackedB { col0, ..self }
+    }
+
+    /// The first panel of columns `col0 + j..` (j a multiple of NR) of the depth block
+    /// starting at row `pc` of a `k`-row operand; the block's next panels follow it.
+    fn panels(self, k: usize, pc: usize, j: usize) -> *const f32 {
+        self.data.wrapping_add(aotc_abi::gemm::panel_offset(k, self.n_padded, pc, self.col0 + j))
+    }
+}
+
+/// Computes `p` with B read from `b` instead of `p.b`, on up to `threads` threads.
+///
+/// # Safety
+/// `b.data` holds `aotc_abi::gemm::packed_len(p.k, n)` floats packed for some `n >= p.n`
+/// with `b.n_padded = padded_cols(n)`, `b.col0 == 0`; A and C as in [`gemm`].
+pub unsafe fn gemm_packed_b(p: Problem<f32>, b: PackedB, threads: usize, parallel_for: ParallelFor<'_>) {
+    let nr = aotc_abi::gemm::NR;
+    // Blocks of C start at whole panels of the packed B.
+    let tile = (f32::best().1 .0, nr);
+    // Blocks of columns keep p.b (csb = 0) and say where they start instead.
+    let p = Problem { b: b.data, rsb: 0, csb: 0, ..p };
+    // SAFETY: the caller's contract; each block reads the panels of its own columns.
+    unsafe {
+        p.run_blocks(tile, threads, parallel_for, &|part, col0| {
+            let b = b.from_col(col0);
+            #[cfg(target_arch = "x86_64")]
+            if avx2::available() {
+                return avx2::gemm_packed_b(part, b);
+            }
+            portable_packed_b(part, b)
+        })
+    }
+}
+
+/// [`gemm_packed_b`] on one thread without AVX2: a `matrixmultiply` call per panel.
+///
+/// # Safety
+/// As [`gemm_packed_b`], for `b.col0` on.
+unsafe fn portable_packed_b(p: Problem<f32>, b: PackedB) {
+    use aotc_abi::gemm::{KC, NR};
+    if p.k == 0 {
+        // SAFETY: C = beta * C reads no operand.
+        return unsafe { f32::PORTABLE(p) };
+    }
+    for pc in (0..p.k).step_by(KC) {
+        let kc = KC.min(p.k - pc);
+        let beta = if pc == 0 { p.beta } else { 1.0 };
+        for j in (0..p.n).step_by(NR) {
+            let part = Problem {
+                k: kc,
+                n: NR.min(p.n - j),
+                a: p.a.wrapping_offset(pc as isize * p.csa),
+                b: b.panels(p.k, pc, j),
+                rsb: NR as isize,
+                csb: 1,
+                beta,
+                c: p.c.wrapping_offset(j as isize * p.csc),
+                ..p
+            };
+            // SAFETY: the panel holds kc rows of NR floats; A's columns pc..pc + kc and C's
+            // columns j.. lie inside the caller's matrices.
+            unsafe { f32::PORTABLE(part) }
+        }
+    }
+}
+
 /// Computes `p` with this CPU's fastest kernel on up to `threads` threads.
 ///
 /// # Safety
@@ -119,6 +203,15 @@ impl<T: Element> Problem<T> {
     /// # Safety
     /// As [`gemm`].
     pub unsafe fn run(self, kernel: Kernel<T>, tile: (usize, usize), threads: usize, parallel_for: ParallelFor<'_>) {
+        // SAFETY: the caller's contract.
+        unsafe { self.run_blocks(tile, threads, parallel_for, &|part, _| kernel(part)) }
+    }
+
+    /// [`Problem::run`] with any single-threaded `kernel`, told each block's first column.
+    ///
+    /// # Safety
+    /// As [`gemm`], for every block `kernel` is given.
+    unsafe fn run_blocks(self, tile: (usize, usize), threads: usize, parallel_for: ParallelFor<'_>, kernel: &(dyn Fn(Self, usize) + Sync)) {
         let work = self.m.saturating_mul(self.n).saturating_mul(self.k.max(1));
         let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
         // Each block packs a copy of the operand it shares with the other blocks: cutting
@@ -128,14 +221,13 @@ impl<T: Element> Problem<T> {
         let block = len.div_ceil(threads).next_multiple_of(align.max(1)).max(1);
         let chunks = len.div_ceil(block);
         if chunks <= 1 {
-            // SAFETY: the caller's contract.
-            return unsafe { kernel(self) };
+            return kernel(self, 0);
         }
         parallel_for(threads, chunks, &|i| {
-            let part = if split_rows { self.rows(i * block, block) } else { self.cols(i * block, block) };
-            // SAFETY: a block of C with its rows of A or its columns of B lies inside the
-            // matrices of the caller's contract, and the blocks of C are disjoint.
-            unsafe { kernel(part) }
+            let (part, col0) = if split_rows { (self.rows(i * block, block), 0) } else { (self.cols(i * block, block), i * block) };
+            // A block of C with its rows of A or its columns of B lies inside the matrices
+            // of the caller's contract, and the blocks of C are disjoint.
+            kernel(part, col0)
         });
     }
 }

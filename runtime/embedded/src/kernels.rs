@@ -2,7 +2,7 @@
 //! compiled by rustc with runtime AVX2/FMA dispatch: Cranelift has no 256-bit vectors) and
 //! the sequential scan of `nonzero`.
 
-use crate::gemm::{gemm, Problem};
+use crate::gemm::{gemm, gemm_packed_b, PackedB, Problem};
 use crate::pool;
 
 /// Defines `$name(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)`:
@@ -34,6 +34,26 @@ macro_rules! gemm_entry {
 
 gemm_entry!(__aotc_sgemm, f32);
 gemm_entry!(__aotc_dgemm, f64);
+
+/// `C = alpha * A @ B + beta * C` for float32 with B (k x n) in `aotc_abi::gemm`'s packed
+/// layout, packed by the compiler from a weight (`aotc_abi::gemm::PACKED_SGEMM_SYMBOL`).
+///
+/// # Safety
+/// `b` holds `aotc_abi::gemm::packed_len(k, n)` floats; A and C as for `__aotc_sgemm`.
+#[no_mangle]
+pub unsafe extern "C" fn __aotc_sgemm_packed_b(
+    m: i64, k: i64, n: i64, alpha: f32,
+    a: *const f32, rsa: i64, csa: i64,
+    b: *const f32,
+    beta: f32, c: *mut f32, rsc: i64, csc: i64,
+) {
+    let (m, k, n) = (m.max(0) as usize, k.max(0) as usize, n.max(0) as usize);
+    let Some(n_padded) = aotc_abi::gemm::padded_cols(n) else { return };
+    let (rsa, csa, rsc, csc) = (rsa as isize, csa as isize, rsc as isize, csc as isize);
+    let p = Problem { m, k, n, alpha, a, rsa, csa, b, rsb: 0, csb: 0, beta, c, rsc, csc };
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { gemm_packed_b(p, PackedB { data: b, n_padded, col0: 0 }, pool::threads(), &pool::parallel_for) }
+}
 
 /// `nonzero`: writes the coordinates of the first `rows` nonzero elements of the
 /// contiguous bool tensor `mask` (shape `sizes[..ndim]`), in row-major order, as the rows

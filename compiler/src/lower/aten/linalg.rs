@@ -92,7 +92,7 @@ fn gemm(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValue, addend: 
         None => lw.prog.add_buffer(name, dtype, sizes.clone(), BufKind::Scratch),
     };
     let accumulate = addend.is_some();
-    lw.prog.kernels.push(Kernel::Matmul(Box::new(Matmul { out, dtype, batch, m, n, k, a: sa, b: sb, alpha, accumulate })));
+    lw.prog.kernels.push(Kernel::Matmul(Box::new(Matmul { out, dtype, batch, m, n, k, a: sa, b: sb, alpha, accumulate, packed_b: false })));
     Ok(TensorValue::view_of(out, dtype, sizes))
 }
 

@@ -15,7 +15,7 @@
 //! Cranelift emits no 256-bit vectors, hence this kernel compiled by rustc; runtime
 //! detection picks it ([`available`]) and the whole loop nest is compiled for AVX2 + FMA.
 
-use super::{Element, Problem};
+use super::{Element, PackedB, Problem};
 use std::arch::x86_64::*;
 
 /// Rows of the register tile.
@@ -115,7 +115,19 @@ pub fn register_tile<T: Simd>() -> (usize, usize) {
 /// [`available`] is true, and the Kernel contract.
 pub unsafe fn gemm<T: Simd>(p: Problem<T>) {
     // SAFETY: the caller's contract.
-    unsafe { blocked(p) }
+    unsafe { blocked(p, None) }
+}
+
+// The packed layout is this kernel's own panels.
+const _: () = assert!(<f32 as Simd>::KC == aotc_abi::gemm::KC && 2 * <f32 as Simd>::LANES == aotc_abi::gemm::NR);
+
+/// The kernel with B pre-packed (`super::gemm_packed_b`).
+///
+/// # Safety
+/// [`available`] is true, and `super::gemm_packed_b`'s contract for this block.
+pub unsafe fn gemm_packed_b(p: Problem<f32>, b: PackedB) {
+    // SAFETY: the caller's contract.
+    unsafe { blocked(p, Some(b)) }
 }
 
 /// A 64-byte aligned buffer of `len` elements, written before it is read.
@@ -140,7 +152,7 @@ impl<T> Buffer<T> {
 }
 
 #[target_feature(enable = "avx2,fma")]
-unsafe fn blocked<T: Simd>(p: Problem<T>) {
+unsafe fn blocked<T: Simd>(p: Problem<T>, packed: Option<PackedB>) {
     if p.m == 0 || p.n == 0 {
         return;
     }
@@ -149,9 +161,23 @@ unsafe fn blocked<T: Simd>(p: Problem<T>) {
         if p.k == 0 {
             scale(p)
         } else if p.m <= T::MC {
-            short(p)
+            short(p, packed)
         } else {
-            tall(p)
+            tall(p, packed)
+        }
+    }
+}
+
+/// The `kc` x `nc` block of B at (pc, jc) as panels: `packed`'s own, or copied into `buf`.
+#[inline(always)]
+unsafe fn b_panels<T: Simd>(p: &Problem<T>, packed: Option<PackedB>, buf: *mut T, pc: usize, jc: usize, kc: usize, nc: usize) -> *const T {
+    match packed {
+        // Only f32 is ever packed (gemm_packed_b), so T is f32 here.
+        Some(b) => b.panels(p.k, pc, jc).cast(),
+        None => {
+            // SAFETY: the block lies inside B and fits `buf` (the callers size it so).
+            unsafe { pack_b::<T>(buf, kc, nc, p.b.offset(pc as isize * p.rsb + jc as isize * p.csb), p.rsb, p.csb) };
+            buf
         }
     }
 }
@@ -159,10 +185,10 @@ unsafe fn blocked<T: Simd>(p: Problem<T>) {
 /// The general loop nest: each kc x nc block of B is packed once and serves every mc x kc
 /// block of A.
 #[inline(always)]
-unsafe fn tall<T: Simd>(p: Problem<T>) {
+unsafe fn tall<T: Simd>(p: Problem<T>, packed: Option<PackedB>) {
     let nr = 2 * T::LANES;
     let mut a_buf = Buffer::<T>::new(T::MC * T::KC.min(p.k));
-    let mut b_buf = Buffer::<T>::new(T::KC.min(p.k) * T::NC.min(p.n.next_multiple_of(nr)));
+    let mut b_buf = Buffer::<T>::new(if packed.is_some() { 0 } else { T::KC.min(p.k) * T::NC.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
     // SAFETY (every block below): indices stay below m, k and n, inside the caller's
     // matrices; the packed blocks fit the buffers sized from the same bounds.
@@ -172,8 +198,7 @@ unsafe fn tall<T: Simd>(p: Problem<T>) {
             let kc = T::KC.min(p.k - pc);
             // The first block of the depth applies beta; the others add to it.
             let beta = if pc == 0 { p.beta } else { T::ONE };
-            let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
-            unsafe { pack_b::<T>(b_pack, kc, nc, b, p.rsb, p.csb) };
+            let b_block = unsafe { b_panels(&p, packed, b_pack, pc, jc, kc, nc) };
             for ic in (0..p.m).step_by(T::MC) {
                 let mc = T::MC.min(p.m - ic);
                 let a = unsafe { p.a.offset(ic as isize * p.rsa + pc as isize * p.csa) };
@@ -181,7 +206,7 @@ unsafe fn tall<T: Simd>(p: Problem<T>) {
                 for jr in (0..nc).step_by(nr) {
                     let c = unsafe { p.c.offset(ic as isize * p.rsc + (jc + jr) as isize * p.csc) };
                     let out = Out { c, rsc: p.rsc, csc: p.csc, cols: nr.min(nc - jr), alpha: p.alpha, beta };
-                    unsafe { panel(mc, kc, a_pack, b_pack.add(jr * kc), nr as isize, out) };
+                    unsafe { panel(mc, kc, a_pack, b_block.add(jr * kc), nr as isize, out) };
                 }
             }
         }
@@ -193,12 +218,12 @@ unsafe fn tall<T: Simd>(p: Problem<T>) {
 /// L3). A single row panel (m <= MR) reads each element of B once: then B is not packed at
 /// all when its rows are contiguous.
 #[inline(always)]
-unsafe fn short<T: Simd>(p: Problem<T>) {
+unsafe fn short<T: Simd>(p: Problem<T>, packed: Option<PackedB>) {
     let nr = 2 * T::LANES;
     let mut a_buf = Buffer::<T>::new(p.m.next_multiple_of(MR) * T::KC.min(p.k));
-    let mut b_buf = Buffer::<T>::new(T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)));
+    let mut b_buf = Buffer::<T>::new(if packed.is_some() { 0 } else { T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
-    let direct = p.m <= MR && p.csb == 1;
+    let direct = packed.is_none() && p.m <= MR && p.csb == 1;
     // SAFETY (every block below): as in `tall`.
     for pc in (0..p.k).step_by(T::KC) {
         let kc = T::KC.min(p.k - pc);
@@ -208,13 +233,11 @@ unsafe fn short<T: Simd>(p: Problem<T>) {
         for jc in (0..p.n).step_by(T::NS) {
             let nc = T::NS.min(p.n - jc);
             let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
-            if !direct {
-                unsafe { pack_b::<T>(b_pack, kc, nc, b, p.rsb, p.csb) };
-            }
+            let b_block = if direct { b } else { unsafe { b_panels(&p, packed, b_pack, pc, jc, kc, nc) } };
             for jr in (0..nc).step_by(nr) {
                 let cols = nr.min(nc - jr);
                 let (b, brs) = if !direct {
-                    (unsafe { b_pack.add(jr * kc) }.cast_const(), nr as isize)
+                    (unsafe { b_block.add(jr * kc) }, nr as isize)
                 } else if cols == nr {
                     (unsafe { b.add(jr) }, p.rsb)
                 } else {

@@ -1,7 +1,7 @@
 //! The GEMM against a naive triple loop: shapes around the register tile and the blocks,
-//! transposed and broadcast operands, beta 0 over NaN, 1 to 3 threads.
+//! transposed and broadcast operands, beta 0 over NaN, 1 to 3 threads; B pre-packed.
 
-use super::{gemm, Element, Problem};
+use super::{gemm, gemm_packed_b, portable_packed_b, Element, PackedB, Problem};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `parallel_for` on scoped threads, as the benchmark and the pool's signature.
@@ -171,5 +171,55 @@ fn portable_kernel_agrees() {
     }
     for (x, y) in c1.iter().zip(&c2) {
         assert!((x - y).abs() < 1e-12, "{x} != {y}");
+    }
+}
+
+/// `C = alpha * A @ B + beta * C` with B packed as the compiler packs weights, by the
+/// fastest kernel on `threads` threads or by the portable one, against the naive sum.
+fn check_packed(m: usize, k: usize, n: usize, beta: f32, threads: usize, portable: bool) {
+    let (a, b) = (values(m * k, 1), values(k * n, 2));
+    let (a32, b32): (Vec<f32>, Vec<f32>) = (a.iter().map(|&x| x as f32).collect(), b.iter().map(|&x| x as f32).collect());
+    let packed = aotc_abi::gemm::pack(k, n, |p, j| b32[p * n + j]).unwrap();
+    let c0: Vec<f32> = if beta == 0.0 { vec![f32::NAN; m * n] } else { values(m * n, 3).iter().map(|&x| x as f32).collect() };
+    let mut c = c0.clone();
+    let p = Problem {
+        m, k, n, alpha: 0.5, a: a32.as_ptr(), rsa: k as isize, csa: 1, b: std::ptr::null(), rsb: 0, csb: 0,
+        beta, c: c.as_mut_ptr(), rsc: n as isize, csc: 1,
+    };
+    let b_op = PackedB { data: packed.as_ptr(), n_padded: aotc_abi::gemm::padded_cols(n).unwrap(), col0: 0 };
+    // SAFETY: `packed` is B packed for k x n; A and C are the row-major vectors.
+    unsafe {
+        if portable {
+            portable_packed_b(p, b_op)
+        } else {
+            gemm_packed_b(p, b_op, threads, &parallel_for)
+        }
+    }
+    for i in 0..m {
+        for j in 0..n {
+            let (mut dot, mut mag) = (0.0, 0.0);
+            for q in 0..k {
+                dot += a32[i * k + q] as f64 * b32[q * n + j] as f64;
+                mag += (a32[i * k + q] as f64 * b32[q * n + j] as f64).abs();
+            }
+            let old = if beta == 0.0 { 0.0 } else { beta as f64 * c0[i * n + j] as f64 };
+            let want = 0.5 * dot + old;
+            let got = c[i * n + j] as f64;
+            assert!((got - want).abs() <= 1e-5 * (1.0 + mag + old.abs()), "m={m} k={k} n={n} beta={beta} threads={threads} portable={portable} ({i}, {j}): {got} != {want}");
+        }
+    }
+}
+
+#[test]
+fn packed_b_matches_the_naive_product() {
+    // Few and many rows, partial panels, two depth blocks, an empty depth; columns split
+    // across threads at whole panels.
+    for (m, k, n) in [(1, 7, 5), (6, 300, 33), (64, 513, 100), (130, 257, 47), (7, 0, 9), (250, 40, 300)] {
+        for beta in [0.0, 1.0] {
+            for threads in 1..=3 {
+                check_packed(m, k, n, beta, threads, false);
+            }
+            check_packed(m, k, n, beta, 1, true);
+        }
     }
 }
