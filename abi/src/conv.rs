@@ -9,7 +9,10 @@ pub const SYMBOL: &str = "__aotc_conv2d_f32";
 pub const MAX_POOL_SYMBOL: &str = "__aotc_max_pool2d_f32";
 
 /// `out[N, O, OH, OW] = conv(x[N, C, H, W], weight[O, C / groups, KH, KW]) (+ bias[O])`,
-/// all contiguous; padding is zeros.
+/// all contiguous; padding is zeros. A packed weight (`packed_weight`, never for
+/// [`Algorithm::Depthwise`]) holds each group's `[O / groups, depth]` matrix in
+/// `crate::gemm`'s layout for a GEMM's left operand, groups one after another
+/// ([`Conv2d::packed_group_len`] floats each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2d {
     pub batch: usize,
@@ -24,10 +27,11 @@ pub struct Conv2d {
     pub dilation: [usize; 2],
     pub groups: usize,
     pub has_bias: bool,
+    pub packed_weight: bool,
 }
 
 /// How many int64s [`Conv2d::to_list`] writes.
-pub const GEOMETRY_LEN: usize = 17;
+pub const GEOMETRY_LEN: usize = 18;
 
 /// How the library computes a convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +68,7 @@ impl Conv2d {
             v(self.batch), v(self.channels), v(self.height), v(self.width), v(self.out_channels),
             v(self.kernel[0]), v(self.kernel[1]), v(self.out_size[0]), v(self.out_size[1]),
             v(self.stride[0]), v(self.stride[1]), v(self.padding[0]), v(self.padding[1]),
-            v(self.dilation[0]), v(self.dilation[1]), v(self.groups), self.has_bias as i64,
+            v(self.dilation[0]), v(self.dilation[1]), v(self.groups), self.has_bias as i64, self.packed_weight as i64,
         ]
     }
 
@@ -74,7 +78,8 @@ impl Conv2d {
     pub fn from_list(l: &[i64]) -> Option<Conv2d> {
         let g = Conv2d::windows_from_list(l)?;
         let sizes_agree = [(g.height, 0), (g.width, 1)].iter().all(|&(input, d)| g.expected_out(input, d) == Some(g.out_size[d]));
-        (sizes_agree && g.channels % g.groups == 0 && g.out_channels % g.groups == 0).then_some(g)
+        let packing_fits = !g.packed_weight || g.algorithm() != Algorithm::Depthwise;
+        (sizes_agree && packing_fits && g.channels % g.groups == 0 && g.out_channels % g.groups == 0).then_some(g)
     }
 
     /// The geometry from its list with any output sizes (a pooling's ceil mode adds a
@@ -88,10 +93,10 @@ impl Conv2d {
         let g = Conv2d {
             batch: u(0), channels: u(1), height: u(2), width: u(3), out_channels: u(4),
             kernel: [u(5), u(6)], out_size: [u(7), u(8)], stride: [u(9), u(10)], padding: [u(11), u(12)],
-            dilation: [u(13), u(14)], groups: u(15), has_bias: l[16] != 0,
+            dilation: [u(13), u(14)], groups: u(15), has_bias: l[16] != 0, packed_weight: l[17] != 0,
         };
         let positive = g.stride.iter().chain(&g.dilation).chain(&g.kernel).all(|&x| x > 0) && g.groups > 0;
-        (positive && l[16] <= 1).then_some(g)
+        (positive && l[16] <= 1 && l[17] <= 1).then_some(g)
     }
 
     /// `(input + 2 padding - dilation (kernel - 1) - 1) / stride + 1`, None when the
@@ -107,10 +112,14 @@ impl Conv2d {
     pub fn lens(&self) -> Option<(usize, usize, usize)> {
         let product = |v: &[usize]| v.iter().try_fold(1usize, |acc, &x| acc.checked_mul(x));
         let input = product(&[self.batch, self.channels, self.height, self.width])?;
-        let weight = product(&[self.out_channels, self.group_channels(), self.kernel[0], self.kernel[1]])?;
+        let weight = if self.packed_weight {
+            self.groups.checked_mul(self.packed_group_len()?)?
+        } else {
+            product(&[self.out_channels, self.group_channels(), self.kernel[0], self.kernel[1]])?
+        };
         let output = product(&[self.batch, self.out_channels, self.out_size[0], self.out_size[1]])?;
-        // columns_len is at most depth x positions, each a factor of the weight or output.
-        product(&[weight, output])?;
+        // columns_len, depth x positions, is the scratch the library indexes.
+        product(&[self.group_channels(), self.kernel[0], self.kernel[1], self.positions()])?;
         Some((input, weight, output))
     }
 
@@ -120,6 +129,12 @@ impl Conv2d {
 
     pub fn group_out_channels(&self) -> usize {
         self.out_channels / self.groups
+    }
+
+    /// Floats of one group's packed weight (its depth padded to whole panels of rows).
+    pub fn packed_group_len(&self) -> Option<usize> {
+        let depth = self.group_channels().checked_mul(self.kernel[0])?.checked_mul(self.kernel[1])?;
+        crate::gemm::packed_len(depth, self.group_out_channels(), crate::gemm::MR)
     }
 
     /// Output positions per plane.
@@ -152,7 +167,7 @@ mod tests {
     fn resnet_stem() -> Conv2d {
         Conv2d {
             batch: 1, channels: 3, height: 224, width: 224, out_channels: 64, kernel: [7, 7], out_size: [112, 112],
-            stride: [2, 2], padding: [3, 3], dilation: [1, 1], groups: 1, has_bias: false,
+            stride: [2, 2], padding: [3, 3], dilation: [1, 1], groups: 1, has_bias: false, packed_weight: false,
         }
     }
 
@@ -177,7 +192,12 @@ mod tests {
         let huge = Conv2d::from_list(&bad).unwrap();
         assert_eq!(huge.lens(), None, "element counts overflow");
         assert_eq!(g.lens(), Some((3 * 224 * 224, 64 * 3 * 49, 64 * 112 * 112)));
-        assert_eq!(Conv2d::from_list(&g.to_list()[..16]), None);
+        assert_eq!(Conv2d::from_list(&g.to_list()[..17]), None);
+        let packed = Conv2d { packed_weight: true, ..g };
+        assert_eq!(Conv2d::from_list(&packed.to_list()), Some(packed));
+        assert_eq!(packed.lens().unwrap().1, 66 * 3 * 49, "64 rows padded to 11 panels of 6");
+        let depthwise = Conv2d { channels: 64, out_channels: 64, groups: 64, kernel: [3, 3], padding: [1, 1], packed_weight: true, ..g };
+        assert_eq!(Conv2d::from_list(&depthwise.to_list()), None, "a packed depthwise weight");
     }
 
     #[test]

@@ -1,45 +1,57 @@
 //! Weights packed for the GEMM at compile time: a float32 matmul whose right operand is a
-//! weight (a Linear layer's transposed weight, a constant) reads it in the panels of the
-//! support library's kernel (`aotc_abi::gemm`), written here once, instead of gathering
-//! and copying it on every call (for a transposed weight, a strided gather of every
-//! element). A weight that nothing else reads is then dropped from the library.
+//! weight (a Linear layer's transposed weight, a constant), and a convolution whose weight
+//! is its GEMM's left operand, read it in the panels of the support library's kernel
+//! (`aotc_abi::gemm`), written here once, instead of gathering and copying it on every
+//! call (for a transposed weight, a strided gather of every element). A weight that
+//! nothing else reads is then dropped from the library.
 
-use crate::ir::{BufId, BufKind, Kernel, Matmul, Program};
+use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, Matmul, Program, StridedRef};
 use crate::lower::Lowered;
+use aotc_abi::conv::{self, Algorithm};
+use aotc_abi::gemm::{MR, NR};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 use std::collections::{HashMap, HashSet};
 
 /// Packs the right operand of every float32 matmul that reads a weight with static sizes
-/// and strides, sharing one packed copy between matmuls that read the same window.
+/// and strides (one packed copy per window read), and the weight of every support-library
+/// convolution that runs a GEMM on a constant weight.
 pub fn prepack_weights(lowered: &mut Lowered) {
     let prog = &mut lowered.program;
     let mut packed: HashMap<(BufId, usize, [i64; 2], usize, usize), BufId> = HashMap::new();
     let mut sources = HashSet::new();
     for i in 0..prog.kernels.len() {
-        let Kernel::Matmul(m) = &prog.kernels[i] else { continue };
-        let Some(key) = packable(prog, m) else { continue };
-        let (buf, offset, [rsb, csb], k, n) = key;
-        let id = match packed.get(&key) {
-            Some(&id) => id,
-            None => {
-                let BufKind::Weight(w) = prog.buffers[buf].kind else { continue };
-                let Some(data) = pack(&prog.weights[w], offset, rsb, csb, k, n) else { continue };
-                let name = format!("{}.packed", prog.buffers[buf].name);
-                let bytes = data.iter().flat_map(|x| x.to_le_bytes()).collect();
-                let w = prog.weights.len();
-                prog.weights.push(bytes);
-                let id = prog.add_buffer(&name, DType::F32, vec![SymExpr::Int((data.len()) as i64)], BufKind::Weight(w));
-                packed.insert(key, id);
-                id
+        match &prog.kernels[i] {
+            Kernel::Matmul(m) => {
+                let Some(key) = packable(prog, m) else { continue };
+                let id = match packed.get(&key) {
+                    Some(&id) => id,
+                    None => {
+                        let (buf, offset, [rsb, csb], k, n) = key;
+                        let BufKind::Weight(w) = prog.buffers[buf].kind else { continue };
+                        let Some(data) = pack_matrix(&prog.weights[w], offset, rsb, csb, k, n) else { continue };
+                        let id = add_packed(prog, buf, data);
+                        packed.insert(key, id);
+                        id
+                    }
+                };
+                sources.insert(key.0);
+                let Kernel::Matmul(m) = &mut prog.kernels[i] else { unreachable!() };
+                m.b = StridedRef { buf: id, offset: SymExpr::Int(0), strides: vec![SymExpr::Int(0); 3] };
+                m.packed_b = true;
             }
-        };
-        sources.insert(buf);
-        let Kernel::Matmul(m) = &mut prog.kernels[i] else { unreachable!() };
-        m.b.buf = id;
-        m.b.offset = SymExpr::Int(0);
-        m.b.strides = vec![SymExpr::Int(0); 3];
-        m.packed_b = true;
+            Kernel::Extern(call) if call.name == conv::SYMBOL => {
+                let Some((weight, data)) = pack_conv_weight(prog, call) else { continue };
+                let id = add_packed(prog, weight, data);
+                sources.insert(weight);
+                let Kernel::Extern(call) = &mut prog.kernels[i] else { unreachable!() };
+                call.args[CONV_WEIGHT_ARG] = ExternArg::Buf(id);
+                if let ExternArg::Sizes(geometry) = &mut call.args[CONV_GEOMETRY_ARG] {
+                    geometry[PACKED_WEIGHT_FLAG] = SymExpr::Int(1);
+                }
+            }
+            _ => {}
+        }
     }
     // Weights read only through their packed copies need not be in the library.
     let mut read: HashSet<BufId> = prog.kernels.iter().flat_map(|k| k.inputs().0).collect();
@@ -50,6 +62,54 @@ pub fn prepack_weights(lowered: &mut Lowered) {
             prog.weights[w] = Vec::new();
         }
     }
+}
+
+/// A new weight holding `data`, the packed form of `source`.
+fn add_packed(prog: &mut Program, source: BufId, data: Vec<f32>) -> BufId {
+    let name = format!("{}.packed", prog.buffers[source].name);
+    let len = SymExpr::Int(data.len() as i64);
+    let w = prog.weights.len();
+    prog.weights.push(data.iter().flat_map(|x| x.to_le_bytes()).collect());
+    prog.add_buffer(name, DType::F32, vec![len], BufKind::Weight(w))
+}
+
+/// The support library's convolution: `(out, [x, weight, bias, columns, geometry])`.
+const CONV_WEIGHT_ARG: usize = 1;
+const CONV_GEOMETRY_ARG: usize = 4;
+/// `Conv2d::packed_weight`'s place in the geometry list.
+const PACKED_WEIGHT_FLAG: usize = aotc_abi::conv::GEOMETRY_LEN - 1;
+
+/// A convolution's weight buffer and each group's `[O / G, depth]` matrix packed as a
+/// GEMM's left operand, groups one after another (`aotc_abi::conv::Conv2d::packed_weight`),
+/// when the weight is a constant with static sizes that a GEMM reads.
+fn pack_conv_weight(prog: &Program, call: &ExternCall) -> Option<(BufId, Vec<f32>)> {
+    let (ExternArg::Buf(weight), ExternArg::Sizes(geometry)) = (call.args.get(CONV_WEIGHT_ARG)?, call.args.get(CONV_GEOMETRY_ARG)?) else { return None };
+    let BufKind::Weight(w) = prog.buffers[*weight].kind else { return None };
+    if geometry.len() != aotc_abi::conv::GEOMETRY_LEN || geometry[PACKED_WEIGHT_FLAG].as_int() != Some(0) {
+        return None;
+    }
+    let at = |i: usize| geometry[i].as_int().and_then(|v| usize::try_from(v).ok());
+    let (channels, out_channels, groups) = (at(1)?, at(4)?, at(15)?);
+    let (kernel, stride, padding) = ([at(5)?, at(6)?], [at(9)?, at(10)?], [at(11)?, at(12)?]);
+    if groups == 0 || channels % groups != 0 || out_channels % groups != 0 {
+        return None;
+    }
+    let (group_channels, group_out) = (channels / groups, out_channels / groups);
+    if Algorithm::choose(group_channels, groups, kernel, stride, padding) == Algorithm::Depthwise {
+        return None;
+    }
+    let depth = group_channels.checked_mul(kernel[0])?.checked_mul(kernel[1])?;
+    let bytes = &prog.weights[w];
+    if Some(bytes.len()) != out_channels.checked_mul(depth)?.checked_mul(4) {
+        return None;
+    }
+    let float = |i: usize| f32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
+    let mut data = Vec::new();
+    for group in 0..groups {
+        let first = group * group_out * depth;
+        data.extend(aotc_abi::gemm::pack(depth, group_out, MR, |p, o| float(first + o * depth + p))?);
+    }
+    Some((*weight, data))
 }
 
 /// The weight window a matmul reads as its right operand, when it can be packed: float32,
@@ -67,8 +127,9 @@ fn packable(prog: &Program, m: &Matmul) -> Option<(BufId, usize, [i64; 2], usize
     Some((m.b.buf, usize::try_from(int(&m.b.offset)?).ok()?, [int(&m.b.strides[1])?, int(&m.b.strides[2])?], k, n))
 }
 
-/// The packed operand, or None when the window does not lie inside the weight's bytes.
-fn pack(bytes: &[u8], offset: usize, rsb: i64, csb: i64, k: usize, n: usize) -> Option<Vec<f32>> {
+/// The packed right operand, or None when the window does not lie inside the weight's
+/// bytes.
+fn pack_matrix(bytes: &[u8], offset: usize, rsb: i64, csb: i64, k: usize, n: usize) -> Option<Vec<f32>> {
     let len = bytes.len() / 4;
     // The window's extreme elements (strides may be negative) must lie inside the weight.
     let last = |size: usize, stride: i64| -> Option<(i64, i64)> {
@@ -87,5 +148,5 @@ fn pack(bytes: &[u8], offset: usize, rsb: i64, csb: i64, k: usize, n: usize) -> 
         let i = (offset as i64 + p as i64 * rsb + j as i64 * csb) as usize * 4;
         f32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]])
     };
-    aotc_abi::gemm::pack(k, n, at)
+    aotc_abi::gemm::pack(k, n, NR, at)
 }

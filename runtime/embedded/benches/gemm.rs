@@ -3,11 +3,11 @@
 //! Prints GFLOP/s (best and median of the runs) of f32 GEMMs for `matrixmultiply`, the
 //! `gemm` crate and the support library's kernel, each on the support library's partition
 //! of C over 1 and 2 threads, and of the support library with B pre-packed as the compiler
-//! packs weights (`gemm_packed_b`), next to the AVX2 FMA peak of this machine measured by a
+//! packs weights (`gemm_packed`), next to the AVX2 FMA peak of this machine measured by a
 //! register-only loop. The kernels take turns, so that load from other processes falls on
 //! all alike; on a busy machine compare the rows of one run, not runs.
 
-use aotc_embedded::gemm::{gemm_packed_b, Element, Kernel, PackedB, Problem};
+use aotc_embedded::gemm::{gemm_packed, Element, Kernel, Packed, PackedOperands, Problem};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -125,8 +125,8 @@ fn main() {
             m, k, n, alpha: 1.0, a: a.as_ptr(), rsa: k as isize, csa: 1, b: b.as_ptr(), rsb: n as isize, csb: 1,
             beta: 0.0, c: c.as_mut_ptr(), rsc: n as isize, csc: 1,
         };
-        let packed_b = aotc_abi::gemm::pack(k, n, |p, j| b[p * n + j]).expect("packed size");
-        let packed = PackedB { data: packed_b.as_ptr(), n_padded: aotc_abi::gemm::padded_cols(n).unwrap(), col0: 0 };
+        let packed_b = aotc_abi::gemm::pack(k, n, aotc_abi::gemm::NR, |p, j| b[p * n + j]).expect("packed size");
+        let packed = PackedOperands { a: None, b: Packed::new(packed_b.as_ptr(), n, aotc_abi::gemm::NR) };
         let flops = 2.0 * (m * k * n) as f64;
         for threads in [1, 2] {
             let mut runs: Vec<Box<dyn Fn()>> = candidates
@@ -139,7 +139,7 @@ fn main() {
                 })
                 .collect();
             // SAFETY: packed_b holds B packed for exactly k x n.
-            runs.push(Box::new(move || unsafe { gemm_packed_b(p, packed, threads, &parallel_for) }));
+            runs.push(Box::new(move || unsafe { gemm_packed(p, packed, threads, &parallel_for) }));
             let runs: Vec<&dyn Fn()> = runs.iter().map(|f| &**f).collect();
             let names = candidates.iter().map(|c| c.name).chain(["aotc packed B"]);
             for (name, (best, median)) in names.zip(time(&runs, Duration::from_secs(1))) {

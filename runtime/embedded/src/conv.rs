@@ -2,8 +2,9 @@
 //! image and group, a GEMM of the weight `[O/G, C/G * KH * KW]` by the input's windows
 //! (gathered by [`columns`] into the scratch the compiler sized, or the input planes
 //! themselves for a 1x1 kernel), the bias written first and accumulated onto; depthwise
-//! convolutions have their own direct kernel ([`depthwise`]). The GEMM and the depthwise
-//! planes run on the call's thread budget.
+//! convolutions have their own direct kernel ([`depthwise`]). A weight the compiler packed
+//! (`Conv2d::packed_weight`) is the GEMM's left operand as it is. The GEMM and the
+//! depthwise planes run on the call's thread budget.
 
 mod columns;
 mod depthwise;
@@ -11,7 +12,7 @@ mod max_pool;
 
 pub use max_pool::__aotc_max_pool2d_f32;
 
-use crate::gemm::{gemm, Problem};
+use crate::gemm::{gemm, gemm_packed, Packed, PackedOperands, Problem};
 use crate::pool;
 use aotc_abi::conv::{Algorithm, Conv2d};
 
@@ -87,7 +88,10 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
                     row.fill(b);
                 }
             }
-            let lhs = &weight[group * og * g.depth()..][..og * g.depth()];
+            let lhs = match g.packed_group_len() {
+                Some(len) if g.packed_weight => Weight::Packed(&weight[group * len..][..len]),
+                _ => Weight::Rows(&weight[group * og * g.depth()..][..og * g.depth()]),
+            };
             product(lhs, rhs, out, og, g.depth(), positions, bias.is_some());
         }
     }
@@ -119,20 +123,39 @@ fn for_items(out: &mut [f32], items: usize, item_len: usize, work: usize, f: &(d
     });
 }
 
+/// One group's weight: its `[O / G, depth]` rows, or those packed by the compiler.
+enum Weight<'a> {
+    Rows(&'a [f32]),
+    Packed(&'a [f32]),
+}
+
 /// `out[m, n] = lhs[m, k] @ rhs[k, n] (+ out if accumulate)`, row-major, on the call's
 /// threads.
-fn product(lhs: &[f32], rhs: &[f32], out: &mut [f32], m: usize, k: usize, n: usize, accumulate: bool) {
+fn product(lhs: Weight, rhs: &[f32], out: &mut [f32], m: usize, k: usize, n: usize, accumulate: bool) {
     let (k_, n_) = (k as isize, n as isize);
+    let a = match lhs {
+        Weight::Rows(rows) | Weight::Packed(rows) => rows.as_ptr(),
+    };
     let p = Problem {
         m, k, n, alpha: 1.0,
-        a: lhs.as_ptr(), rsa: k_, csa: 1,
+        a, rsa: k_, csa: 1,
         b: rhs.as_ptr(), rsb: n_, csb: 1,
         beta: if accumulate { 1.0 } else { 0.0 },
         c: out.as_mut_ptr(), rsc: n_, csc: 1,
     };
-    // SAFETY: the slices hold the m x k, k x n and m x n row-major matrices, and `out` is
-    // a unique borrow, so C overlaps neither operand.
-    unsafe { gemm(p, pool::threads(), &pool::parallel_for) }
+    // SAFETY: the slices hold the k x n and m x n row-major matrices and A as `lhs` says
+    // (a packed slice is `packed_group_len` floats, checked against the geometry by
+    // `lens`), and `out` is a unique borrow, so C overlaps neither operand.
+    unsafe {
+        match lhs {
+            Weight::Rows(_) => gemm(p, pool::threads(), &pool::parallel_for),
+            Weight::Packed(_) => {
+                // `lens` computed the padded size already: this cannot fail.
+                let Some(a) = Packed::new(a, m, aotc_abi::gemm::MR) else { return };
+                gemm_packed(p, PackedOperands { a: Some(a), b: None }, pool::threads(), &pool::parallel_for)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@
 //! library must not start a pool that outlives it.
 //!
 //! The single-threaded kernel is [`avx2`] where the CPU has AVX2 and FMA, else
-//! `matrixmultiply` ([`Element::PORTABLE`]). A float32 B packed at compile time
-//! ([`PackedB`], layout in `aotc_abi::gemm`) goes through [`gemm_packed_b`].
+//! `matrixmultiply` ([`Element::PORTABLE`]). Float32 operands packed at compile time
+//! ([`Packed`], layout in `aotc_abi::gemm`) go through [`gemm_packed`].
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -89,63 +89,89 @@ macro_rules! element {
 element!(f32, matrixmultiply::sgemm);
 element!(f64, matrixmultiply::dgemm);
 
-/// A float32 right operand in `aotc_abi::gemm`'s packed layout, from column `col0` (a
-/// multiple of `NR`) on: the blocks of C a thread computes start there.
+/// A float32 operand in `aotc_abi::gemm`'s packed layout (A in panels of `MR` rows, B in
+/// panels of `NR` columns), from row/column `start` (a multiple of the width) on: where
+/// the block of C a thread computes starts.
 #[derive(Clone, Copy)]
-pub struct PackedB {
+pub struct Packed {
     pub data: *const f32,
-    /// `aotc_abi::gemm::padded_cols` of the whole operand.
-    pub n_padded: usize,
-    pub col0: usize,
+    /// `aotc_abi::gemm::padded` of the whole operand's rows (A) or columns (B).
+    pub padded: usize,
+    pub start: usize,
 }
 
-// SAFETY: the threads of `gemm_packed_b` only read through it.
-unsafe impl Sync for PackedB {}
+// SAFETY: the threads of `gemm_packed` only read through it.
+unsafe impl Sync for Packed {}
 
-impl PackedB {
-    /// The operand from column `col0` on (a method, so that closures capture the whole
-    /// `PackedB`).
-    fn from_col(self, col0: usize) -> Self {
-        PackedB { col0, ..self }
+impl Packed {
+    /// The whole operand of `len` rows (A, width MR) or columns (B, width NR) at `data`.
+    pub fn new(data: *const f32, len: usize, width: usize) -> Option<Packed> {
+        Some(Packed { data, padded: aotc_abi::gemm::padded(len, width)?, start: 0 })
     }
 
-    /// The first panel of columns `col0 + j..` (j a multiple of NR) of the depth block
-    /// starting at row `pc` of a `k`-row operand; the block's next panels follow it.
-    fn panels(self, k: usize, pc: usize, j: usize) -> *const f32 {
-        self.data.wrapping_add(aotc_abi::gemm::panel_offset(k, self.n_padded, pc, self.col0 + j))
+    /// The operand from `offset` rows/columns further on.
+    fn skip(self, offset: usize) -> Self {
+        Packed { start: self.start + offset, ..self }
+    }
+
+    /// The first panel from row/column `start + i` (i a multiple of the width) of the depth
+    /// block starting at `pc` of a depth-`k` operand; the block's next panels follow it.
+    fn panels(self, k: usize, pc: usize, i: usize) -> *const f32 {
+        self.data.wrapping_add(aotc_abi::gemm::panel_offset(k, self.padded, pc, self.start + i))
     }
 }
 
-/// Computes `p` with B read from `b` instead of `p.b`, on up to `threads` threads.
+/// Which operands of a float32 GEMM are packed (then `Problem`'s pointer and strides for
+/// that operand are not read).
+#[derive(Clone, Copy, Default)]
+pub struct PackedOperands {
+    pub a: Option<Packed>,
+    pub b: Option<Packed>,
+}
+
+impl PackedOperands {
+    /// Both from the block of C at (`row0`, `col0`) on (methods, so that closures capture
+    /// the whole struct).
+    fn block(self, row0: usize, col0: usize) -> Self {
+        PackedOperands { a: self.a.map(|a| a.skip(row0)), b: self.b.map(|b| b.skip(col0)) }
+    }
+}
+
+/// Computes `p` with the packed operands read from `packed`, on up to `threads` threads.
 ///
 /// # Safety
-/// `b.data` holds `aotc_abi::gemm::packed_len(p.k, n)` floats packed for some `n >= p.n`
-/// with `b.n_padded = padded_cols(n)`, `b.col0 == 0`; A and C as in [`gemm`].
-pub unsafe fn gemm_packed_b(p: Problem<f32>, b: PackedB, threads: usize, parallel_for: ParallelFor<'_>) {
-    let nr = aotc_abi::gemm::NR;
-    // Blocks of C start at whole panels of the packed B.
-    let tile = (f32::best().1 .0, nr);
-    // Blocks of columns keep p.b (csb = 0) and say where they start instead.
-    let p = Problem { b: b.data, rsb: 0, csb: 0, ..p };
-    // SAFETY: the caller's contract; each block reads the panels of its own columns.
+/// A packed A holds `packed_len(p.k, m, MR)` floats packed for `m >= p.m` rows with that
+/// `padded` and `start == 0`, a packed B likewise with `n >= p.n` columns and NR; the
+/// unpacked operands and C as in [`gemm`].
+pub unsafe fn gemm_packed(p: Problem<f32>, packed: PackedOperands, threads: usize, parallel_for: ParallelFor<'_>) {
+    use aotc_abi::gemm::{MR, NR};
+    // Blocks of C start at whole panels of the packed operands.
+    let (rows, cols) = f32::best().1;
+    let tile = (if packed.a.is_some() { MR } else { rows }, if packed.b.is_some() { NR } else { cols });
+    // A packed operand's pointer is never offset: its strides become 0.
+    let (rsa, csa) = if packed.a.is_some() { (0, 0) } else { (p.rsa, p.csa) };
+    let (rsb, csb) = if packed.b.is_some() { (0, 0) } else { (p.rsb, p.csb) };
+    let p = Problem { rsa, csa, rsb, csb, ..p };
+    // SAFETY: the caller's contract; each block reads the panels of its own rows and columns.
     unsafe {
-        p.run_blocks(tile, threads, parallel_for, &|part, col0| {
-            let b = b.from_col(col0);
+        p.run_blocks(tile, threads, parallel_for, &|part, row0, col0| {
+            let packed = packed.block(row0, col0);
             #[cfg(target_arch = "x86_64")]
             if avx2::available() {
-                return avx2::gemm_packed_b(part, b);
+                return avx2::gemm_packed(part, packed);
             }
-            portable_packed_b(part, b)
+            portable_packed(part, packed)
         })
     }
 }
 
-/// [`gemm_packed_b`] on one thread without AVX2: a `matrixmultiply` call per panel.
+/// [`gemm_packed`] on one thread without AVX2: a `matrixmultiply` call per panel of each
+/// packed operand and depth block.
 ///
 /// # Safety
-/// As [`gemm_packed_b`], for `b.col0` on.
-unsafe fn portable_packed_b(p: Problem<f32>, b: PackedB) {
-    use aotc_abi::gemm::{KC, NR};
+/// As [`gemm_packed`], for the operands' `start` on.
+unsafe fn portable_packed(p: Problem<f32>, packed: PackedOperands) {
+    use aotc_abi::gemm::{KC, MR, NR};
     if p.k == 0 {
         // SAFETY: C = beta * C reads no operand.
         return unsafe { f32::PORTABLE(p) };
@@ -153,21 +179,23 @@ unsafe fn portable_packed_b(p: Problem<f32>, b: PackedB) {
     for pc in (0..p.k).step_by(KC) {
         let kc = KC.min(p.k - pc);
         let beta = if pc == 0 { p.beta } else { 1.0 };
-        for j in (0..p.n).step_by(NR) {
-            let part = Problem {
-                k: kc,
-                n: NR.min(p.n - j),
-                a: p.a.wrapping_offset(pc as isize * p.csa),
-                b: b.panels(p.k, pc, j),
-                rsb: NR as isize,
-                csb: 1,
-                beta,
-                c: p.c.wrapping_offset(j as isize * p.csc),
-                ..p
-            };
-            // SAFETY: the panel holds kc rows of NR floats; A's columns pc..pc + kc and C's
-            // columns j.. lie inside the caller's matrices.
-            unsafe { f32::PORTABLE(part) }
+        // (first row, rows, A, its row and column strides) of each part of A, and the same
+        // for the columns of B.
+        let a_parts: Vec<_> = match packed.a {
+            Some(a) => (0..p.m).step_by(MR).map(|i| (i, MR.min(p.m - i), a.panels(p.k, pc, i), 1, MR as isize)).collect(),
+            None => vec![(0, p.m, p.a.wrapping_offset(pc as isize * p.csa), p.rsa, p.csa)],
+        };
+        let b_parts: Vec<_> = match packed.b {
+            Some(b) => (0..p.n).step_by(NR).map(|j| (j, NR.min(p.n - j), b.panels(p.k, pc, j), NR as isize, 1)).collect(),
+            None => vec![(0, p.n, p.b.wrapping_offset(pc as isize * p.rsb), p.rsb, p.csb)],
+        };
+        for &(i, m, a, rsa, csa) in &a_parts {
+            for &(j, n, b, rsb, csb) in &b_parts {
+                let c = p.c.wrapping_offset(i as isize * p.rsc + j as isize * p.csc);
+                // SAFETY: each part lies inside its operand (a panel holds kc depths of its
+                // width), and rows i.., columns j.. of C inside the caller's C.
+                unsafe { f32::PORTABLE(Problem { m, k: kc, n, a, rsa, csa, b, rsb, csb, beta, c, ..p }) }
+            }
         }
     }
 }
@@ -204,14 +232,15 @@ impl<T: Element> Problem<T> {
     /// As [`gemm`].
     pub unsafe fn run(self, kernel: Kernel<T>, tile: (usize, usize), threads: usize, parallel_for: ParallelFor<'_>) {
         // SAFETY: the caller's contract.
-        unsafe { self.run_blocks(tile, threads, parallel_for, &|part, _| kernel(part)) }
+        unsafe { self.run_blocks(tile, threads, parallel_for, &|part, _, _| kernel(part)) }
     }
 
-    /// [`Problem::run`] with any single-threaded `kernel`, told each block's first column.
+    /// [`Problem::run`] with any single-threaded `kernel`, told each block's first row and
+    /// column.
     ///
     /// # Safety
     /// As [`gemm`], for every block `kernel` is given.
-    unsafe fn run_blocks(self, tile: (usize, usize), threads: usize, parallel_for: ParallelFor<'_>, kernel: &(dyn Fn(Self, usize) + Sync)) {
+    unsafe fn run_blocks(self, tile: (usize, usize), threads: usize, parallel_for: ParallelFor<'_>, kernel: &(dyn Fn(Self, usize, usize) + Sync)) {
         let work = self.m.saturating_mul(self.n).saturating_mul(self.k.max(1));
         let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
         // Each block packs a copy of the operand it shares with the other blocks: cutting
@@ -221,13 +250,16 @@ impl<T: Element> Problem<T> {
         let block = len.div_ceil(threads).next_multiple_of(align.max(1)).max(1);
         let chunks = len.div_ceil(block);
         if chunks <= 1 {
-            return kernel(self, 0);
+            return kernel(self, 0, 0);
         }
         parallel_for(threads, chunks, &|i| {
-            let (part, col0) = if split_rows { (self.rows(i * block, block), 0) } else { (self.cols(i * block, block), i * block) };
             // A block of C with its rows of A or its columns of B lies inside the matrices
             // of the caller's contract, and the blocks of C are disjoint.
-            kernel(part, col0)
+            if split_rows {
+                kernel(self.rows(i * block, block), i * block, 0)
+            } else {
+                kernel(self.cols(i * block, block), 0, i * block)
+            }
         });
     }
 }

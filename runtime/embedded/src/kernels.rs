@@ -2,7 +2,7 @@
 //! compiled by rustc with runtime AVX2/FMA dispatch: Cranelift has no 256-bit vectors) and
 //! the sequential scan of `nonzero`.
 
-use crate::gemm::{gemm, gemm_packed_b, PackedB, Problem};
+use crate::gemm::{gemm, gemm_packed, Packed, PackedOperands, Problem};
 use crate::pool;
 
 /// Defines `$name(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)`:
@@ -48,11 +48,12 @@ pub unsafe extern "C" fn __aotc_sgemm_packed_b(
     beta: f32, c: *mut f32, rsc: i64, csc: i64,
 ) {
     let (m, k, n) = (m.max(0) as usize, k.max(0) as usize, n.max(0) as usize);
-    let Some(n_padded) = aotc_abi::gemm::padded_cols(n) else { return };
+    let Some(packed_b) = Packed::new(b, n, aotc_abi::gemm::NR) else { return };
     let (rsa, csa, rsc, csc) = (rsa as isize, csa as isize, rsc as isize, csc as isize);
     let p = Problem { m, k, n, alpha, a, rsa, csa, b, rsb: 0, csb: 0, beta, c, rsc, csc };
+    let packed = PackedOperands { a: None, b: Some(packed_b) };
     // SAFETY: forwarded from the caller's contract.
-    unsafe { gemm_packed_b(p, PackedB { data: b, n_padded, col0: 0 }, pool::threads(), &pool::parallel_for) }
+    unsafe { gemm_packed(p, packed, pool::threads(), &pool::parallel_for) }
 }
 
 /// `nonzero`: writes the coordinates of the first `rows` nonzero elements of the

@@ -1,5 +1,6 @@
 //! The convolution against a naive loop in float64: every algorithm, strides, padding,
-//! dilation, groups, depthwise multipliers, bias, batches, on 1 and 2 threads.
+//! dilation, groups, depthwise multipliers, bias, batches, weights packed by the compiler,
+//! on 1 and 2 threads.
 
 use super::__aotc_conv2d_f32;
 use crate::pool::{with_threads, PoolUser};
@@ -54,19 +55,27 @@ fn reference(g: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f64>
 #[allow(clippy::too_many_arguments)]
 fn geometry(batch: usize, channels: usize, hw: [usize; 2], out_channels: usize, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], groups: usize, has_bias: bool) -> Conv2d {
     let out = |d: usize| (hw[d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
-    Conv2d { batch, channels, height: hw[0], width: hw[1], out_channels, kernel, out_size: [out(0), out(1)], stride, padding, dilation, groups, has_bias }
+    Conv2d { batch, channels, height: hw[0], width: hw[1], out_channels, kernel, out_size: [out(0), out(1)], stride, padding, dilation, groups, has_bias, packed_weight: false }
 }
 
 fn check(g: Conv2d, threads: usize) {
     let x = values(g.batch * g.channels * g.height * g.width, 1);
     let w = values(g.out_channels * g.depth(), 2);
+    // What passes::prepack writes: each group's rows as a GEMM's packed left operand.
+    let packed: Vec<f32> = (0..g.groups)
+        .flat_map(|group| {
+            let rows = &w[group * g.group_out_channels() * g.depth()..];
+            aotc_abi::gemm::pack(g.depth(), g.group_out_channels(), aotc_abi::gemm::MR, |p, o| rows[o * g.depth() + p]).unwrap()
+        })
+        .collect();
     let bias = values(g.out_channels, 3);
     let mut out = vec![f32::NAN; g.batch * g.out_channels * g.positions()];
     let mut columns = vec![f32::NAN; g.columns_len()];
     let list = g.to_list();
     with_threads(threads, || {
         // SAFETY: every buffer holds what the geometry describes.
-        unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), w.as_ptr(), bias.as_ptr(), columns.as_mut_ptr(), list.as_ptr(), list.len() as i64) }
+        let weight = if g.packed_weight { packed.as_ptr() } else { w.as_ptr() };
+        unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), weight, bias.as_ptr(), columns.as_mut_ptr(), list.as_ptr(), list.len() as i64) }
     });
     let want = reference(&g, &x, &w, g.has_bias.then_some(&bias[..]));
     let depth = g.depth() as f64;
@@ -100,6 +109,9 @@ fn every_algorithm_matches_the_naive_convolution() {
     for g in cases {
         for threads in [1, 2] {
             check(g, threads);
+            if g.algorithm() != Algorithm::Depthwise {
+                check(Conv2d { packed_weight: true, ..g }, threads);
+            }
         }
     }
     drop(user);

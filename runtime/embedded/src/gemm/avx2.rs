@@ -15,7 +15,7 @@
 //! Cranelift emits no 256-bit vectors, hence this kernel compiled by rustc; runtime
 //! detection picks it ([`available`]) and the whole loop nest is compiled for AVX2 + FMA.
 
-use super::{Element, PackedB, Problem};
+use super::{Element, PackedOperands, Problem};
 use std::arch::x86_64::*;
 
 /// Rows of the register tile.
@@ -115,19 +115,19 @@ pub fn register_tile<T: Simd>() -> (usize, usize) {
 /// [`available`] is true, and the Kernel contract.
 pub unsafe fn gemm<T: Simd>(p: Problem<T>) {
     // SAFETY: the caller's contract.
-    unsafe { blocked(p, None) }
+    unsafe { blocked(p, PackedOperands::default()) }
 }
 
 // The packed layout is this kernel's own panels.
-const _: () = assert!(<f32 as Simd>::KC == aotc_abi::gemm::KC && 2 * <f32 as Simd>::LANES == aotc_abi::gemm::NR);
+const _: () = assert!(<f32 as Simd>::KC == aotc_abi::gemm::KC && MR == aotc_abi::gemm::MR && 2 * <f32 as Simd>::LANES == aotc_abi::gemm::NR);
 
-/// The kernel with B pre-packed (`super::gemm_packed_b`).
+/// The kernel with operands packed at compile time (`super::gemm_packed`).
 ///
 /// # Safety
-/// [`available`] is true, and `super::gemm_packed_b`'s contract for this block.
-pub unsafe fn gemm_packed_b(p: Problem<f32>, b: PackedB) {
+/// [`available`] is true, and `super::gemm_packed`'s contract for this block.
+pub unsafe fn gemm_packed(p: Problem<f32>, packed: PackedOperands) {
     // SAFETY: the caller's contract.
-    unsafe { blocked(p, Some(b)) }
+    unsafe { blocked(p, packed) }
 }
 
 /// A 64-byte aligned buffer of `len` elements, written before it is read.
@@ -152,7 +152,7 @@ impl<T> Buffer<T> {
 }
 
 #[target_feature(enable = "avx2,fma")]
-unsafe fn blocked<T: Simd>(p: Problem<T>, packed: Option<PackedB>) {
+unsafe fn blocked<T: Simd>(p: Problem<T>, packed: PackedOperands) {
     if p.m == 0 || p.n == 0 {
         return;
     }
@@ -168,11 +168,25 @@ unsafe fn blocked<T: Simd>(p: Problem<T>, packed: Option<PackedB>) {
     }
 }
 
-/// The `kc` x `nc` block of B at (pc, jc) as panels: `packed`'s own, or copied into `buf`.
+// Only f32 is ever packed (gemm_packed), so T is f32 wherever a packed operand is read.
+
+/// The `mc` x `kc` block of A at (ic, pc) as panels: the packed A's own, or copied into `buf`.
 #[inline(always)]
-unsafe fn b_panels<T: Simd>(p: &Problem<T>, packed: Option<PackedB>, buf: *mut T, pc: usize, jc: usize, kc: usize, nc: usize) -> *const T {
-    match packed {
-        // Only f32 is ever packed (gemm_packed_b), so T is f32 here.
+unsafe fn a_panels<T: Simd>(p: &Problem<T>, packed: PackedOperands, buf: *mut T, ic: usize, pc: usize, mc: usize, kc: usize) -> *const T {
+    match packed.a {
+        Some(a) => a.panels(p.k, pc, ic).cast(),
+        None => {
+            // SAFETY: the block lies inside A and fits `buf` (the callers size it so).
+            unsafe { pack_a(buf, mc, kc, p.a.offset(ic as isize * p.rsa + pc as isize * p.csa), p.rsa, p.csa) };
+            buf
+        }
+    }
+}
+
+/// The `kc` x `nc` block of B at (pc, jc) as panels: the packed B's own, or copied into `buf`.
+#[inline(always)]
+unsafe fn b_panels<T: Simd>(p: &Problem<T>, packed: PackedOperands, buf: *mut T, pc: usize, jc: usize, kc: usize, nc: usize) -> *const T {
+    match packed.b {
         Some(b) => b.panels(p.k, pc, jc).cast(),
         None => {
             // SAFETY: the block lies inside B and fits `buf` (the callers size it so).
@@ -185,10 +199,10 @@ unsafe fn b_panels<T: Simd>(p: &Problem<T>, packed: Option<PackedB>, buf: *mut T
 /// The general loop nest: each kc x nc block of B is packed once and serves every mc x kc
 /// block of A.
 #[inline(always)]
-unsafe fn tall<T: Simd>(p: Problem<T>, packed: Option<PackedB>) {
+unsafe fn tall<T: Simd>(p: Problem<T>, packed: PackedOperands) {
     let nr = 2 * T::LANES;
-    let mut a_buf = Buffer::<T>::new(T::MC * T::KC.min(p.k));
-    let mut b_buf = Buffer::<T>::new(if packed.is_some() { 0 } else { T::KC.min(p.k) * T::NC.min(p.n.next_multiple_of(nr)) });
+    let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { T::MC * T::KC.min(p.k) });
+    let mut b_buf = Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NC.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
     // SAFETY (every block below): indices stay below m, k and n, inside the caller's
     // matrices; the packed blocks fit the buffers sized from the same bounds.
@@ -201,12 +215,11 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Option<PackedB>) {
             let b_block = unsafe { b_panels(&p, packed, b_pack, pc, jc, kc, nc) };
             for ic in (0..p.m).step_by(T::MC) {
                 let mc = T::MC.min(p.m - ic);
-                let a = unsafe { p.a.offset(ic as isize * p.rsa + pc as isize * p.csa) };
-                unsafe { pack_a(a_pack, mc, kc, a, p.rsa, p.csa) };
+                let a_block = unsafe { a_panels(&p, packed, a_pack, ic, pc, mc, kc) };
                 for jr in (0..nc).step_by(nr) {
                     let c = unsafe { p.c.offset(ic as isize * p.rsc + (jc + jr) as isize * p.csc) };
                     let out = Out { c, rsc: p.rsc, csc: p.csc, cols: nr.min(nc - jr), alpha: p.alpha, beta };
-                    unsafe { panel(mc, kc, a_pack, b_block.add(jr * kc), nr as isize, out) };
+                    unsafe { panel(mc, kc, a_block, b_block.add(jr * kc), nr as isize, out) };
                 }
             }
         }
@@ -218,18 +231,17 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Option<PackedB>) {
 /// L3). A single row panel (m <= MR) reads each element of B once: then B is not packed at
 /// all when its rows are contiguous.
 #[inline(always)]
-unsafe fn short<T: Simd>(p: Problem<T>, packed: Option<PackedB>) {
+unsafe fn short<T: Simd>(p: Problem<T>, packed: PackedOperands) {
     let nr = 2 * T::LANES;
-    let mut a_buf = Buffer::<T>::new(p.m.next_multiple_of(MR) * T::KC.min(p.k));
-    let mut b_buf = Buffer::<T>::new(if packed.is_some() { 0 } else { T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)) });
+    let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { p.m.next_multiple_of(MR) * T::KC.min(p.k) });
+    let mut b_buf = Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
-    let direct = packed.is_none() && p.m <= MR && p.csb == 1;
+    let direct = packed.b.is_none() && p.m <= MR && p.csb == 1;
     // SAFETY (every block below): as in `tall`.
     for pc in (0..p.k).step_by(T::KC) {
         let kc = T::KC.min(p.k - pc);
         let beta = if pc == 0 { p.beta } else { T::ONE };
-        let a = unsafe { p.a.offset(pc as isize * p.csa) };
-        unsafe { pack_a(a_pack, p.m, kc, a, p.rsa, p.csa) };
+        let a_block = unsafe { a_panels(&p, packed, a_pack, 0, pc, p.m, kc) };
         for jc in (0..p.n).step_by(T::NS) {
             let nc = T::NS.min(p.n - jc);
             let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
@@ -246,7 +258,7 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Option<PackedB>) {
                 };
                 let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
                 let out = Out { c, rsc: p.rsc, csc: p.csc, cols, alpha: p.alpha, beta };
-                unsafe { panel(p.m, kc, a_pack, b, brs, out) };
+                unsafe { panel(p.m, kc, a_block, b, brs, out) };
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The GEMM against a naive triple loop: shapes around the register tile and the blocks,
 //! transposed and broadcast operands, beta 0 over NaN, 1 to 3 threads; B pre-packed.
 
-use super::{gemm, gemm_packed_b, portable_packed_b, Element, PackedB, Problem};
+use super::{gemm, gemm_packed, portable_packed, Element, Packed, PackedOperands, Problem};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `parallel_for` on scoped threads, as the benchmark and the pool's signature.
@@ -174,25 +174,34 @@ fn portable_kernel_agrees() {
     }
 }
 
-/// `C = alpha * A @ B + beta * C` with B packed as the compiler packs weights, by the
-/// fastest kernel on `threads` threads or by the portable one, against the naive sum.
-fn check_packed(m: usize, k: usize, n: usize, beta: f32, threads: usize, portable: bool) {
+/// `C = alpha * A @ B + beta * C` with A, B or both packed as the compiler packs weights,
+/// by the fastest kernel on `threads` threads or by the portable one, against the naive sum.
+fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, pack_b): (bool, bool), threads: usize, portable: bool) {
+    use aotc_abi::gemm::{pack, MR, NR};
     let (a, b) = (values(m * k, 1), values(k * n, 2));
     let (a32, b32): (Vec<f32>, Vec<f32>) = (a.iter().map(|&x| x as f32).collect(), b.iter().map(|&x| x as f32).collect());
-    let packed = aotc_abi::gemm::pack(k, n, |p, j| b32[p * n + j]).unwrap();
+    let packed_a = pack(k, m, MR, |p, i| a32[i * k + p]).unwrap();
+    let packed_b = pack(k, n, NR, |p, j| b32[p * n + j]).unwrap();
     let c0: Vec<f32> = if beta == 0.0 { vec![f32::NAN; m * n] } else { values(m * n, 3).iter().map(|&x| x as f32).collect() };
     let mut c = c0.clone();
+    // The unpacked pointers of a packed operand are never read: null says so.
     let p = Problem {
-        m, k, n, alpha: 0.5, a: a32.as_ptr(), rsa: k as isize, csa: 1, b: std::ptr::null(), rsb: 0, csb: 0,
+        m, k, n, alpha: 0.5,
+        a: if pack_a { std::ptr::null() } else { a32.as_ptr() }, rsa: k as isize, csa: 1,
+        b: if pack_b { std::ptr::null() } else { b32.as_ptr() }, rsb: n as isize, csb: 1,
         beta, c: c.as_mut_ptr(), rsc: n as isize, csc: 1,
     };
-    let b_op = PackedB { data: packed.as_ptr(), n_padded: aotc_abi::gemm::padded_cols(n).unwrap(), col0: 0 };
-    // SAFETY: `packed` is B packed for k x n; A and C are the row-major vectors.
+    let packed = PackedOperands {
+        a: if pack_a { Packed::new(packed_a.as_ptr(), m, MR) } else { None },
+        b: if pack_b { Packed::new(packed_b.as_ptr(), n, NR) } else { None },
+    };
+    // SAFETY: the packed vectors hold A and B packed for exactly these sizes; the others
+    // are the row-major vectors.
     unsafe {
         if portable {
-            portable_packed_b(p, b_op)
+            portable_packed(p, packed)
         } else {
-            gemm_packed_b(p, b_op, threads, &parallel_for)
+            gemm_packed(p, packed, threads, &parallel_for)
         }
     }
     for i in 0..m {
@@ -205,21 +214,23 @@ fn check_packed(m: usize, k: usize, n: usize, beta: f32, threads: usize, portabl
             let old = if beta == 0.0 { 0.0 } else { beta as f64 * c0[i * n + j] as f64 };
             let want = 0.5 * dot + old;
             let got = c[i * n + j] as f64;
-            assert!((got - want).abs() <= 1e-5 * (1.0 + mag + old.abs()), "m={m} k={k} n={n} beta={beta} threads={threads} portable={portable} ({i}, {j}): {got} != {want}");
+            assert!((got - want).abs() <= 1e-5 * (1.0 + mag + old.abs()), "m={m} k={k} n={n} beta={beta} packed A {pack_a} B {pack_b} threads={threads} portable={portable} ({i}, {j}): {got} != {want}");
         }
     }
 }
 
 #[test]
-fn packed_b_matches_the_naive_product() {
-    // Few and many rows, partial panels, two depth blocks, an empty depth; columns split
-    // across threads at whole panels.
-    for (m, k, n) in [(1, 7, 5), (6, 300, 33), (64, 513, 100), (130, 257, 47), (7, 0, 9), (250, 40, 300)] {
+fn packed_operands_match_the_naive_product() {
+    // Few and many rows, partial panels, two depth blocks, an empty depth; blocks of C
+    // split across threads at whole panels (rows for 250 x 300 x 40, columns otherwise).
+    for (m, k, n) in [(1, 7, 5), (6, 300, 33), (64, 513, 100), (130, 257, 47), (7, 0, 9), (250, 40, 300), (300, 70, 250)] {
         for beta in [0.0, 1.0] {
-            for threads in 1..=3 {
-                check_packed(m, k, n, beta, threads, false);
+            for packed in [(false, true), (true, false), (true, true)] {
+                for threads in 1..=3 {
+                    check_packed(m, k, n, beta, packed, threads, false);
+                }
+                check_packed(m, k, n, beta, packed, 1, true);
             }
-            check_packed(m, k, n, beta, 1, true);
         }
     }
 }
