@@ -42,8 +42,61 @@ pub enum Algorithm {
     /// A 1x1 kernel with unit stride and no padding: the input planes are the GEMM's
     /// right operand as they are.
     Pointwise,
-    /// im2col into scratch of [`Conv2d::columns_len`] floats, then a GEMM per group.
+    /// im2col into scratch of [`Conv2d::scratch_len`] floats, then a GEMM per group.
     Columns,
+}
+
+/// Sizes the scratch formula is written over: `usize` (checked: None on overflow) in the
+/// library, symbolic sizes in the compiler, so that both size it alike.
+pub trait Size: Clone {
+    fn int(v: usize) -> Self;
+    fn add(self, other: Self) -> Self;
+    fn mul(self, other: Self) -> Self;
+}
+
+impl Size for Option<usize> {
+    fn int(v: usize) -> Self {
+        Some(v)
+    }
+    fn add(self, other: Self) -> Self {
+        self?.checked_add(other?)
+    }
+    fn mul(self, other: Self) -> Self {
+        self?.checked_mul(other?)
+    }
+}
+
+impl Size for crate::sym::SymExpr {
+    fn int(v: usize) -> Self {
+        crate::sym::SymExpr::Int(v as i64)
+    }
+    fn add(self, other: Self) -> Self {
+        crate::sym::SymExpr::add([self, other])
+    }
+    fn mul(self, other: Self) -> Self {
+        crate::sym::SymExpr::mul([self, other])
+    }
+}
+
+/// Floats of scratch a convolution needs, reused image by image: the im2col matrix of one
+/// group ([`Algorithm::Columns`]: depth x positions), or for [`Algorithm::Depthwise`] the
+/// zero-padded channels-last input, the channels-last sums and the weight as [taps, O]
+/// (O x ((H + 2 PH)(W + 2 PW) + positions + taps)).
+#[allow(clippy::too_many_arguments)]
+pub fn scratch_len<S: Size>(
+    algorithm: Algorithm, group_channels: usize, out_channels: usize, kernel: [usize; 2], padding: [usize; 2], [height, width]: [S; 2],
+    [out_h, out_w]: [S; 2],
+) -> S {
+    let taps = kernel[0] * kernel[1];
+    let positions = out_h.mul(out_w);
+    match algorithm {
+        Algorithm::Columns => S::int(group_channels * taps).mul(positions),
+        Algorithm::Pointwise => S::int(0),
+        Algorithm::Depthwise => {
+            let padded = height.add(S::int(2 * padding[0])).mul(width.add(S::int(2 * padding[1])));
+            S::int(out_channels).mul(padded.add(positions).add(S::int(taps)))
+        }
+    }
 }
 
 impl Algorithm {
@@ -118,8 +171,7 @@ impl Conv2d {
             product(&[self.out_channels, self.group_channels(), self.kernel[0], self.kernel[1]])?
         };
         let output = product(&[self.batch, self.out_channels, self.out_size[0], self.out_size[1]])?;
-        // columns_len, depth x positions, is the scratch the library indexes.
-        product(&[self.group_channels(), self.kernel[0], self.kernel[1], self.positions()])?;
+        self.scratch_len()?;
         Some((input, weight, output))
     }
 
@@ -151,12 +203,11 @@ impl Conv2d {
         Algorithm::choose(self.group_channels(), self.groups, self.kernel, self.stride, self.padding)
     }
 
-    /// Floats of scratch the library needs (the im2col matrix of one group of one image).
-    pub fn columns_len(&self) -> usize {
-        match self.algorithm() {
-            Algorithm::Columns => self.depth() * self.positions(),
-            Algorithm::Depthwise | Algorithm::Pointwise => 0,
-        }
+    /// Floats of scratch the library needs ([`scratch_len`]), None if that overflows.
+    pub fn scratch_len(&self) -> Option<usize> {
+        let s = |v: usize| Some(v);
+        let (channels, out_channels) = (self.group_channels(), self.out_channels);
+        scratch_len(self.algorithm(), channels, out_channels, self.kernel, self.padding, [s(self.height), s(self.width)], [s(self.out_size[0]), s(self.out_size[1])])
     }
 }
 
@@ -204,10 +255,10 @@ mod tests {
     fn algorithms() {
         let g = resnet_stem();
         assert_eq!(g.algorithm(), Algorithm::Columns);
-        assert_eq!(g.columns_len(), 3 * 49 * 112 * 112);
+        assert_eq!(g.scratch_len(), Some(3 * 49 * 112 * 112));
         let dw = Conv2d { channels: 64, out_channels: 64, groups: 64, kernel: [3, 3], padding: [1, 1], ..g };
-        assert_eq!((dw.algorithm(), dw.columns_len()), (Algorithm::Depthwise, 0));
+        assert_eq!((dw.algorithm(), dw.scratch_len()), (Algorithm::Depthwise, Some(64 * (226 * 226 + 112 * 112 + 9))));
         let pw = Conv2d { kernel: [1, 1], stride: [1, 1], padding: [0, 0], out_size: [224, 224], ..g };
-        assert_eq!((pw.algorithm(), pw.columns_len()), (Algorithm::Pointwise, 0));
+        assert_eq!((pw.algorithm(), pw.scratch_len()), (Algorithm::Pointwise, Some(0)));
     }
 }

@@ -286,6 +286,43 @@ impl<'s> Lowerer<'s> {
         tensor_names(output).iter().any(|n| self.users.get(n).is_some_and(|&u| u > 0))
     }
 
+    /// Whether the value(s) of `arg` have exactly one reader among the graph's nodes and
+    /// outputs.
+    pub fn used_once(&self, arg: &schema::Argument) -> bool {
+        tensor_names(arg).iter().map(|n| self.users.get(n).copied().unwrap_or(0)).sum::<usize>() == 1
+    }
+
+    /// The float32 elements of `v` when it is a view of a constant (a weight) whose offset
+    /// and strides are known, in `v`'s row-major order.
+    pub fn constant_f32(&self, v: &TensorValue) -> Option<Vec<f32>> {
+        let Repr::View(r) = &v.repr else { return None };
+        let BufKind::Weight(w) = self.prog.buffers[r.buf].kind else { return None };
+        if v.dtype != DType::F32 || v.complex {
+            return None;
+        }
+        let bytes = &self.prog.weights[w];
+        let sizes = v.sizes.iter().map(|s| s.as_int().and_then(|i| usize::try_from(i).ok())).collect::<Option<Vec<usize>>>()?;
+        let strides = r.strides.iter().map(|s| s.as_int()).collect::<Option<Vec<i64>>>()?;
+        let offset = r.offset.as_int()?;
+        let count = sizes.iter().try_fold(1usize, |a, &s| a.checked_mul(s))?;
+        let mut out = Vec::with_capacity(count);
+        for flat in 0..count {
+            let (mut rest, mut at) = (flat, offset);
+            for (&size, &stride) in sizes.iter().zip(&strides).rev() {
+                at = at.checked_add(i64::try_from(rest % size).ok()?.checked_mul(stride)?)?;
+                rest /= size;
+            }
+            let i = usize::try_from(at).ok()?.checked_mul(4)?;
+            out.push(f32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?));
+        }
+        Some(out)
+    }
+
+    /// A new constant holding `data` (dense, row-major `sizes`).
+    pub fn add_constant(&mut self, name: &str, dtype: DType, sizes: Vec<SymExpr>, data: Vec<u8>) -> BufId {
+        self.add_weight(name, None, dtype, sizes, data)
+    }
+
     /// Writes `v` into a new contiguous scratch buffer.
     pub fn materialize(&mut self, v: &TensorValue, name: &str) -> BufId {
         let out = self.prog.add_buffer(name, v.dtype, v.sizes.clone(), BufKind::Scratch);

@@ -2,8 +2,8 @@
 //! weight (a Linear layer's transposed weight, a constant), and a convolution whose weight
 //! is its GEMM's left operand, read it in the panels of the support library's kernel
 //! (`aotc_abi::gemm`), written here once, instead of gathering and copying it on every
-//! call (for a transposed weight, a strided gather of every element). A weight that
-//! nothing else reads is then dropped from the library.
+//! call (for a transposed weight, a strided gather of every element). Weights that
+//! nothing reads any more are then dropped from the library.
 
 use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, Matmul, Program, StridedRef};
 use crate::lower::Lowered;
@@ -19,7 +19,6 @@ use std::collections::{HashMap, HashSet};
 pub fn prepack_weights(lowered: &mut Lowered) {
     let prog = &mut lowered.program;
     let mut packed: HashMap<(BufId, usize, [i64; 2], usize, usize), BufId> = HashMap::new();
-    let mut sources = HashSet::new();
     for i in 0..prog.kernels.len() {
         match &prog.kernels[i] {
             Kernel::Matmul(m) => {
@@ -35,7 +34,6 @@ pub fn prepack_weights(lowered: &mut Lowered) {
                         id
                     }
                 };
-                sources.insert(key.0);
                 let Kernel::Matmul(m) = &mut prog.kernels[i] else { unreachable!() };
                 m.b = StridedRef { buf: id, offset: SymExpr::Int(0), strides: vec![SymExpr::Int(0); 3] };
                 m.packed_b = true;
@@ -43,7 +41,6 @@ pub fn prepack_weights(lowered: &mut Lowered) {
             Kernel::Extern(call) if call.name == conv::SYMBOL => {
                 let Some((weight, data)) = pack_conv_weight(prog, call) else { continue };
                 let id = add_packed(prog, weight, data);
-                sources.insert(weight);
                 let Kernel::Extern(call) = &mut prog.kernels[i] else { unreachable!() };
                 call.args[CONV_WEIGHT_ARG] = ExternArg::Buf(id);
                 if let ExternArg::Sizes(geometry) = &mut call.args[CONV_GEOMETRY_ARG] {
@@ -53,13 +50,20 @@ pub fn prepack_weights(lowered: &mut Lowered) {
             _ => {}
         }
     }
-    // Weights read only through their packed copies need not be in the library.
+    drop_unread_weights(lowered);
+}
+
+/// Empties the payload of every weight no kernel and no output reads: those read only
+/// through their packed copies, and those a compile-time fold replaced (a convolution's
+/// weight and the batch norm folded into it).
+fn drop_unread_weights(lowered: &mut Lowered) {
+    let prog = &mut lowered.program;
     let mut read: HashSet<BufId> = prog.kernels.iter().flat_map(|k| k.inputs().0).collect();
     read.extend(lowered.outputs.iter().map(|(_, b)| *b));
     read.extend(lowered.buffers.iter().map(|b| b.buf));
-    for buf in sources.into_iter().filter(|b| !read.contains(b)) {
-        if let BufKind::Weight(w) = prog.buffers[buf].kind {
-            prog.weights[w] = Vec::new();
+    for (id, buf) in prog.buffers.iter() {
+        if let (BufKind::Weight(w), false) = (&buf.kind, read.contains(&id)) {
+            prog.weights[*w] = Vec::new();
         }
     }
 }

@@ -2,7 +2,7 @@
 //! image and group, a GEMM of the weight `[O/G, C/G * KH * KW]` by the input's windows
 //! (gathered by [`columns`] into the scratch the compiler sized, or the input planes
 //! themselves for a 1x1 kernel), the bias written first and accumulated onto; depthwise
-//! convolutions have their own direct kernel ([`depthwise`]). A weight the compiler packed
+//! convolutions have their own channels-last kernel ([`depthwise`]). A weight the compiler packed
 //! (`Conv2d::packed_weight`) is the GEMM's left operand as it is. The GEMM and the
 //! depthwise planes run on the call's thread budget.
 
@@ -32,7 +32,7 @@ impl Shared {
 
 /// `out = conv(x, weight) (+ bias)`, the geometry `geometry[..count]` in
 /// [`Conv2d::to_list`]'s order. `bias` is read only when the geometry says there is
-/// one; `columns` only by [`Algorithm::Columns`], and holds `columns_len()` floats.
+/// one; `columns` is the scratch, `scratch_len()` floats (none for a pointwise kernel).
 ///
 /// # Safety
 /// The buffers hold the contiguous tensors the geometry describes, and `out` and `columns`
@@ -66,11 +66,11 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
         }
         return;
     }
+    // SAFETY: as above (`lens` checked that the scratch length does not overflow).
+    let scratch = unsafe { std::slice::from_raw_parts_mut(columns, g.scratch_len().unwrap_or(0)) };
     if g.algorithm() == Algorithm::Depthwise {
-        return depthwise::run(&g, x, weight, bias, out);
+        return depthwise::run(&g, x, weight, bias, scratch, out);
     }
-    // SAFETY: as above.
-    let scratch = unsafe { std::slice::from_raw_parts_mut(columns, g.columns_len()) };
     for (x, out) in x.chunks_exact(image_in).zip(out.chunks_exact_mut(image_out)) {
         for group in 0..g.groups {
             let planes = &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];

@@ -9,6 +9,7 @@
 
 mod distance;
 
+use super::conv::native::{fold_batch_norm, BatchNorm};
 use super::pool::with_dtype;
 use super::promote::float_of;
 use super::reduction::reduce;
@@ -160,6 +161,14 @@ fn batch_norm_inference(lw: &mut Lowerer, a: &Args) -> R {
     let channels = [x.sizes[1].clone()];
     let mean = reshaped(lw, &a.tensor(lw, "running_mean")?, &channels, "running_mean", &name)?;
     let var = reshaped(lw, &a.tensor(lw, "running_var")?, &channels, "running_var", &name)?;
+    // Folded into the convolution that computes its input, when it can be.
+    if a.get("input").is_some_and(|i| lw.used_once(i)) {
+        let (gamma, beta) = (opt_reshaped(lw, a, "weight", &channels, &name)?, opt_reshaped(lw, a, "bias", &channels, &name)?);
+        let bn = BatchNorm { gamma: gamma.as_ref(), beta: beta.as_ref(), mean: &mean, var: &var, eps: eps(a)? };
+        if let Some(out) = fold_batch_norm(lw, &x, &bn) {
+            return Ok(vec![out, empty(x.dtype), empty(x.dtype)]);
+        }
+    }
     let eps = expr::constant(Scalar::F(eps(a)?), d);
     let c = vars(1);
     let mean = TensorValue::lazy(d, channels.to_vec(), cast(mean.load(&c), d));

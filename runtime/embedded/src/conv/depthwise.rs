@@ -1,68 +1,105 @@
-//! Depthwise convolution (one input channel per group): each output plane is its bias plus
-//! the input plane's rows shifted and scaled by each kernel tap, accumulated one output
-//! row at a time so that the row stays in L1. Planes run on the call's threads.
+//! Depthwise convolution (one input channel per group), channels last: per image the input
+//! is transposed into zero-padded `[H + 2 PH, W + 2 PW, O]` rows (each output channel
+//! beside a copy of its input channel), the weight into `[taps, O]`, and each output
+//! position is its bias plus, per tap, a product along the channels, 8 wide; the
+//! `[positions, O]` sums are then transposed into the output planes. Vectors run along the
+//! channels, so late layers' small planes (7x7 with 576 channels) keep them full, and no
+//! tap needs a bounds test. The transposes and the positions run on the call's threads.
 
-use super::{for_items, valid_outputs};
+use super::for_items;
 use aotc_abi::conv::Conv2d;
 
-pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
-    let (plane_in, positions, taps) = (g.height * g.width, g.positions(), g.kernel[0] * g.kernel[1]);
-    let multiplier = g.group_out_channels();
-    let planes = g.batch * g.out_channels;
-    for_items(out, planes, positions, out.len() * taps, &|begin, end, part| {
-        for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
-            let (n, o) = (p / g.out_channels, p % g.out_channels);
-            let input = &x[(n * g.channels + o / multiplier) * plane_in..][..plane_in];
-            let w = &weight[o * taps..][..taps];
-            plane(g, input, w, bias.map_or(0.0, |b| b[o]), out);
+/// `out = conv(x, weight) + bias` for one depthwise geometry; `scratch` holds
+/// `g.scratch_len()` floats.
+pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, scratch: &mut [f32], out: &mut [f32]) {
+    let channels = g.out_channels;
+    let [kh, kw] = g.kernel;
+    let (taps, positions) = (kh * kw, g.positions());
+    let (padded_h, padded_w) = (g.height + 2 * g.padding[0], g.width + 2 * g.padding[1]);
+    let (padded, rest) = scratch.split_at_mut(padded_h * padded_w * channels);
+    let (sums, taps_weight) = rest.split_at_mut(positions * channels);
+    for (t, row) in taps_weight[..taps * channels].chunks_exact_mut(channels).enumerate() {
+        for (o, w) in row.iter_mut().enumerate() {
+            *w = weight[o * taps + t];
         }
-    });
+    }
+    let taps_weight = &taps_weight[..taps * channels];
+    let (plane_in, multiplier) = (g.height * g.width, g.group_out_channels());
+    for (x, out) in x.chunks_exact(g.channels * plane_in).zip(out.chunks_exact_mut(channels * positions)) {
+        // The padded rows: zeros around, the input's rows channels last inside.
+        for_items(padded, padded_h, padded_w * channels, padded.len(), &|begin, end, rows| {
+            for (r, row) in (begin..end).zip(rows.chunks_exact_mut(padded_w * channels)) {
+                let Some(ih) = r.checked_sub(g.padding[0]).filter(|&ih| ih < g.height) else {
+                    row.fill(0.0);
+                    continue;
+                };
+                let (left, inside) = row.split_at_mut(g.padding[1] * channels);
+                let (inside, right) = inside.split_at_mut(g.width * channels);
+                left.fill(0.0);
+                right.fill(0.0);
+                for o in 0..channels {
+                    let src = &x[(o / multiplier) * plane_in + ih * g.width..][..g.width];
+                    for (iw, &v) in src.iter().enumerate() {
+                        inside[iw * channels + o] = v;
+                    }
+                }
+            }
+        });
+        let padded = &*padded;
+        for_items(sums, positions, channels, positions * channels * taps, &|begin, end, part| {
+            for (q, acc) in (begin..end).zip(part.chunks_exact_mut(channels)) {
+                let (oh, ow) = (q / g.out_size[1], q % g.out_size[1]);
+                position(g, padded, padded_w, taps_weight, bias, oh, ow, acc);
+            }
+        });
+        let sums = &*sums;
+        for_items(out, channels, positions, positions * channels, &|begin, end, planes| {
+            for (o, plane) in (begin..end).zip(planes.chunks_exact_mut(positions)) {
+                for (q, v) in plane.iter_mut().enumerate() {
+                    *v = sums[q * channels + o];
+                }
+            }
+        });
+    }
 }
 
-/// One output plane, with the AVX2 code where the CPU has it (the loops are the same; the
-/// target feature lets the compiler vectorize them 8 wide).
-fn plane(g: &Conv2d, input: &[f32], w: &[f32], bias: f32, out: &mut [f32]) {
+/// `acc[o] = bias[o] + sum over taps of weight[tap, o] * padded[window(tap), o]`, with the
+/// AVX2 code where the CPU has it (the loops are the same; the target feature lets the
+/// compiler vectorize them 8 wide).
+#[allow(clippy::too_many_arguments)]
+fn position(g: &Conv2d, padded: &[f32], padded_w: usize, taps_weight: &[f32], bias: Option<&[f32]>, oh: usize, ow: usize, acc: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.
-        return unsafe { plane_avx2(g, input, w, bias, out) };
+        return unsafe { position_avx2(g, padded, padded_w, taps_weight, bias, oh, ow, acc) };
     }
-    plane_portable(g, input, w, bias, out)
+    position_portable(g, padded, padded_w, taps_weight, bias, oh, ow, acc)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn plane_avx2(g: &Conv2d, input: &[f32], w: &[f32], bias: f32, out: &mut [f32]) {
-    plane_portable(g, input, w, bias, out)
+#[allow(clippy::too_many_arguments)]
+unsafe fn position_avx2(g: &Conv2d, padded: &[f32], padded_w: usize, taps_weight: &[f32], bias: Option<&[f32]>, oh: usize, ow: usize, acc: &mut [f32]) {
+    position_portable(g, padded, padded_w, taps_weight, bias, oh, ow, acc)
 }
 
 #[inline(always)]
-fn plane_portable(g: &Conv2d, input: &[f32], w: &[f32], bias: f32, out: &mut [f32]) {
-    let [kh, kw] = g.kernel;
-    let [out_h, out_w] = g.out_size;
-    let (height, width, stride) = (g.height, g.width, g.stride[1]);
-    for (oh, row) in out.chunks_exact_mut(out_w).enumerate() {
-        row.fill(bias);
-        for i in 0..kh {
-            let offset_h = i * g.dilation[0];
-            if !valid_outputs(offset_h, g.padding[0], g.stride[0], height, out_h).contains(&oh) {
-                continue;
-            }
-            let src = &input[(oh * g.stride[0] + offset_h - g.padding[0]) * width..][..width];
-            for (j, &tap) in w[i * kw..(i + 1) * kw].iter().enumerate() {
-                let offset_w = j * g.dilation[1];
-                let cols = valid_outputs(offset_w, g.padding[1], stride, width, out_w);
-                let start = (cols.start as isize * stride as isize + offset_w as isize - g.padding[1] as isize) as usize;
-                let dst = &mut row[cols.clone()];
-                if stride == 1 {
-                    for (o, &s) in dst.iter_mut().zip(&src[start..start + cols.len()]) {
-                        *o += tap * s;
-                    }
-                } else {
-                    for (o, &s) in dst.iter_mut().zip(src[start..].iter().step_by(stride)) {
-                        *o += tap * s;
-                    }
-                }
+#[allow(clippy::too_many_arguments)]
+fn position_portable(g: &Conv2d, padded: &[f32], padded_w: usize, taps_weight: &[f32], bias: Option<&[f32]>, oh: usize, ow: usize, acc: &mut [f32]) {
+    let channels = acc.len();
+    match bias {
+        Some(b) => acc.copy_from_slice(b),
+        None => acc.fill(0.0),
+    }
+    let mut weights = taps_weight.chunks_exact(channels);
+    for i in 0..g.kernel[0] {
+        let row = oh * g.stride[0] + i * g.dilation[0];
+        for j in 0..g.kernel[1] {
+            let col = ow * g.stride[1] + j * g.dilation[1];
+            let src = &padded[(row * padded_w + col) * channels..][..channels];
+            let Some(w) = weights.next() else { return };
+            for ((a, &w), &s) in acc.iter_mut().zip(w).zip(src) {
+                *a += w * s;
             }
         }
     }

@@ -70,7 +70,7 @@ fn check(g: Conv2d, threads: usize) {
         .collect();
     let bias = values(g.out_channels, 3);
     let mut out = vec![f32::NAN; g.batch * g.out_channels * g.positions()];
-    let mut columns = vec![f32::NAN; g.columns_len()];
+    let mut columns = vec![f32::NAN; g.scratch_len().unwrap()];
     let list = g.to_list();
     with_threads(threads, || {
         // SAFETY: every buffer holds what the geometry describes.
