@@ -5,7 +5,7 @@
 use aotc_runtime::Error as RtError;
 use pyo3::prelude::*;
 
-pyo3::create_exception!(_native, Error, pyo3::exceptions::PyRuntimeError, "A failure reported by aotc (or its compiled library): str(e) is the library's message, e.code its AotcStatus and e.status the status's name.");
+pyo3::create_exception!(aotc, Error, pyo3::exceptions::PyRuntimeError, "A failure reported by aotc (or its compiled library): str(e) is the library's message, e.code its AotcStatus and e.status the status's name.");
 
 /// The Python exception for a runtime error.
 pub fn to_py(py: Python<'_>, e: RtError) -> PyErr {
