@@ -133,12 +133,19 @@ fn tensor(np: &Numpy, obj: &Bound<'_, PyAny>, what: &dyn std::fmt::Display) -> P
     if obj.is_instance_of::<PyBool>() || obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>() {
         return Err(bad(py, what, format!("expected a tensor, got a python {}", type_name(obj))));
     }
+    // DLPack first: the cheapest way to numpy's memory too (a capsule, no dict). numpy
+    // refuses what DLPack cannot say (read-only arrays, bfloat16 from ml_dtypes, byte
+    // strides that are not whole elements): those go through __array_interface__.
+    let dlpack_error = match dlpack(obj, what) {
+        Ok(leaf) => return Ok(leaf),
+        Err(e) => e,
+    };
     if let Some(ai) = obj.getattr_opt("__array_interface__")? {
         if let Some(leaf) = array_interface(np, obj, &ai, what)? {
             return Ok(leaf);
         }
     } else if obj.hasattr("__dlpack__")? {
-        return dlpack(obj, what);
+        return Err(dlpack_error);
     }
     // Anything else numpy can view or build (objects with __array__, nested lists): a new
     // array, which the caller does not see (torch's aot_load would refuse these).
@@ -226,6 +233,15 @@ fn array_interface(np: &Numpy, obj: &Bound<'_, PyAny>, ai: &Bound<'_, PyAny>, wh
     }))
 }
 
+/// The DLTensor of an unconsumed "dltensor" capsule (a copy of the descriptor; its
+/// pointers stay valid while the capsule is alive).
+pub fn read_capsule(capsule: &Bound<'_, PyCapsule>) -> Result<AotcTensor, String> {
+    let ptr = capsule.pointer_checked(Some(c"dltensor")).map_err(|_| "__dlpack__ returned a capsule that is not an unconsumed 'dltensor'".to_string())?;
+    // SAFETY: a capsule named "dltensor" holds a DLManagedTensor, valid until the capsule
+    // is consumed or destroyed; the caller holds the capsule.
+    Ok(unsafe { ptr.cast::<DLManagedTensor>().as_ref().dl_tensor })
+}
+
 /// A leaf over a `__dlpack__` producer's memory. The capsule is read, not consumed: it
 /// stays alive in the leaf and releases the tensor when dropped.
 fn dlpack(obj: &Bound<'_, PyAny>, what: &dyn std::fmt::Display) -> PyResult<Leaf> {
@@ -238,10 +254,7 @@ fn dlpack(obj: &Bound<'_, PyAny>, what: &dyn std::fmt::Display) -> PyResult<Leaf
         Err(e) => return Err(e),
     };
     let capsule = capsule.cast_into::<PyCapsule>().map_err(|_| bad(py, what, "__dlpack__ did not return a capsule"))?;
-    let ptr = capsule.pointer_checked(Some(c"dltensor")).map_err(|_| bad(py, what, "__dlpack__ returned a capsule that is not an unconsumed 'dltensor'"))?;
-    // SAFETY: a capsule named "dltensor" holds a DLManagedTensor, valid until the capsule
-    // is consumed or destroyed; we hold the capsule and read it now.
-    let t = unsafe { &ptr.cast::<DLManagedTensor>().as_ref().dl_tensor };
+    let t = read_capsule(&capsule).map_err(|e| bad(py, what, e))?;
     let ndim = usize::try_from(t.ndim).map_err(|_| bad(py, what, format!("DLPack tensor of rank {}", t.ndim)))?;
     let read = |p: *const i64| -> Vec<i64> {
         if ndim == 0 || p.is_null() {
@@ -256,7 +269,8 @@ fn dlpack(obj: &Bound<'_, PyAny>, what: &dyn std::fmt::Display) -> PyResult<Leaf
     }
     let shape = read(t.shape);
     let strides = if t.strides.is_null() { None } else { Some(read(t.strides)) };
-    let module = obj.get_type().module().map(|m| m.to_string()).unwrap_or_default();
+    let ty = obj.get_type();
+    let module = if ty.name().is_ok_and(|n| n == "ndarray") { String::new() } else { ty.module().map(|m| m.to_string()).unwrap_or_default() };
     Ok(Leaf {
         data: t.data,
         byte_offset: t.byte_offset,

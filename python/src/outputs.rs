@@ -7,11 +7,15 @@ use crate::model::Model;
 use aotc_abi::{status, value_kind, DType};
 use aotc_runtime::OutputView;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use crate::leaf;
+use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
 /// A new C-contiguous numpy array of `shape` and numpy dtype `dtype`, and its data address.
 pub fn empty<'py>(py: Python<'py>, model: &Model, shape: &[i64], dtype: &Py<PyAny>) -> PyResult<(Bound<'py, PyAny>, usize)> {
     let arr = model.support.empty.bind(py).call1((PyTuple::new(py, shape)?, dtype.bind(py)))?;
+    if let Some(addr) = dlpack_address(&arr, shape) {
+        return Ok((arr, addr));
+    }
     let ai = arr.getattr("__array_interface__")?;
     let ai = ai.cast::<PyDict>().map_err(|_| raise(py, status::INTERNAL, "numpy.empty gave an array whose __array_interface__ is not a dict"))?;
     let (addr, _readonly): (usize, bool) = ai.get_item("data")?.ok_or_else(|| raise(py, status::INTERNAL, "numpy array without data"))?.extract()?;
@@ -20,6 +24,18 @@ pub fn empty<'py>(py: Python<'py>, model: &Model, shape: &[i64], dtype: &Py<PyAn
         return Err(raise(py, status::INTERNAL, "numpy.empty gave a non-contiguous array"));
     }
     Ok((arr, addr))
+}
+
+/// The data address of a fresh contiguous array through DLPack (cheaper than
+/// __array_interface__); None where numpy cannot export it (ml_dtypes' bfloat16).
+fn dlpack_address(arr: &Bound<'_, PyAny>, shape: &[i64]) -> Option<usize> {
+    let capsule = arr.call_method0("__dlpack__").ok()?.cast_into::<PyCapsule>().ok()?;
+    let t = leaf::read_capsule(&capsule).ok()?;
+    if usize::try_from(t.ndim).ok()? != shape.len() {
+        return None;
+    }
+    // The memory belongs to `arr`, which outlives the capsule dropped here.
+    Some(t.data as usize + usize::try_from(t.byte_offset).ok()?)
 }
 
 /// Copies `data` into the `nbytes`-byte array at `addr`.

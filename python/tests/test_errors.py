@@ -14,8 +14,15 @@ def model(compiled):
 X = np.ones((3, 8), np.float32)
 
 
+def _readonly(a):
+    # numpy will not export these through DLPack: they take the __array_interface__ path.
+    a.flags.writeable = False
+    return a
+
+
 @pytest.mark.parametrize("args,status,message", [
     ((X.astype(np.float64),), "AOTC_ERR_DTYPE", "input 0 ('x'): expected dtype float32, got float64"),
+    ((_readonly(X.astype(np.float64)),), "AOTC_ERR_DTYPE", "input 0 ('x'): expected dtype float32, got float64"),
     ((X.astype(np.int32),), "AOTC_ERR_DTYPE", "input 0 ('x'): expected dtype float32, got int32"),
     ((np.ones((3, 7), np.float32),), "AOTC_ERR_SHAPE", "input 0 ('x'): dimension 1 is 7, expected 8"),
     ((np.ones((3, 8, 1), np.float32),), "AOTC_ERR_RANK", "input 0 ('x'): expected rank 2"),
@@ -24,7 +31,8 @@ X = np.ones((3, 8), np.float32)
     ((), "AOTC_ERR_INPUT_COUNT", "args: expected 1 elements, got 0"),
     ((X, X), "AOTC_ERR_INPUT_COUNT", "args: expected 1 elements, got 2"),
     ((1.5,), "AOTC_ERR_INVALID_ARGUMENT", "input 0 ('x'): expected a tensor, got a python float"),
-    ((X.astype(np.complex64),), "AOTC_ERR_INVALID_ARGUMENT", "dtype complex64 is not one aotc supports"),
+    ((X.astype(np.complex64),), "AOTC_ERR_DTYPE", "input 0 ('x'): expected dtype float32, got DLDataType(code=5, bits=64"),
+    ((_readonly(X.astype(np.complex64)),), "AOTC_ERR_INVALID_ARGUMENT", "input 0 ('x'): dtype complex64 is not one aotc supports"),
     ((X.astype(">f4"),), "AOTC_ERR_INVALID_ARGUMENT", "big-endian"),
     ((None,), "AOTC_ERR_INVALID_ARGUMENT", "input 0 ('x')"),
 ])
