@@ -10,12 +10,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${AOTC_VENV:-python/.venv}
 
+apt_install() {
+    local SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -q >&2 && $SUDO apt-get install -y -q "$@" >&2
+}
 if [ ! -x "$venv/bin/python" ]; then
-    if ! python3 -m venv "$venv" >&2 2>/dev/null; then
-        # Debian/Ubuntu ship venv separately.
-        SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-        $SUDO apt-get update -q >&2 && $SUDO apt-get install -y -q python3-venv >&2
+    command -v python3 >/dev/null || apt_install python3 python3-venv
+    if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+        # Debian/Ubuntu ship venv (ensurepip) separately.
         rm -rf "$venv"
+        apt_install python3-venv
         python3 -m venv "$venv" >&2
     fi
 fi
