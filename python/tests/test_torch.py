@@ -26,7 +26,7 @@ def test_torch_in_torch_out(compiled):
     helpers.compare("y in place", mutated["1"], y.numpy(), rtol, atol)
 
 
-def test_torch_requires_grad_and_bfloat16(compiled):
+def test_torch_tensor_that_requires_grad(compiled):
     d = helpers.fixture("dynamic_batch_mlp")
     m = aotc.load(compiled("dynamic_batch_mlp"))
     x = torch.ones(3, 8, requires_grad=True)
