@@ -12,12 +12,15 @@
 //! tree with the program's call spec ([`pytree`]).
 
 pub mod pytree;
+mod raw;
 mod tensor;
 
 pub use aotc_abi::DType;
+pub use aotc_abi::{AotcTensor, DLDataType, DLDevice, DL_CPU};
+pub use raw::OutputView;
 pub use tensor::Tensor;
 
-use aotc_abi::{fn_types as ft, status, symbols, AotcModel, AotcTensor, AotcValueInfo, DLDevice, DL_CPU};
+use aotc_abi::{fn_types as ft, status, symbols, AotcModel, AotcValueInfo};
 use libloading::Library;
 use std::ffi::{c_char, CStr, CString};
 use std::fmt;
@@ -282,27 +285,10 @@ impl Model {
             };
             AotcTensor { data: data.cast(), device: cpu, ndim: shape.len() as i32, dtype: dtype.to_dlpack(), shape: shape.as_mut_ptr(), strides: std::ptr::null_mut(), byte_offset: 0 }
         }).collect();
-        let empty = AotcTensor { data: std::ptr::null_mut(), device: cpu, ndim: 0, dtype: DType::F32.to_dlpack(), shape: std::ptr::null_mut(), strides: std::ptr::null_mut(), byte_offset: 0 };
-        let mut outs = vec![empty; self.outputs.len()];
-        // SAFETY: arrays of the stated lengths; the input tensors' memory outlives the call.
-        let rc = unsafe { (self.fns.run)(self.handle, raw.as_ptr(), raw.len() as i64, outs.as_mut_ptr(), outs.len() as i64) };
-        if rc != status::OK {
-            return Err(self.last_error(rc));
-        }
-        outs.iter().zip(&self.outputs).map(|(t, info)| {
-            let bad = |what: &str| Error::new(status::INTERNAL, format!("output '{}': {what}", info.name));
-            let dtype = DType::from_dlpack(t.dtype).ok_or_else(|| bad("unknown dtype"))?;
-            if usize::try_from(t.ndim) != Ok(info.sizes.len()) {
-                return Err(bad(&format!("rank {}, expected {}", t.ndim, info.sizes.len())));
-            }
-            // SAFETY: on success each output points to ndim sizes and contiguous data owned by
-            // the model, valid until the next call.
-            let shape = if info.sizes.is_empty() { vec![] } else { unsafe { std::slice::from_raw_parts(t.shape, info.sizes.len()).to_vec() } };
-            let n = aotc_abi::layout::byte_len(&shape, dtype.size()).ok_or_else(|| bad(&format!("invalid shape {shape:?}")))?;
-            // SAFETY: as above: n bytes of contiguous data.
-            let data = if n == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(t.data as *const u8, n).to_vec() } };
-            Ok(Tensor { dtype, shape, data })
-        }).collect()
+        // SAFETY: each descriptor points at a checked tensor (or an 8-byte scalar) and its
+        // shape, owned here and alive until run_raw returns.
+        let outs = unsafe { self.run_raw(&raw) }?;
+        Ok(outs.into_iter().map(|o| Tensor { dtype: o.dtype, shape: o.shape, data: o.data.to_vec() }).collect())
     }
 
     /// aot_load-style call: flattens `(args, kwargs)` with in_spec, runs, and rebuilds the
@@ -395,6 +381,11 @@ impl Model {
         Ok(p)
     }
 }
+
+// SAFETY: aotc.h lets an instance be used from any thread, one thread at a time; `&mut self`
+// on every call that changes it (run, buffer writes, profiling) gives that. The library's
+// functions and the loaded `Library` are themselves thread-safe.
+unsafe impl Send for Model {}
 
 impl Drop for Model {
     fn drop(&mut self) {

@@ -37,6 +37,12 @@ pub enum Node {
 pub struct TreeSpec {
     pub node: Node,
     pub children: Vec<TreeSpec>,
+    /// The node's type as serialised ("builtins.dict", "collections.OrderedDict"...;
+    /// empty for a leaf), for bindings that rebuild the exact python type.
+    pub type_name: String,
+    /// A dict node's keys as JSON, with their python types (`Node::Dict` has them as
+    /// strings); empty for other nodes.
+    pub keys: Vec<Json>,
 }
 
 fn key_string(k: &Json) -> String {
@@ -66,6 +72,7 @@ impl TreeSpec {
                 None => Ok(Json::Null),
             }
         };
+        let mut keys = vec![];
         let node = match ty {
             Json::Null => Node::Leaf,
             Json::String(t) => match t.as_str() {
@@ -75,15 +82,19 @@ impl TreeSpec {
                 "builtins.dict" | "collections.OrderedDict" | "collections.defaultdict" => {
                     let ctx = context()?;
                     // defaultdict's context is [default_factory, keys].
-                    let keys = if t == "collections.defaultdict" { ctx.get("dict_context").cloned().unwrap_or(ctx) } else { ctx };
-                    Node::Dict(keys.as_array().ok_or("dict context is not a list of keys")?.iter().map(key_string).collect())
+                    let dict_keys = if t == "collections.defaultdict" { ctx.get("dict_context").cloned().unwrap_or(ctx) } else { ctx };
+                    let list = dict_keys.as_array().ok_or("dict context is not a list of keys")?;
+                    let names = list.iter().map(key_string).collect();
+                    keys = list.clone();
+                    Node::Dict(names)
                 }
                 "collections.namedtuple" => Node::NamedTuple(context()?.to_string()),
                 other => return Err(format!("unsupported pytree node type '{other}'")),
             },
             _ => return Err("bad 'type'".into()),
         };
-        Ok(TreeSpec { node, children })
+        let type_name = ty.as_str().unwrap_or_default().to_string();
+        Ok(TreeSpec { node, children, type_name, keys })
     }
 
     pub fn num_leaves(&self) -> usize {

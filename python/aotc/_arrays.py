@@ -1,0 +1,53 @@
+"""Array helpers the native module calls: numpy allocation, dtype names, torch views.
+
+Kept in Python so that numpy (and ml_dtypes, torch when present) stay ordinary imports.
+"""
+import collections
+
+import numpy as np
+
+try:  # numpy has no bfloat16; ml_dtypes (optional) adds one.
+    import ml_dtypes as _ml_dtypes
+
+    _BFLOAT16 = np.dtype(_ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - depends on the environment
+    _BFLOAT16 = None
+
+_NUMPY = {
+    "uint8": np.dtype(np.uint8),
+    "int8": np.dtype(np.int8),
+    "int16": np.dtype(np.int16),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+    "float16": np.dtype(np.float16),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+    "bool": np.dtype(np.bool_),
+}
+
+empty = np.empty
+asarray = np.asarray
+ascontiguousarray = np.ascontiguousarray
+OrderedDict = collections.OrderedDict
+
+
+def dtype(name, torch):
+    """The numpy dtype an aotc dtype is allocated as: for a numpy result (torch=False;
+    None when numpy lacks it) or for a torch.from_numpy view (torch=True)."""
+    if name == "bfloat16":
+        return np.dtype(np.int16) if torch else _BFLOAT16
+    return _NUMPY.get(name)
+
+
+_torch = None
+
+
+def to_torch(array, name):
+    """A torch tensor sharing `array`'s memory (allocated with dtype(name, True))."""
+    global _torch
+    if _torch is None:
+        import torch
+
+        _torch = torch
+    t = _torch.from_numpy(array)
+    return t.view(_torch.bfloat16) if name == "bfloat16" else t

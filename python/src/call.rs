@@ -1,0 +1,111 @@
+//! One call: `(args, kwargs)` flattened by the in_spec, each leaf described in place, the
+//! library run with the GIL released, the outputs copied into new arrays and rebuilt by
+//! the out_spec.
+
+use crate::error::{raise, to_py};
+use crate::leaf::{self, Label, Leaf};
+use crate::model::Model;
+use crate::outputs;
+use crate::tree;
+use aotc_abi::status;
+use aotc_runtime::AotcTensor;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use std::time::Instant;
+
+/// Descriptors handed to the thread that runs the call without the GIL.
+pub struct Descriptors(pub Vec<AotcTensor>);
+
+// SAFETY: the descriptors point into `Leaf`s (shape, strides, scalars) and into memory
+// that Python objects those leaves hold keep alive; the caller keeps the leaves alive and
+// unchanged until the call returns. Moving the pointers to another thread changes nothing
+// about their validity.
+unsafe impl Send for Descriptors {}
+
+impl Model {
+    /// The program's inputs from `(args, kwargs)`, described in place.
+    pub(crate) fn leaves(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<Leaf>> {
+        let kwargs = match kwargs {
+            Some(k) => k.clone(),
+            None => PyDict::new(py),
+        };
+        let call = PyTuple::new(py, [args.as_any(), kwargs.as_any()])?;
+        let mut flat = Vec::with_capacity(self.inputs.len());
+        tree::flatten(call.as_any(), &self.in_spec, &mut flat).map_err(|m| raise(py, status::INPUT_COUNT, m.describe_call()))?;
+        flat.iter().zip(&self.inputs).zip(&self.mutated).enumerate().map(|(index, ((obj, info), &mutated))| {
+            let label = Label { what: "input", index, name: &info.name };
+            let leaf = leaf::convert(&self.support.np, obj, info.kind, &label)?;
+            if mutated && leaf.readonly {
+                return Err(raise(py, status::INVALID_ARGUMENT, format!("{label}: the program writes this input back (mutates it in place), but the array is read-only")));
+            }
+            Ok(leaf)
+        }).collect()
+    }
+
+    /// `model(*args, **kwargs)`.
+    pub(crate) fn call<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+        let mut leaves = self.leaves(py, args, kwargs)?;
+        let torch = leaves.iter().any(|l| l.torch);
+        let dtypes = if torch { &self.support.out_torch } else { &self.support.out_numpy };
+        if let Some((i, info)) = self.outputs.iter().enumerate().find(|(i, info)| info.kind == aotc_abi::value_kind::TENSOR && dtypes[*i].is_none()) {
+            return Err(raise(py, status::DTYPE, format!("output {i} ('{}') is {}, which numpy lacks: install ml_dtypes (pip install ml_dtypes) or pass torch tensors", info.name, info.dtype.map_or("?", |d| d.name()))));
+        }
+        let descriptors = Descriptors(leaves.iter_mut().map(Leaf::descriptor).collect());
+        let outs = py.detach(move || {
+            let descriptors = descriptors;
+            let mut model = self.lock();
+            // SAFETY: every descriptor was built from a live Leaf (see Descriptors).
+            let result = unsafe { model.run_raw(&descriptors.0) };
+            // The outputs live in the instance until its next call: copy them out while
+            // the lock is held.
+            Python::attach(|py| -> PyResult<Vec<Py<PyAny>>> {
+                let views = result.map_err(|e| to_py(py, e))?;
+                outputs::convert(py, self, &views, torch)
+            })
+        })?;
+        for (leaf, &mutated) in leaves.iter().zip(&self.mutated) {
+            if let (Some((orig, copy)), true) = (&leaf.copied_from, mutated) {
+                orig.bind(py).set_item(py.Ellipsis(), copy.bind(py))?;
+            }
+        }
+        drop(leaves);
+        let mut it = outs.into_iter().map(|o| o.into_bound(py));
+        tree::unflatten(py, &self.out_spec, &mut it, self.support.ordered_dict.bind(py))
+    }
+
+    /// Times `iters` calls after `warmup` untimed ones, on one conversion of the inputs
+    /// (the library's time, GIL released throughout).
+    pub(crate) fn bench_impl<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>, iters: usize, warmup: usize) -> PyResult<Bound<'py, PyDict>> {
+        if iters == 0 {
+            return Err(raise(py, status::INVALID_ARGUMENT, "bench: iters must be at least 1"));
+        }
+        let mut leaves = self.leaves(py, args, kwargs)?;
+        let descriptors = Descriptors(leaves.iter_mut().map(Leaf::descriptor).collect());
+        let times = py.detach(move || {
+            let descriptors = descriptors;
+            let mut model = self.lock();
+            let mut times = Vec::with_capacity(iters);
+            for i in 0..warmup + iters {
+                let t = Instant::now();
+                // SAFETY: as in `call`.
+                unsafe { model.run_raw(&descriptors.0) }?;
+                if i >= warmup {
+                    times.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            Ok(times)
+        }).map_err(|e| to_py(py, e))?;
+        drop(leaves);
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        let d = PyDict::new(py);
+        d.set_item("iters", iters)?;
+        d.set_item("warmup", warmup)?;
+        d.set_item("min_us", sorted[0])?;
+        d.set_item("median_us", sorted[sorted.len() / 2])?;
+        d.set_item("mean_us", times.iter().sum::<f64>() / times.len() as f64)?;
+        d.set_item("max_us", sorted[sorted.len() - 1])?;
+        d.set_item("times_us", times)?;
+        Ok(d)
+    }
+}

@@ -1,0 +1,96 @@
+//! The outputs of a call as Python values: each tensor copied once, out of the instance's
+//! memory into a new numpy array (a torch tensor sharing it when the inputs were torch
+//! tensors); python-scalar outputs as python floats, ints and bools.
+
+use crate::error::raise;
+use crate::model::Model;
+use aotc_abi::{status, value_kind, DType};
+use aotc_runtime::OutputView;
+use pyo3::prelude::*;
+use crate::leaf;
+use pyo3::types::{PyCapsule, PyDict, PyTuple};
+
+/// A new C-contiguous numpy array of `shape` and numpy dtype `dtype`, and its data address.
+pub fn empty<'py>(py: Python<'py>, model: &Model, shape: &[i64], dtype: &Py<PyAny>) -> PyResult<(Bound<'py, PyAny>, usize)> {
+    let arr = model.support.empty.bind(py).call1((PyTuple::new(py, shape)?, dtype.bind(py)))?;
+    if let Some(addr) = dlpack_address(&arr, shape) {
+        return Ok((arr, addr));
+    }
+    let ai = arr.getattr("__array_interface__")?;
+    let ai = ai.cast::<PyDict>().map_err(|_| raise(py, status::INTERNAL, "numpy.empty gave an array whose __array_interface__ is not a dict"))?;
+    let (addr, _readonly): (usize, bool) = ai.get_item("data")?.ok_or_else(|| raise(py, status::INTERNAL, "numpy array without data"))?.extract()?;
+    let strides = ai.get_item("strides")?;
+    if strides.is_some_and(|s| !s.is_none()) {
+        return Err(raise(py, status::INTERNAL, "numpy.empty gave a non-contiguous array"));
+    }
+    Ok((arr, addr))
+}
+
+/// The data address of a fresh contiguous array through DLPack (cheaper than
+/// __array_interface__); None where numpy cannot export it (ml_dtypes' bfloat16).
+fn dlpack_address(arr: &Bound<'_, PyAny>, shape: &[i64]) -> Option<usize> {
+    let capsule = arr.call_method0("__dlpack__").ok()?.cast_into::<PyCapsule>().ok()?;
+    let t = leaf::read_capsule(&capsule).ok()?;
+    if usize::try_from(t.ndim).ok()? != shape.len() {
+        return None;
+    }
+    // The memory belongs to `arr`, which outlives the capsule dropped here.
+    Some(t.data as usize + usize::try_from(t.byte_offset).ok()?)
+}
+
+/// Copies `data` into the `nbytes`-byte array at `addr`.
+fn fill(py: Python<'_>, arr: &Bound<'_, PyAny>, addr: usize, data: &[u8]) -> PyResult<()> {
+    let nbytes: usize = arr.getattr("nbytes")?.extract()?;
+    if nbytes != data.len() {
+        return Err(raise(py, status::INTERNAL, format!("output array holds {nbytes} bytes, the output {}", data.len())));
+    }
+    if !data.is_empty() {
+        // SAFETY: `addr` is the data of a fresh contiguous array of exactly data.len()
+        // bytes (checked above) that nothing else references yet.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), addr as *mut u8, data.len()) };
+    }
+    Ok(())
+}
+
+/// A python scalar from a 0-dim output.
+fn scalar(py: Python<'_>, kind: i32, v: &OutputView<'_>) -> PyResult<Py<PyAny>> {
+    let bytes = |n: usize| -> PyResult<&[u8]> { v.data.get(..n).ok_or_else(|| raise(py, status::INTERNAL, "scalar output without data")) };
+    let x: f64 = match v.dtype {
+        DType::F64 => f64::from_le_bytes(bytes(8)?.try_into().expect("8 bytes")),
+        DType::F32 => f32::from_le_bytes(bytes(4)?.try_into().expect("4 bytes")) as f64,
+        DType::I64 => {
+            let i = i64::from_le_bytes(bytes(8)?.try_into().expect("8 bytes"));
+            return Ok(match kind {
+                value_kind::BOOL => (i != 0).into_pyobject(py)?.to_owned().into_any().unbind(),
+                _ => i.into_pyobject(py)?.into_any().unbind(),
+            });
+        }
+        DType::Bool | DType::U8 => return Ok((bytes(1)?[0] != 0).into_pyobject(py)?.to_owned().into_any().unbind()),
+        other => return Err(raise(py, status::INTERNAL, format!("scalar output of dtype {}", other.name()))),
+    };
+    Ok(match kind {
+        value_kind::INT => (x as i64).into_pyobject(py)?.into_any().unbind(),
+        value_kind::BOOL => (x != 0.0).into_pyobject(py)?.to_owned().into_any().unbind(),
+        _ => x.into_pyobject(py)?.into_any().unbind(),
+    })
+}
+
+/// The outputs of the call that produced `views`, in order.
+pub fn convert(py: Python<'_>, model: &Model, views: &[OutputView<'_>], torch: bool) -> PyResult<Vec<Py<PyAny>>> {
+    let dtypes = if torch { &model.support.out_torch } else { &model.support.out_numpy };
+    views.iter().zip(&model.outputs).zip(dtypes).map(|((v, info), dtype)| {
+        if info.kind != value_kind::TENSOR {
+            return scalar(py, info.kind, v);
+        }
+        if info.dtype != Some(v.dtype) {
+            return Err(raise(py, status::INTERNAL, format!("output '{}' came back as {}, its metadata says {:?}", info.name, v.dtype.name(), info.dtype)));
+        }
+        let dtype = dtype.as_ref().ok_or_else(|| raise(py, status::DTYPE, format!("output '{}': no array type for {}", info.name, v.dtype.name())))?;
+        let (arr, addr) = empty(py, model, &v.shape, dtype)?;
+        fill(py, &arr, addr, v.data)?;
+        if torch {
+            return Ok(model.support.to_torch.bind(py).call1((arr, v.dtype.name()))?.unbind());
+        }
+        Ok(arr.unbind())
+    }).collect()
+}
