@@ -42,7 +42,8 @@ pub enum Algorithm {
     /// A 1x1 kernel with unit stride and no padding: the input planes are the GEMM's
     /// right operand as they are.
     Pointwise,
-    /// im2col into scratch of [`Conv2d::scratch_len`] floats, then a GEMM per group.
+    /// A GEMM per group whose right operand, the input's windows (im2col), is gathered
+    /// piece by piece as the GEMM packs it.
     Columns,
 }
 
@@ -78,20 +79,19 @@ impl Size for crate::sym::SymExpr {
     }
 }
 
-/// Floats of scratch a convolution needs, reused image by image: the im2col matrix of one
-/// group ([`Algorithm::Columns`]: depth x positions), or for [`Algorithm::Depthwise`] the
-/// zero-padded channels-last input, the channels-last sums and the weight as [taps, O]
-/// (O x ((H + 2 PH)(W + 2 PW) + positions + taps)).
+/// Floats of scratch a convolution needs, reused image by image: for
+/// [`Algorithm::Depthwise`] the zero-padded channels-last input, the channels-last sums
+/// and the weight as [taps, O] (O x ((H + 2 PH)(W + 2 PW) + positions + taps)); none for
+/// the GEMMs.
 #[allow(clippy::too_many_arguments)]
 pub fn scratch_len<S: Size>(
-    algorithm: Algorithm, group_channels: usize, out_channels: usize, kernel: [usize; 2], padding: [usize; 2], [height, width]: [S; 2],
+    algorithm: Algorithm, out_channels: usize, kernel: [usize; 2], padding: [usize; 2], [height, width]: [S; 2],
     [out_h, out_w]: [S; 2],
 ) -> S {
     let taps = kernel[0] * kernel[1];
     let positions = out_h.mul(out_w);
     match algorithm {
-        Algorithm::Columns => S::int(group_channels * taps).mul(positions),
-        Algorithm::Pointwise => S::int(0),
+        Algorithm::Columns | Algorithm::Pointwise => S::int(0),
         Algorithm::Depthwise => {
             let padded = height.add(S::int(2 * padding[0])).mul(width.add(S::int(2 * padding[1])));
             S::int(out_channels).mul(padded.add(positions).add(S::int(taps)))
@@ -206,8 +206,7 @@ impl Conv2d {
     /// Floats of scratch the library needs ([`scratch_len`]), None if that overflows.
     pub fn scratch_len(&self) -> Option<usize> {
         let s = |v: usize| Some(v);
-        let (channels, out_channels) = (self.group_channels(), self.out_channels);
-        scratch_len(self.algorithm(), channels, out_channels, self.kernel, self.padding, [s(self.height), s(self.width)], [s(self.out_size[0]), s(self.out_size[1])])
+        scratch_len(self.algorithm(), self.out_channels, self.kernel, self.padding, [s(self.height), s(self.width)], [s(self.out_size[0]), s(self.out_size[1])])
     }
 }
 
@@ -255,7 +254,7 @@ mod tests {
     fn algorithms() {
         let g = resnet_stem();
         assert_eq!(g.algorithm(), Algorithm::Columns);
-        assert_eq!(g.scratch_len(), Some(3 * 49 * 112 * 112));
+        assert_eq!(g.scratch_len(), Some(0));
         let dw = Conv2d { channels: 64, out_channels: 64, groups: 64, kernel: [3, 3], padding: [1, 1], ..g };
         assert_eq!((dw.algorithm(), dw.scratch_len()), (Algorithm::Depthwise, Some(64 * (226 * 226 + 112 * 112 + 9))));
         let pw = Conv2d { kernel: [1, 1], stride: [1, 1], padding: [0, 0], out_size: [224, 224], ..g };

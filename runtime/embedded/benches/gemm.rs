@@ -7,7 +7,7 @@
 //! register-only loop. The kernels take turns, so that load from other processes falls on
 //! all alike; on a busy machine compare the rows of one run, not runs.
 
-use aotc_embedded::gemm::{gemm_packed, Element, Kernel, Packed, PackedOperands, Problem};
+use aotc_embedded::gemm::{gemm_packed, Element, Kernel, Packed, Operands, Problem};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -114,7 +114,20 @@ fn main() {
         Candidate { name: "gemm crate", kernel: gemm_crate, tile: (8, 8) },
         Candidate { name: "aotc (avx2.rs)", kernel: f32::best().0, tile: f32::best().1 },
     ];
-    let shapes = [(1024, 1024, 1024), (64, 1024, 4096), (64, 4096, 1024), (1, 512, 512), (8, 256, 256), (64, 64, 64)];
+    // The first three: 1024^3 and bench_mlp's layers; then ResNet-18's convolutions as the
+    // support library runs them (weight rows x depth x positions: stem, layers 1, 3 and 4).
+    let shapes: Vec<(usize, usize, usize)> = match std::env::var("AOTC_GEMM_SHAPES") {
+        // "MxKxN,MxKxN,...": other shapes, for a quick look.
+        Ok(list) => list.split(',').filter_map(|s| {
+            let v: Vec<usize> = s.split('x').filter_map(|x| x.parse().ok()).collect();
+            (v.len() == 3).then(|| (v[0], v[1], v[2]))
+        }).collect(),
+        Err(_) => vec![
+            (1024, 1024, 1024), (64, 1024, 4096), (64, 4096, 1024),
+            (64, 147, 12544), (64, 576, 3136), (256, 2304, 196), (512, 4608, 49),
+            (1, 512, 512), (8, 256, 256), (64, 64, 64),
+        ],
+    };
     println!("f32, row-major, C = A @ B; GFLOP/s; of peak = best / FMA peak on as many threads");
     println!("{:<16} {:>16} {:>7} {:>8} {:>8} {:>8}", "kernel", "m x k x n", "threads", "best", "median", "of peak");
     for (m, k, n) in shapes {
@@ -125,8 +138,12 @@ fn main() {
             m, k, n, alpha: 1.0, a: a.as_ptr(), rsa: k as isize, csa: 1, b: b.as_ptr(), rsb: n as isize, csb: 1,
             beta: 0.0, c: c.as_mut_ptr(), rsc: n as isize, csc: 1,
         };
+        let packed_a = aotc_abi::gemm::pack(k, m, aotc_abi::gemm::MR, |p, i| a[i * k + p]).expect("packed size");
         let packed_b = aotc_abi::gemm::pack(k, n, aotc_abi::gemm::NR, |p, j| b[p * n + j]).expect("packed size");
-        let packed = PackedOperands { a: None, b: Packed::new(packed_b.as_ptr(), n, aotc_abi::gemm::NR) };
+        let packed = [
+            Operands { a: Packed::new(packed_a.as_ptr(), m, aotc_abi::gemm::MR), ..Operands::default() },
+            Operands { b: Packed::new(packed_b.as_ptr(), n, aotc_abi::gemm::NR), ..Operands::default() },
+        ];
         let flops = 2.0 * (m * k * n) as f64;
         for threads in [1, 2] {
             let mut runs: Vec<Box<dyn Fn()>> = candidates
@@ -138,10 +155,12 @@ fn main() {
                     })
                 })
                 .collect();
-            // SAFETY: packed_b holds B packed for exactly k x n.
-            runs.push(Box::new(move || unsafe { gemm_packed(p, packed, threads, &parallel_for) }));
+            for packed in packed {
+                // SAFETY: packed_a and packed_b hold A and B packed for exactly these sizes.
+                runs.push(Box::new(move || unsafe { gemm_packed(p, packed, threads, &parallel_for) }));
+            }
             let runs: Vec<&dyn Fn()> = runs.iter().map(|f| &**f).collect();
-            let names = candidates.iter().map(|c| c.name).chain(["aotc packed B"]);
+            let names = candidates.iter().map(|c| c.name).chain(["aotc packed A", "aotc packed B"]);
             for (name, (best, median)) in names.zip(time(&runs, Duration::from_secs(1))) {
                 println!(
                     "{:<16} {:>16} {:>7} {:>8.1} {:>8.1} {:>8.2}",

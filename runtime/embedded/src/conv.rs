@@ -1,8 +1,9 @@
 //! The float32 2-D convolution the generated code calls (`aotc_abi::conv::SYMBOL`): per
 //! image and group, a GEMM of the weight `[O/G, C/G * KH * KW]` by the input's windows
-//! (gathered by [`columns`] into the scratch the compiler sized, or the input planes
-//! themselves for a 1x1 kernel), the bias written first and accumulated onto; depthwise
-//! convolutions have their own channels-last kernel ([`depthwise`]). A weight the compiler packed
+//! (an implicit im2col: [`columns`] gathers the pieces the GEMM packs; for a 1x1 kernel
+//! the input planes themselves), the bias written first and accumulated onto; depthwise
+//! convolutions have their own channels-last kernel ([`depthwise`]) in the scratch the
+//! compiler sized. A weight the compiler packed
 //! (`Conv2d::packed_weight`) is the GEMM's left operand as it is. The GEMM and the
 //! depthwise planes run on the call's thread budget.
 
@@ -12,7 +13,7 @@ mod max_pool;
 
 pub use max_pool::__aotc_max_pool2d_f32;
 
-use crate::gemm::{gemm, gemm_packed, Packed, PackedOperands, Problem};
+use crate::gemm::{gemm_packed, Operands, Packed, Problem, Rows};
 use crate::pool;
 use aotc_abi::conv::{Algorithm, Conv2d};
 
@@ -32,14 +33,14 @@ impl Shared {
 
 /// `out = conv(x, weight) (+ bias)`, the geometry `geometry[..count]` in
 /// [`Conv2d::to_list`]'s order. `bias` is read only when the geometry says there is
-/// one; `columns` is the scratch, `scratch_len()` floats (none for a pointwise kernel).
+/// one; `scratch` holds `scratch_len()` floats (none unless depthwise).
 ///
 /// # Safety
-/// The buffers hold the contiguous tensors the geometry describes, and `out` and `columns`
+/// The buffers hold the contiguous tensors the geometry describes, and `out` and `scratch`
 /// overlap nothing else.
 #[no_mangle]
 pub unsafe extern "C" fn __aotc_conv2d_f32(
-    out: *mut f32, x: *const f32, weight: *const f32, bias: *const f32, columns: *mut f32, geometry: *const i64, count: i64,
+    out: *mut f32, x: *const f32, weight: *const f32, bias: *const f32, scratch: *mut f32, geometry: *const i64, count: i64,
 ) {
     // SAFETY: the generated code passes its geometry list and its length.
     let list = unsafe { std::slice::from_raw_parts(geometry, count.max(0) as usize) };
@@ -67,20 +68,13 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
         return;
     }
     // SAFETY: as above (`lens` checked that the scratch length does not overflow).
-    let scratch = unsafe { std::slice::from_raw_parts_mut(columns, g.scratch_len().unwrap_or(0)) };
+    let scratch = unsafe { std::slice::from_raw_parts_mut(scratch, g.scratch_len().unwrap_or(0)) };
     if g.algorithm() == Algorithm::Depthwise {
         return depthwise::run(&g, x, weight, bias, scratch, out);
     }
     for (x, out) in x.chunks_exact(image_in).zip(out.chunks_exact_mut(image_out)) {
         for group in 0..g.groups {
             let planes = &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];
-            let rhs: &[f32] = match g.algorithm() {
-                Algorithm::Pointwise => planes,
-                _ => {
-                    columns::gather(&g, planes, scratch);
-                    &*scratch
-                }
-            };
             let (og, positions) = (g.group_out_channels(), g.positions());
             let out = &mut out[group * og * positions..][..og * positions];
             if let Some(bias) = bias {
@@ -92,7 +86,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
                 Some(len) if g.packed_weight => Weight::Packed(&weight[group * len..][..len]),
                 _ => Weight::Rows(&weight[group * og * g.depth()..][..og * g.depth()]),
             };
-            product(lhs, rhs, out, og, g.depth(), positions, bias.is_some());
+            product(&g, lhs, planes, out, bias.is_some());
         }
     }
 }
@@ -129,9 +123,11 @@ enum Weight<'a> {
     Packed(&'a [f32]),
 }
 
-/// `out[m, n] = lhs[m, k] @ rhs[k, n] (+ out if accumulate)`, row-major, on the call's
-/// threads.
-fn product(lhs: Weight, rhs: &[f32], out: &mut [f32], m: usize, k: usize, n: usize, accumulate: bool) {
+/// One group's `out[O/G, positions] = weight @ windows (+ out if accumulate)` on the call's
+/// threads, the windows being the input planes themselves (a pointwise kernel) or
+/// gathered piece by piece as the GEMM packs them ([`columns::segment`]).
+fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate: bool) {
+    let (m, k, n) = (g.group_out_channels(), g.depth(), g.positions());
     let (k_, n_) = (k as isize, n as isize);
     let a = match lhs {
         Weight::Rows(rows) | Weight::Packed(rows) => rows.as_ptr(),
@@ -139,23 +135,26 @@ fn product(lhs: Weight, rhs: &[f32], out: &mut [f32], m: usize, k: usize, n: usi
     let p = Problem {
         m, k, n, alpha: 1.0,
         a, rsa: k_, csa: 1,
-        b: rhs.as_ptr(), rsb: n_, csb: 1,
+        b: planes.as_ptr(), rsb: n_, csb: 1,
         beta: if accumulate { 1.0 } else { 0.0 },
         c: out.as_mut_ptr(), rsc: n_, csc: 1,
     };
-    // SAFETY: the slices hold the k x n and m x n row-major matrices and A as `lhs` says
-    // (a packed slice is `packed_group_len` floats, checked against the geometry by
-    // `lens`), and `out` is a unique borrow, so C overlaps neither operand.
-    unsafe {
-        match lhs {
-            Weight::Rows(_) => gemm(p, pool::threads(), &pool::parallel_for),
-            Weight::Packed(_) => {
-                // `lens` computed the padded size already: this cannot fail.
-                let Some(a) = Packed::new(a, m, aotc_abi::gemm::MR) else { return };
-                gemm_packed(p, PackedOperands { a: Some(a), b: None }, pool::threads(), &pool::parallel_for)
-            }
-        }
+    let windows = |r: usize, start: usize, row: &mut [f32]| columns::segment(g, planes, r, start, row);
+    let mut operands = Operands::default();
+    if g.algorithm() == Algorithm::Columns {
+        operands.b_rows = Some(Rows { fill: &windows, start: 0 });
     }
+    if let Weight::Packed(_) = lhs {
+        // `lens` computed the padded size already: this cannot fail.
+        let Some(a) = Packed::new(a, m, aotc_abi::gemm::MR) else { return };
+        operands.a = Some(a);
+    }
+    // SAFETY: A is the m x k row-major matrix or its packed form as `lhs` says (a packed
+    // slice is `packed_group_len` floats, checked against the geometry by `lens`); B is
+    // the input planes (k x n row-major for a pointwise kernel) or filled by `windows`,
+    // which reads only inside `planes`; `out` is the m x n row-major C, a unique borrow
+    // that overlaps neither operand.
+    unsafe { gemm_packed(p, operands, pool::threads(), &pool::parallel_for) }
 }
 
 #[cfg(test)]

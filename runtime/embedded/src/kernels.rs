@@ -2,7 +2,7 @@
 //! compiled by rustc with runtime AVX2/FMA dispatch: Cranelift has no 256-bit vectors) and
 //! the sequential scan of `nonzero`.
 
-use crate::gemm::{gemm, gemm_packed, Packed, PackedOperands, Problem};
+use crate::gemm::{gemm, gemm_packed, Packed, Operands, Problem};
 use crate::pool;
 
 /// Defines `$name(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)`:
@@ -51,7 +51,7 @@ pub unsafe extern "C" fn __aotc_sgemm_packed_b(
     let Some(packed_b) = Packed::new(b, n, aotc_abi::gemm::NR) else { return };
     let (rsa, csa, rsc, csc) = (rsa as isize, csa as isize, rsc as isize, csc as isize);
     let p = Problem { m, k, n, alpha, a, rsa, csa, b, rsb: 0, csb: 0, beta, c, rsc, csc };
-    let packed = PackedOperands { a: None, b: Some(packed_b) };
+    let packed = Operands { b: Some(packed_b), ..Operands::default() };
     // SAFETY: forwarded from the caller's contract.
     unsafe { gemm_packed(p, packed, pool::threads(), &pool::parallel_for) }
 }

@@ -1,22 +1,15 @@
-//! im2col: the windows of one group's input planes as the GEMM's right operand, a
-//! `[C/G * KH * KW, OH * OW]` row-major matrix whose row `(c, i, j)` holds, for every output
-//! position, the input at kernel tap `(i, j)` of channel `c` (0 in the padding).
+//! Implicit im2col: the windows of one group's input planes as the GEMM's right operand
+//! `[C/G * KH * KW, OH * OW]`, whose row `(c, i, j)` holds, for every output position, the
+//! input at kernel tap `(i, j)` of channel `c` (0 in the padding). The GEMM asks for the
+//! pieces of rows it packs ([`segment`]), so the matrix, KH * KW times the input's size,
+//! never exists in memory.
 
-use super::{for_items, valid_outputs};
+use super::valid_outputs;
 use aotc_abi::conv::Conv2d;
 
-/// Fills `columns` (`depth() * positions()` floats) from `planes` (`C/G` planes of H x W).
-pub fn gather(g: &Conv2d, planes: &[f32], columns: &mut [f32]) {
-    let positions = g.positions();
-    for_items(columns, g.depth(), positions, columns.len(), &|begin, end, rows| {
-        for (r, row) in (begin..end).zip(rows.chunks_exact_mut(positions)) {
-            gather_row(g, planes, r, row);
-        }
-    });
-}
-
-/// Row `r = (c * KH + i) * KW + j` of the matrix.
-fn gather_row(g: &Conv2d, planes: &[f32], r: usize, row: &mut [f32]) {
+/// Writes elements `start..start + out.len()` of row `r = (c * KH + i) * KW + j` of the
+/// matrix, from `planes` (`C/G` planes of H x W).
+pub fn segment(g: &Conv2d, planes: &[f32], r: usize, start: usize, out: &mut [f32]) {
     let [kh, kw] = g.kernel;
     let (c, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
     let (height, width) = (g.height, g.width);
@@ -25,23 +18,32 @@ fn gather_row(g: &Conv2d, planes: &[f32], r: usize, row: &mut [f32]) {
     let (offset_h, offset_w) = (i * g.dilation[0], j * g.dilation[1]);
     let rows = valid_outputs(offset_h, g.padding[0], g.stride[0], height, out_h);
     let cols = valid_outputs(offset_w, g.padding[1], g.stride[1], width, out_w);
-    for (oh, out) in row.chunks_exact_mut(out_w).enumerate() {
-        if !rows.contains(&oh) {
-            out.fill(0.0);
-            continue;
-        }
-        let src = &plane[(oh * g.stride[0] + offset_h - g.padding[0]) * width..][..width];
-        out[..cols.start].fill(0.0);
-        out[cols.end..].fill(0.0);
-        // The input column of output column `ow` is `ow * stride + first`.
-        let first = offset_w as isize - g.padding[1] as isize;
-        let start = (cols.start as isize * g.stride[1] as isize + first) as usize;
-        if g.stride[1] == 1 {
-            out[cols.clone()].copy_from_slice(&src[start..start + cols.len()]);
+    // The input column of output column `ow` is `ow * stride + offset_w - padding`.
+    let (stride, shift) = (g.stride[1], offset_w as isize - g.padding[1] as isize);
+    let (mut position, mut out) = (start, out);
+    while !out.is_empty() {
+        // The part of output row `oh` from column `ow0` on that this piece holds.
+        let (oh, ow0) = (position / out_w, position % out_w);
+        let (part, rest) = out.split_at_mut((out_w - ow0).min(out.len()));
+        let (ow_end, valid) = (ow0 + part.len(), cols.start.max(ow0)..cols.end.min(ow0 + part.len()));
+        if !rows.contains(&oh) || valid.is_empty() {
+            part.fill(0.0);
         } else {
-            for (o, &s) in out[cols.clone()].iter_mut().zip(src[start..].iter().step_by(g.stride[1])) {
-                *o = s;
+            let src = &plane[(oh * g.stride[0] + offset_h - g.padding[0]) * width..][..width];
+            part[..valid.start - ow0].fill(0.0);
+            part[valid.end - ow0..].fill(0.0);
+            let first = (valid.start as isize * stride as isize + shift) as usize;
+            let dst = &mut part[valid.start - ow0..valid.end - ow0];
+            if stride == 1 {
+                dst.copy_from_slice(&src[first..first + dst.len()]);
+            } else {
+                for (o, &s) in dst.iter_mut().zip(src[first..].iter().step_by(stride)) {
+                    *o = s;
+                }
             }
         }
+        debug_assert!(ow_end <= out_w);
+        position += part.len();
+        out = rest;
     }
 }

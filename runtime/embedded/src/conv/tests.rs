@@ -70,12 +70,12 @@ fn check(g: Conv2d, threads: usize) {
         .collect();
     let bias = values(g.out_channels, 3);
     let mut out = vec![f32::NAN; g.batch * g.out_channels * g.positions()];
-    let mut columns = vec![f32::NAN; g.scratch_len().unwrap()];
+    let mut scratch = vec![f32::NAN; g.scratch_len().unwrap()];
     let list = g.to_list();
     with_threads(threads, || {
         // SAFETY: every buffer holds what the geometry describes.
         let weight = if g.packed_weight { packed.as_ptr() } else { w.as_ptr() };
-        unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), weight, bias.as_ptr(), columns.as_mut_ptr(), list.as_ptr(), list.len() as i64) }
+        unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), weight, bias.as_ptr(), scratch.as_mut_ptr(), list.as_ptr(), list.len() as i64) }
     });
     let want = reference(&g, &x, &w, g.has_bias.then_some(&bias[..]));
     let depth = g.depth() as f64;

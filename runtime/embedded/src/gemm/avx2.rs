@@ -15,7 +15,7 @@
 //! Cranelift emits no 256-bit vectors, hence this kernel compiled by rustc; runtime
 //! detection picks it ([`available`]) and the whole loop nest is compiled for AVX2 + FMA.
 
-use super::{Element, PackedOperands, Problem};
+use super::{Element, Operands, Problem};
 use std::arch::x86_64::*;
 
 /// Rows of the register tile.
@@ -115,7 +115,7 @@ pub fn register_tile<T: Simd>() -> (usize, usize) {
 /// [`available`] is true, and the Kernel contract.
 pub unsafe fn gemm<T: Simd>(p: Problem<T>) {
     // SAFETY: the caller's contract.
-    unsafe { blocked(p, PackedOperands::default()) }
+    unsafe { blocked(p, Operands::default()) }
 }
 
 // The packed layout is this kernel's own panels.
@@ -125,7 +125,7 @@ const _: () = assert!(<f32 as Simd>::KC == aotc_abi::gemm::KC && MR == aotc_abi:
 ///
 /// # Safety
 /// [`available`] is true, and `super::gemm_packed`'s contract for this block.
-pub unsafe fn gemm_packed(p: Problem<f32>, packed: PackedOperands) {
+pub unsafe fn gemm_packed(p: Problem<f32>, packed: Operands) {
     // SAFETY: the caller's contract.
     unsafe { blocked(p, packed) }
 }
@@ -152,7 +152,7 @@ impl<T> Buffer<T> {
 }
 
 #[target_feature(enable = "avx2,fma")]
-unsafe fn blocked<T: Simd>(p: Problem<T>, packed: PackedOperands) {
+unsafe fn blocked<T: Simd>(p: Problem<T>, packed: Operands) {
     if p.m == 0 || p.n == 0 {
         return;
     }
@@ -172,7 +172,7 @@ unsafe fn blocked<T: Simd>(p: Problem<T>, packed: PackedOperands) {
 
 /// The `mc` x `kc` block of A at (ic, pc) as panels: the packed A's own, or copied into `buf`.
 #[inline(always)]
-unsafe fn a_panels<T: Simd>(p: &Problem<T>, packed: PackedOperands, buf: *mut T, ic: usize, pc: usize, mc: usize, kc: usize) -> *const T {
+unsafe fn a_panels<T: Simd>(p: &Problem<T>, packed: Operands, buf: *mut T, ic: usize, pc: usize, mc: usize, kc: usize) -> *const T {
     match packed.a {
         Some(a) => a.panels(p.k, pc, ic).cast(),
         None => {
@@ -183,9 +183,15 @@ unsafe fn a_panels<T: Simd>(p: &Problem<T>, packed: PackedOperands, buf: *mut T,
     }
 }
 
-/// The `kc` x `nc` block of B at (pc, jc) as panels: the packed B's own, or copied into `buf`.
+/// The `kc` x `nc` block of B at (pc, jc) as panels: the packed B's own, or filled or
+/// copied into `buf`.
 #[inline(always)]
-unsafe fn b_panels<T: Simd>(p: &Problem<T>, packed: PackedOperands, buf: *mut T, pc: usize, jc: usize, kc: usize, nc: usize) -> *const T {
+unsafe fn b_panels<T: Simd>(p: &Problem<T>, packed: Operands, buf: *mut T, pc: usize, jc: usize, kc: usize, nc: usize) -> *const T {
+    if let Some(rows) = packed.b_rows {
+        // SAFETY: as below; T is f32 (only gemm_packed passes rows).
+        unsafe { pack_rows(buf.cast(), kc, nc, |q, out| rows.fill(pc + q, jc, out)) };
+        return buf;
+    }
     match packed.b {
         Some(b) => b.panels(p.k, pc, jc).cast(),
         None => {
@@ -199,7 +205,7 @@ unsafe fn b_panels<T: Simd>(p: &Problem<T>, packed: PackedOperands, buf: *mut T,
 /// The general loop nest: each kc x nc block of B is packed once and serves every mc x kc
 /// block of A.
 #[inline(always)]
-unsafe fn tall<T: Simd>(p: Problem<T>, packed: PackedOperands) {
+unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
     let nr = 2 * T::LANES;
     let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { T::MC * T::KC.min(p.k) });
     let mut b_buf = Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NC.min(p.n.next_multiple_of(nr)) });
@@ -226,24 +232,37 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: PackedOperands) {
     }
 }
 
-/// At most one block of A (m <= MC): A is packed once per depth block, and B in kc x NS
-/// blocks that stay in L2 (a kc x NC block, for so few rows of A, would round-trip through
-/// L3). A single row panel (m <= MR) reads each element of B once: then B is not packed at
-/// all when its rows are contiguous.
+/// At most one block of A (m <= MC): A is packed once, whole (its depth blocks one after
+/// another, as a compile-time packed A is laid out), and B in kc x NS blocks that stay in
+/// L2 (a kc x NC block, for so few rows of A, would round-trip through L3). The columns
+/// are the outer loop, so that each m x NS block of C stays in L2 across the depth. A
+/// single row panel (m <= MR) reads each element of B once: then B is not packed at all
+/// when its rows are contiguous.
 #[inline(always)]
-unsafe fn short<T: Simd>(p: Problem<T>, packed: PackedOperands) {
+unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
     let nr = 2 * T::LANES;
-    let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { p.m.next_multiple_of(MR) * T::KC.min(p.k) });
+    let m_padded = p.m.next_multiple_of(MR);
+    let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { m_padded * p.k });
     let mut b_buf = Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
-    let direct = packed.b.is_none() && p.m <= MR && p.csb == 1;
-    // SAFETY (every block below): as in `tall`.
-    for pc in (0..p.k).step_by(T::KC) {
-        let kc = T::KC.min(p.k - pc);
-        let beta = if pc == 0 { p.beta } else { T::ONE };
-        let a_block = unsafe { a_panels(&p, packed, a_pack, 0, pc, p.m, kc) };
-        for jc in (0..p.n).step_by(T::NS) {
-            let nc = T::NS.min(p.n - jc);
+    let direct = !packed.b_given() && p.m <= MR && p.csb == 1;
+    // SAFETY (every block below): as in `tall`; A's block at depth pc starts at
+    // pc * m_padded in its buffer, which holds m_padded * k.
+    if packed.a.is_none() {
+        for pc in (0..p.k).step_by(T::KC) {
+            let kc = T::KC.min(p.k - pc);
+            unsafe { pack_a(a_pack.add(pc * m_padded), p.m, kc, p.a.offset(pc as isize * p.csa), p.rsa, p.csa) };
+        }
+    }
+    for jc in (0..p.n).step_by(T::NS) {
+        let nc = T::NS.min(p.n - jc);
+        for pc in (0..p.k).step_by(T::KC) {
+            let kc = T::KC.min(p.k - pc);
+            let beta = if pc == 0 { p.beta } else { T::ONE };
+            let a_block: *const T = match packed.a {
+                Some(a) => a.panels(p.k, pc, 0).cast(),
+                None => unsafe { a_pack.add(pc * m_padded) },
+            };
             let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
             let b_block = if direct { b } else { unsafe { b_panels(&p, packed, b_pack, pc, jc, kc, nc) } };
             for jr in (0..nc).step_by(nr) {
@@ -361,6 +380,32 @@ unsafe fn pack_b<T: Simd>(dst: *mut T, kc: usize, cols: usize, b: *const T, rsb:
         }
     }
 }
+
+/// Packs `kc` x `cols` of B into panels as [`pack_b`] does, each row (at most [`ROW_MAX`]
+/// elements) written by `fill(p, row)` first.
+#[inline(always)]
+unsafe fn pack_rows(dst: *mut f32, kc: usize, cols: usize, fill: impl Fn(usize, &mut [f32])) {
+    const NR: usize = 16;
+    let mut row = [0f32; ROW_MAX];
+    let row = &mut row[..cols];
+    for p in 0..kc {
+        fill(p, row);
+        for (j0, chunk) in (0..cols).step_by(NR).zip(row.chunks(NR)) {
+            // SAFETY: dst holds NR * kc elements per panel of the cols columns.
+            unsafe {
+                let d = dst.add(j0 * kc + p * NR);
+                std::ptr::copy_nonoverlapping(chunk.as_ptr(), d, chunk.len());
+                for j in chunk.len()..NR {
+                    *d.add(j) = 0.0;
+                }
+            }
+        }
+    }
+}
+
+/// The widest block of B a row fill is asked for: NC for f32.
+const ROW_MAX: usize = 4096;
+const _: () = assert!(<f32 as Simd>::NC <= ROW_MAX && <f32 as Simd>::NS <= ROW_MAX && 2 * <f32 as Simd>::LANES == 16);
 
 /// One depth of the register tile: `acc[r] += a[r] * b[..2 * LANES]`.
 #[inline(always)]

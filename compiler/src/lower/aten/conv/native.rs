@@ -1,6 +1,7 @@
 //! The fast path of float32 1-D and 2-D convolutions: one call of the support library's
-//! convolution (`aotc_abi::conv`: a GEMM per image and group over im2col'ed windows, the
-//! input itself for a 1x1 kernel, or a direct depthwise kernel), the bias added inside it.
+//! convolution (`aotc_abi::conv`: a GEMM per image and group over the input's windows,
+//! gathered as the GEMM packs them, or a channels-last depthwise kernel), the bias added
+//! inside it.
 //! Other convolutions (transposed, 3-D, other dtypes, symbolic channel counts) take the
 //! general lowering of `conv.rs`.
 
@@ -49,12 +50,12 @@ pub(super) fn lower(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bia
     let positions = SymExpr::mul([out_h.clone(), out_w.clone()]);
     let depth = SymExpr::Int((channels / groups * kernel[0] * kernel[1]) as i64);
     let workspace = match algorithm {
-        Algorithm::Columns | Algorithm::Depthwise => {
-            let len = scratch_len(algorithm, channels / groups, out_channels, kernel, padding, [height.clone(), width.clone()], [out_h.clone(), out_w.clone()]);
+        Algorithm::Depthwise => {
+            let len = scratch_len(algorithm, out_channels, kernel, padding, [height.clone(), width.clone()], [out_h.clone(), out_w.clone()]);
             lw.prog.add_buffer(format!("{name}.scratch"), DType::F32, vec![len], BufKind::Scratch)
         }
-        // Not read: any buffer gives the call a valid pointer.
-        Algorithm::Pointwise => input,
+        // Not read (the GEMMs need no scratch): any buffer gives the call a valid pointer.
+        Algorithm::Columns | Algorithm::Pointwise => input,
     };
     let out_sizes: Vec<SymExpr> = [x.sizes[0].clone(), int(out_channels)].into_iter().chain(w.output.iter().cloned()).collect();
     let out = lw.prog.add_buffer(name, DType::F32, out_sizes.clone(), BufKind::Scratch);
