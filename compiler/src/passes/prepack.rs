@@ -77,11 +77,7 @@ fn add_packed(prog: &mut Program, source: BufId, data: Vec<f32>) -> BufId {
     prog.add_buffer(name, DType::F32, vec![len], BufKind::Weight(w))
 }
 
-/// The support library's convolution: `(out, [x, weight, bias, columns, geometry])`.
-const CONV_WEIGHT_ARG: usize = 1;
-const CONV_GEOMETRY_ARG: usize = 4;
-/// `Conv2d::packed_weight`'s place in the geometry list.
-const PACKED_WEIGHT_FLAG: usize = aotc_abi::conv::GEOMETRY_LEN - 1;
+use aotc_abi::conv::{ARG_GEOMETRY as CONV_GEOMETRY_ARG, ARG_WEIGHT as CONV_WEIGHT_ARG, PACKED_WEIGHT as PACKED_WEIGHT_FLAG};
 
 /// A convolution's weight buffer and each group's `[O / G, depth]` matrix packed as a
 /// GEMM's left operand, groups one after another (`aotc_abi::conv::Conv2d::packed_weight`),

@@ -31,16 +31,18 @@ impl Shared {
     }
 }
 
-/// `out = conv(x, weight) (+ bias)`, the geometry `geometry[..count]` in
-/// [`Conv2d::to_list`]'s order. `bias` is read only when the geometry says there is
-/// one; `scratch` holds `scratch_len()` floats (none unless depthwise).
+/// `out = relu?(conv(x, weight) (+ bias) (+ residual))`, the geometry `geometry[..count]`
+/// in [`Conv2d::to_list`]'s order (its flags say which parts exist). `bias` and `residual`
+/// are read only when the geometry says there is one; `scratch` holds `scratch_len()`
+/// floats (none unless depthwise).
 ///
 /// # Safety
-/// The buffers hold the contiguous tensors the geometry describes, and `out` and `scratch`
-/// overlap nothing else.
+/// The buffers hold the contiguous tensors the geometry describes (`residual` shaped as
+/// `out`), and `out` and `scratch` overlap nothing else.
 #[no_mangle]
 pub unsafe extern "C" fn __aotc_conv2d_f32(
-    out: *mut f32, x: *const f32, weight: *const f32, bias: *const f32, scratch: *mut f32, geometry: *const i64, count: i64,
+    out: *mut f32, x: *const f32, weight: *const f32, bias: *const f32, scratch: *mut f32, residual: *const f32, geometry: *const i64,
+    count: i64,
 ) {
     // SAFETY: the generated code passes its geometry list and its length.
     let list = unsafe { std::slice::from_raw_parts(geometry, count.max(0) as usize) };
@@ -57,37 +59,60 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     };
     // SAFETY: as above.
     let bias = g.has_bias.then(|| unsafe { std::slice::from_raw_parts(bias, g.out_channels) });
+    // SAFETY: as above: the residual is shaped as the output.
+    let residual = g.residual.then(|| unsafe { std::slice::from_raw_parts(residual, out_len) });
     if image_out == 0 {
-        return;
-    }
-    if image_in == 0 {
-        // No input channels: the sums are empty.
-        for (o, plane) in out.chunks_exact_mut(g.positions()).enumerate() {
-            plane.fill(bias.map_or(0.0, |b| b[o % g.out_channels]));
-        }
         return;
     }
     // SAFETY: as above (`lens` checked that the scratch length does not overflow).
     let scratch = unsafe { std::slice::from_raw_parts_mut(scratch, g.scratch_len().unwrap_or(0)) };
-    if g.algorithm() == Algorithm::Depthwise {
-        return depthwise::run(&g, x, weight, bias, scratch, out);
+    if image_in == 0 {
+        // No input channels: the sums are empty.
+        start_sums(&g, bias, residual, out);
+        return clamp(&g, out);
     }
+    if g.algorithm() == Algorithm::Depthwise {
+        depthwise::run(&g, x, weight, bias, scratch, out);
+        if let Some(residual) = residual {
+            out.iter_mut().zip(residual).for_each(|(o, r)| *o += r);
+        }
+        return clamp(&g, out);
+    }
+    start_sums(&g, bias, residual, out);
+    let accumulate = bias.is_some() || residual.is_some();
     for (x, out) in x.chunks_exact(image_in).zip(out.chunks_exact_mut(image_out)) {
         for group in 0..g.groups {
             let planes = &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];
             let (og, positions) = (g.group_out_channels(), g.positions());
             let out = &mut out[group * og * positions..][..og * positions];
-            if let Some(bias) = bias {
-                for (row, &b) in out.chunks_exact_mut(positions).zip(&bias[group * og..][..og]) {
-                    row.fill(b);
-                }
-            }
             let lhs = match g.packed_group_len() {
                 Some(len) if g.packed_weight => Weight::Packed(&weight[group * len..][..len]),
                 _ => Weight::Rows(&weight[group * og * g.depth()..][..og * g.depth()]),
             };
-            product(&g, lhs, planes, out, bias.is_some());
+            product(&g, lhs, planes, out, accumulate);
         }
+    }
+}
+
+/// What the GEMMs accumulate onto: each output plane's bias plus the residual, where
+/// there are such.
+fn start_sums(g: &Conv2d, bias: Option<&[f32]>, residual: Option<&[f32]>, out: &mut [f32]) {
+    let positions = g.positions();
+    for (i, plane) in out.chunks_exact_mut(positions).enumerate() {
+        let b = bias.map_or(0.0, |b| b[i % g.out_channels]);
+        match residual {
+            Some(r) => plane.iter_mut().zip(&r[i * positions..]).for_each(|(o, r)| *o = r + b),
+            None if bias.is_some() => plane.fill(b),
+            None => {}
+        }
+    }
+}
+
+/// The ReLU of the output pass when the GEMM did not apply it.
+fn clamp(g: &Conv2d, out: &mut [f32]) {
+    if g.relu {
+        // `<`: NaN stays.
+        out.iter_mut().filter(|v| **v < 0.0).for_each(|v| *v = 0.0);
     }
 }
 
@@ -140,7 +165,7 @@ fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate:
         c: out.as_mut_ptr(), rsc: n_, csc: 1,
     };
     let windows = |r: usize, start: usize, row: &mut [f32]| columns::segment(g, planes, r, start, row);
-    let mut operands = Operands::default();
+    let mut operands = Operands { relu: g.relu, ..Operands::default() };
     if g.algorithm() == Algorithm::Columns {
         operands.b_rows = Some(Rows { fill: &windows, start: 0 });
     }

@@ -54,7 +54,7 @@ pub struct Problem<T> {
 unsafe impl<T: Sync> Sync for Problem<T> {}
 
 /// The element types the support library multiplies.
-pub trait Element: Copy + PartialEq + Send + Sync + Add<Output = Self> + Mul<Output = Self> + 'static {
+pub trait Element: Copy + PartialOrd + Send + Sync + Add<Output = Self> + Mul<Output = Self> + 'static {
     const ZERO: Self;
     const ONE: Self;
     /// `matrixmultiply`, for CPUs without AVX2 and FMA.
@@ -140,12 +140,14 @@ impl Rows<'_> {
 }
 
 /// How a float32 GEMM gets its operands when not through `Problem`'s pointers and strides
-/// (which are then not read for that operand): A or B packed, or B filled row by row.
+/// (which are then not read for that operand): A or B packed, or B filled row by row; and
+/// whether C is clamped at 0 as it is written (a ReLU after the product).
 #[derive(Clone, Copy, Default)]
 pub struct Operands<'a> {
     pub a: Option<Packed>,
     pub b: Option<Packed>,
     pub b_rows: Option<Rows<'a>>,
+    pub relu: bool,
 }
 
 impl Operands<'_> {
@@ -156,6 +158,7 @@ impl Operands<'_> {
             a: self.a.map(|a| a.skip(row0)),
             b: self.b.map(|b| b.skip(col0)),
             b_rows: self.b_rows.map(|r| Rows { start: r.start + col0, ..r }),
+            relu: self.relu,
         }
     }
 
@@ -199,10 +202,6 @@ pub unsafe fn gemm_packed(p: Problem<f32>, packed: Operands, threads: usize, par
 /// As [`gemm_packed`], for the operands' `start` on.
 unsafe fn portable_packed(p: Problem<f32>, packed: Operands) {
     use aotc_abi::gemm::{KC, MR, NR};
-    if p.k == 0 {
-        // SAFETY: C = beta * C reads no operand.
-        return unsafe { f32::PORTABLE(p) };
-    }
     for pc in (0..p.k).step_by(KC) {
         let kc = KC.min(p.k - pc);
         let beta = if pc == 0 { p.beta } else { 1.0 };
@@ -230,6 +229,34 @@ unsafe fn portable_packed(p: Problem<f32>, packed: Operands) {
                 // SAFETY: each part lies inside its operand (a panel holds kc depths of its
                 // width), and rows i.., columns j.. of C inside the caller's C.
                 unsafe { f32::PORTABLE(Problem { m, k: kc, n, a, rsa, csa, b, rsb, csb, beta, c, ..p }) }
+            }
+        }
+    }
+    // SAFETY: as above.
+    unsafe {
+        if p.k == 0 {
+            // C = beta * C reads no operand.
+            f32::PORTABLE(p);
+        }
+        if packed.relu {
+            clamp_at_zero(p);
+        }
+    }
+}
+
+/// `C = max(C, 0)`, NaN kept.
+///
+/// # Safety
+/// C's m x n elements lie where its pointer and strides say.
+unsafe fn clamp_at_zero<T: Element>(p: Problem<T>) {
+    for i in 0..p.m as isize {
+        for j in 0..p.n as isize {
+            // SAFETY: (i, j) is inside C.
+            unsafe {
+                let c = p.c.offset(i * p.rsc + j * p.csc);
+                if *c < T::ZERO {
+                    *c = T::ZERO;
+                }
             }
         }
     }

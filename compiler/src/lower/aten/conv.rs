@@ -8,7 +8,8 @@
 //! which gives what each input position contributes at each kernel offset, and sums
 //! those onto the output positions they land on (col2im, [`sum_over_windows`]).
 
-pub(super) mod native;
+pub(super) mod epilogue;
+mod native;
 
 use super::linalg;
 use super::pool::window::{per_dim, sum_over_windows, taps, Windows};

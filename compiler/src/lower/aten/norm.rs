@@ -9,7 +9,7 @@
 
 mod distance;
 
-use super::conv::native::{fold_batch_norm, BatchNorm};
+use super::conv::epilogue::{fold_batch_norm, BatchNorm};
 use super::pool::with_dtype;
 use super::promote::float_of;
 use super::reduction::reduce;

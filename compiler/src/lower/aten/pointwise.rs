@@ -5,6 +5,7 @@
 mod division;
 
 use super::promote::{float_of, map, operand, result_type, Operand};
+use super::conv::epilogue::{fuse_relu, fuse_residual};
 use super::registry::LowerFn;
 use crate::ir::expr::{binary, cast, constant, select, unary, E};
 use crate::ir::{Prim, Scalar};
@@ -19,7 +20,7 @@ type R = Result<Vec<TensorValue>, String>;
 pub const OPS: &[(&str, LowerFn)] = &[
     ("abs.default", |lw, a| same_type(lw, a, |x| unary(Prim::Abs, x.clone()))),
     ("neg.default", |lw, a| same_type(lw, a, |x| unary(Prim::Neg, x.clone()))),
-    ("relu.default", |lw, a| same_type(lw, a, |x| binary(Prim::Max, x.clone(), constant(Scalar::I(0), x.dtype)))),
+    ("relu.default", relu),
     ("floor.default", |lw, a| same_type(lw, a, |x| round_like(Prim::Floor, x))),
     ("ceil.default", |lw, a| same_type(lw, a, |x| round_like(Prim::Ceil, x))),
     ("trunc.default", |lw, a| same_type(lw, a, |x| round_like(Prim::Trunc, x))),
@@ -173,9 +174,31 @@ fn arith(lw: &mut Lowerer, a: &Args, op: Prim) -> R {
 }
 
 /// `self + alpha * other` (and `-`).
+/// `max(x, 0)`, in the output pass of the convolution that computes `x` when it can be.
+fn relu(lw: &mut Lowerer, a: &Args) -> R {
+    if a.get("self").is_some_and(|x| lw.used_once(x)) {
+        if let Some(out) = fuse_relu(lw, &a.tensor(lw, "self")?) {
+            return Ok(vec![out]);
+        }
+    }
+    same_type(lw, a, |x| binary(Prim::Max, x.clone(), constant(Scalar::I(0), x.dtype)))
+}
+
 fn add_sub(lw: &mut Lowerer, a: &Args, op: Prim) -> R {
     let (x, y) = (operand(lw, a, "self")?, operand(lw, a, "other")?);
     let alpha = a.opt_scalar("alpha")?;
+    // A residual add: in the output pass of the convolution computing one side.
+    if op == Prim::Add && alpha.is_none_or(|al| al.as_f64() == 1.0) {
+        for (conv, other, name) in [(&x, &y, "self"), (&y, &x, "other")] {
+            if let (Operand::T(conv), Operand::T(other)) = (conv, other) {
+                if a.get(name).is_some_and(|c| lw.used_once(c)) {
+                    if let Some(out) = fuse_residual(lw, conv, other) {
+                        return Ok(vec![out]);
+                    }
+                }
+            }
+        }
+    }
     let d = result_type(&[&x, &y]);
     one(map(&[&x, &y], d, d, |v| {
         let rhs = match alpha {

@@ -1,6 +1,6 @@
 //! The convolution against a naive loop in float64: every algorithm, strides, padding,
 //! dilation, groups, depthwise multipliers, bias, batches, weights packed by the compiler,
-//! on 1 and 2 threads.
+//! a residual and a ReLU in the output pass, on 1 and 2 threads.
 
 use super::__aotc_conv2d_f32;
 use crate::pool::{with_threads, PoolUser};
@@ -55,7 +55,7 @@ fn reference(g: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f64>
 #[allow(clippy::too_many_arguments)]
 fn geometry(batch: usize, channels: usize, hw: [usize; 2], out_channels: usize, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], groups: usize, has_bias: bool) -> Conv2d {
     let out = |d: usize| (hw[d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
-    Conv2d { batch, channels, height: hw[0], width: hw[1], out_channels, kernel, out_size: [out(0), out(1)], stride, padding, dilation, groups, has_bias, packed_weight: false }
+    Conv2d { batch, channels, height: hw[0], width: hw[1], out_channels, kernel, out_size: [out(0), out(1)], stride, padding, dilation, groups, has_bias, packed_weight: false, residual: false, relu: false }
 }
 
 fn check(g: Conv2d, threads: usize) {
@@ -69,15 +69,23 @@ fn check(g: Conv2d, threads: usize) {
         })
         .collect();
     let bias = values(g.out_channels, 3);
+    let residual = values(g.batch * g.out_channels * g.positions(), 4);
     let mut out = vec![f32::NAN; g.batch * g.out_channels * g.positions()];
     let mut scratch = vec![f32::NAN; g.scratch_len().unwrap()];
     let list = g.to_list();
     with_threads(threads, || {
         // SAFETY: every buffer holds what the geometry describes.
         let weight = if g.packed_weight { packed.as_ptr() } else { w.as_ptr() };
-        unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), weight, bias.as_ptr(), scratch.as_mut_ptr(), list.as_ptr(), list.len() as i64) }
+        unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), weight, bias.as_ptr(), scratch.as_mut_ptr(), residual.as_ptr(), list.as_ptr(), list.len() as i64) }
     });
-    let want = reference(&g, &x, &w, g.has_bias.then_some(&bias[..]));
+    let mut want = reference(&g, &x, &w, g.has_bias.then_some(&bias[..]));
+    for (w, &r) in want.iter_mut().zip(&residual) {
+        *w += if g.residual { r as f64 } else { 0.0 };
+        *w = if g.relu { w.max(0.0) } else { *w };
+    }
+    if g.relu && g.residual && want.len() >= 16 {
+        assert!(want.iter().any(|&w| w == 0.0) && want.iter().any(|&w| w > 0.0), "{g:?}: the ReLU clamps some outputs, not all");
+    }
     let depth = g.depth() as f64;
     for (i, (&got, &want)) in out.iter().zip(&want).enumerate() {
         assert!((got as f64 - want).abs() <= 1e-6 * depth.sqrt() * 4.0, "{g:?} on {threads} threads: element {i} is {got}, expected {want}");
@@ -109,8 +117,11 @@ fn every_algorithm_matches_the_naive_convolution() {
     for g in cases {
         for threads in [1, 2] {
             check(g, threads);
+            check(Conv2d { residual: true, relu: true, ..g }, threads);
+            check(Conv2d { relu: true, ..g }, threads);
             if g.algorithm() != Algorithm::Depthwise {
                 check(Conv2d { packed_weight: true, ..g }, threads);
+                check(Conv2d { packed_weight: true, residual: true, ..g }, threads);
             }
         }
     }
@@ -125,7 +136,7 @@ fn an_inconsistent_geometry_writes_nothing() {
     let mut out = vec![7.0f32; 32];
     let x = vec![1.0f32; 32];
     // SAFETY: the buffers are larger than the (refused) geometry's.
-    unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), x.as_ptr(), x.as_ptr(), out.as_mut_ptr(), list.as_ptr(), list.len() as i64) };
+    unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), x.as_ptr(), x.as_ptr(), out.as_mut_ptr(), x.as_ptr(), list.as_ptr(), list.len() as i64) };
     assert!(out.iter().all(|&v| v == 7.0));
 }
 

@@ -41,13 +41,15 @@ pub trait Simd: Element {
     unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn vmul(a: Self::V, b: Self::V) -> Self::V;
     unsafe fn vadd(a: Self::V, b: Self::V) -> Self::V;
+    /// `max(v, 0)` lane by lane, NaN kept.
+    unsafe fn relu(v: Self::V) -> Self::V;
 }
 
 // The methods are `inline(always)` so that they are compiled inside `blocked`, with its
 // target features; the intrinsics need AVX (and FMA), which `available` checked.
 macro_rules! simd {
     ($t:ty, $v:ty, $lanes:expr, ($mc:expr, $kc:expr, $nc:expr, $ns:expr),
-     $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident, $add:ident) => {
+     $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident, $add:ident, $max:ident) => {
         impl Simd for $t {
             type V = $v;
             const LANES: usize = $lanes;
@@ -90,14 +92,20 @@ macro_rules! simd {
                 // SAFETY: AVX, checked by `available`.
                 unsafe { $add(a, b) }
             }
+            #[inline(always)]
+            unsafe fn relu(v: $v) -> $v {
+                // SAFETY: AVX, checked by `available`. max(0, v) returns its second
+                // operand when either is NaN: v.
+                unsafe { $max($zero(), v) }
+            }
         }
     };
 }
 
 simd!(f32, __m256, 8, (120, 256, 4080, 256),
-    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_add_ps);
+    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_max_ps);
 simd!(f64, __m256d, 4, (120, 256, 2040, 128),
-    _mm256_setzero_pd, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_mul_pd, _mm256_add_pd);
+    _mm256_setzero_pd, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_mul_pd, _mm256_add_pd, _mm256_max_pd);
 
 /// Whether this CPU runs the kernel.
 pub fn available() -> bool {
@@ -159,7 +167,10 @@ unsafe fn blocked<T: Simd>(p: Problem<T>, packed: Operands) {
     // SAFETY: the caller's contract.
     unsafe {
         if p.k == 0 {
-            scale(p)
+            scale(p);
+            if packed.relu {
+                super::clamp_at_zero(p);
+            }
         } else if p.m <= T::MC {
             short(p, packed)
         } else {
@@ -224,7 +235,8 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
                 let a_block = unsafe { a_panels(&p, packed, a_pack, ic, pc, mc, kc) };
                 for jr in (0..nc).step_by(nr) {
                     let c = unsafe { p.c.offset(ic as isize * p.rsc + (jc + jr) as isize * p.csc) };
-                    let out = Out { c, rsc: p.rsc, csc: p.csc, cols: nr.min(nc - jr), alpha: p.alpha, beta };
+                    let relu = packed.relu && pc + kc == p.k;
+                    let out = Out { c, rsc: p.rsc, csc: p.csc, cols: nr.min(nc - jr), alpha: p.alpha, beta, relu };
                     unsafe { panel(mc, kc, a_block, b_block.add(jr * kc), nr as isize, out) };
                 }
             }
@@ -276,7 +288,8 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
                     (b_pack.cast_const(), nr as isize)
                 };
                 let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
-                let out = Out { c, rsc: p.rsc, csc: p.csc, cols, alpha: p.alpha, beta };
+                let relu = packed.relu && pc + kc == p.k;
+                let out = Out { c, rsc: p.rsc, csc: p.csc, cols, alpha: p.alpha, beta, relu };
                 unsafe { panel(p.m, kc, a_block, b, brs, out) };
             }
         }
@@ -422,7 +435,8 @@ unsafe fn step<T: Simd, const R: usize>(acc: &mut [[T::V; 2]; R], a: *const T, b
 }
 
 /// Where a register tile goes: C at its top-left element, how many of its columns exist,
-/// and `C = alpha * tile + beta * C`.
+/// and `C = alpha * tile + beta * C`, clamped at 0 with `relu` (the last depth block of a
+/// GEMM asked for it).
 #[derive(Clone, Copy)]
 struct Out<T> {
     c: *mut T,
@@ -431,6 +445,7 @@ struct Out<T> {
     cols: usize,
     alpha: T,
     beta: T,
+    relu: bool,
 }
 
 /// A tile of `rows` (1..=MR) rows: each height gets its own code so that a short tile does
@@ -498,7 +513,8 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize>(kc: usize, a: *const T, 
                 for (h, &v) in acc.iter().enumerate() {
                     let c = c.add(h * l);
                     let v = T::vmul(v, alpha);
-                    T::store(c, if out.beta == T::ZERO { v } else { T::fmadd(T::load(c), beta, v) });
+                    let v = if out.beta == T::ZERO { v } else { T::fmadd(T::load(c), beta, v) };
+                    T::store(c, if out.relu { T::relu(v) } else { v });
                 }
             }
         } else {
@@ -509,7 +525,8 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize>(kc: usize, a: *const T, 
                 T::store(tmp.as_mut_ptr().add(l), acc[1]);
                 for (j, &x) in tmp[..out.cols].iter().enumerate() {
                     let c = out.c.offset(r as isize * out.rsc + j as isize * out.csc);
-                    *c = if out.beta == T::ZERO { out.alpha * x } else { out.alpha * x + out.beta * *c };
+                    let v = if out.beta == T::ZERO { out.alpha * x } else { out.alpha * x + out.beta * *c };
+                    *c = if out.relu && v < T::ZERO { T::ZERO } else { v };
                 }
             }
         }

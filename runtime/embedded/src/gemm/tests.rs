@@ -205,6 +205,8 @@ fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, given_b): (boo
         a: if pack_a { Packed::new(packed_a.as_ptr(), m, MR) } else { None },
         b: if given_b == GivenB::Packed { Packed::new(packed_b.as_ptr(), n, NR) } else { None },
         b_rows: (given_b == GivenB::Rows).then_some(Rows { fill: &fill, start: 0 }),
+        // The ReLU epilogue, tried with the row fills.
+        relu: given_b == GivenB::Rows,
     };
     // SAFETY: the packed vectors hold A and B packed for exactly these sizes; the others
     // are the row-major vectors.
@@ -224,6 +226,7 @@ fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, given_b): (boo
             }
             let old = if beta == 0.0 { 0.0 } else { beta as f64 * c0[i * n + j] as f64 };
             let want = 0.5 * dot + old;
+            let want = if given_b == GivenB::Rows { want.max(0.0) } else { want };
             let got = c[i * n + j] as f64;
             assert!((got - want).abs() <= 1e-5 * (1.0 + mag + old.abs()), "m={m} k={k} n={n} beta={beta} packed A {pack_a} B {given_b:?} threads={threads} portable={portable} ({i}, {j}): {got} != {want}");
         }

@@ -8,7 +8,7 @@
 use super::Params;
 use crate::ir::{BufKind, ExternArg, ExternCall, Kernel};
 use crate::lower::aten::pool::window::Windows;
-use crate::lower::tensor::{contiguous_strides, Repr, TensorValue};
+use crate::lower::tensor::TensorValue;
 use crate::lower::Lowerer;
 use aotc_abi::conv::{scratch_len, Algorithm, SYMBOL};
 use aotc_abi::manifest::GuardOp;
@@ -18,7 +18,7 @@ use aotc_abi::DType;
 /// `conv(x, weight) + bias` through the support library, or None when the convolution is
 /// not one it computes (the caller then lowers it in general). The caller has checked the
 /// operands and computed the windows.
-pub(super) fn lower(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bias: Option<&TensorValue>, p: &Params, w: &Windows, name: &str) -> Result<Option<TensorValue>, String> {
+pub fn lower(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bias: Option<&TensorValue>, p: &Params, w: &Windows, name: &str) -> Result<Option<TensorValue>, String> {
     let nd = w.rank();
     if p.transposed || x.dtype != DType::F32 || !(1..=2).contains(&nd) {
         return Ok(None);
@@ -41,8 +41,9 @@ pub(super) fn lower(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bia
     let geometry = vec![
         x.sizes[0].clone(), int(channels), height.clone(), width.clone(), int(out_channels), int(kernel[0]), int(kernel[1]), out_h.clone(), out_w.clone(),
         int(stride[0]), int(stride[1]), int(padding[0]), int(padding[1]), int(dilation[0]), int(dilation[1]), int(groups), int(bias.is_some() as usize),
-        // The weight as it is (passes::prepack packs a constant one).
-        int(0),
+        // The weight as it is (passes::prepack packs a constant one); no residual or
+        // activation yet (epilogue.rs folds those in).
+        int(0), int(0), int(0),
     ];
     let input = lw.contiguous(x, &format!("{name}.input"));
     let weights = lw.contiguous(weight, &format!("{name}.weight"));
@@ -59,72 +60,16 @@ pub(super) fn lower(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bia
     };
     let out_sizes: Vec<SymExpr> = [x.sizes[0].clone(), int(out_channels)].into_iter().chain(w.output.iter().cloned()).collect();
     let out = lw.prog.add_buffer(name, DType::F32, out_sizes.clone(), BufKind::Scratch);
+    // In the order of aotc_abi::conv's ARG_ constants; an unused buffer is `input`.
     let args = vec![
         ExternArg::Buf(input),
         ExternArg::Buf(weights),
         ExternArg::Buf(bias.unwrap_or(input)),
         ExternArg::Workspace(workspace),
+        ExternArg::Buf(input),
         ExternArg::Sizes(geometry),
     ];
     let flops = SymExpr::mul([SymExpr::Int(2), x.sizes[0].clone(), int(out_channels), positions, depth]);
     lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: SYMBOL, out, args, flops })));
     Ok(Some(TensorValue::view_of(out, DType::F32, out_sizes)))
-}
-
-/// The constants of an inference batch norm: `y = (x - mean) / sqrt(var + eps) * gamma +
-/// beta` per channel.
-pub struct BatchNorm<'a> {
-    pub gamma: Option<&'a TensorValue>,
-    pub beta: Option<&'a TensorValue>,
-    pub mean: &'a TensorValue,
-    pub var: &'a TensorValue,
-    pub eps: f64,
-}
-
-/// A batch norm of the whole output `x` of a support-library convolution that nothing else
-/// reads, folded into that convolution at compile time when its weight and the norm's
-/// parameters are float32 constants: weight rows scaled by `s = gamma / sqrt(var + eps)`,
-/// bias `(bias - mean) * s + beta`. Returns the convolution's output, now normalized, or
-/// None (nothing changed) when the fold does not apply.
-pub fn fold_batch_norm(lw: &mut Lowerer, x: &TensorValue, bn: &BatchNorm) -> Option<TensorValue> {
-    let Repr::View(r) = &x.repr else { return None };
-    if x.dtype != DType::F32 || r.offset != SymExpr::Int(0) || r.strides != contiguous_strides(&x.sizes) {
-        return None;
-    }
-    let index = lw.prog.kernels.iter().rposition(|k| k.out() == r.buf)?;
-    let Kernel::Extern(call) = &lw.prog.kernels[index] else { return None };
-    let [ExternArg::Buf(_), ExternArg::Buf(weight), ExternArg::Buf(bias), _, ExternArg::Sizes(geometry)] = &call.args[..] else { return None };
-    if call.name != SYMBOL || lw.prog.buffers[r.buf].sizes != x.sizes {
-        return None;
-    }
-    let out_channels = usize::try_from(geometry[4].as_int()?).ok()?;
-    let has_bias = geometry[16].as_int()? != 0;
-    let weight_view = TensorValue::view_of(*weight, DType::F32, lw.prog.buffers[*weight].sizes.clone());
-    let weights = lw.constant_f32(&weight_view)?;
-    let conv_bias = if has_bias { lw.constant_f32(&TensorValue::view_of(*bias, DType::F32, vec![SymExpr::Int(out_channels as i64)]))? } else { vec![0.0; out_channels] };
-    let per_channel = |v: Option<&TensorValue>, default: f32| match v {
-        Some(v) => lw.constant_f32(v).filter(|c| c.len() == out_channels),
-        None => Some(vec![default; out_channels]),
-    };
-    let (gamma, beta) = (per_channel(bn.gamma, 1.0)?, per_channel(bn.beta, 0.0)?);
-    let (mean, var) = (per_channel(Some(bn.mean), 0.0)?, per_channel(Some(bn.var), 0.0)?);
-    if out_channels == 0 || weights.len() % out_channels != 0 || conv_bias.len() != out_channels {
-        return None;
-    }
-    // In float32 as torch computes the norm's scale and shift.
-    let scale: Vec<f32> = (0..out_channels).map(|o| gamma[o] / (var[o] + bn.eps as f32).sqrt()).collect();
-    let row = weights.len() / out_channels;
-    let folded: Vec<u8> = weights.iter().enumerate().flat_map(|(i, &w)| (w * scale[i / row]).to_le_bytes()).collect();
-    let shift: Vec<u8> = (0..out_channels).flat_map(|o| ((conv_bias[o] - mean[o]) * scale[o] + beta[o]).to_le_bytes()).collect();
-    let name = lw.prog.buffers[r.buf].name.clone();
-    let weight_sizes = lw.prog.buffers[*weight].sizes.clone();
-    let new_weight = lw.add_constant(&format!("{name}.folded_weight"), DType::F32, weight_sizes, folded);
-    let new_bias = lw.add_constant(&format!("{name}.folded_bias"), DType::F32, vec![SymExpr::Int(out_channels as i64)], shift);
-    let Kernel::Extern(call) = &mut lw.prog.kernels[index] else { return None };
-    call.args[1] = ExternArg::Buf(new_weight);
-    call.args[2] = ExternArg::Buf(new_bias);
-    if let ExternArg::Sizes(geometry) = &mut call.args[4] {
-        geometry[16] = SymExpr::Int(1);
-    }
-    Some(TensorValue::view_of(r.buf, DType::F32, x.sizes.clone()))
 }

@@ -1,0 +1,134 @@
+//! What folds into the support library's convolution, at compile time or into its output
+//! pass, when the convolution's output feeds nothing else: an inference batch norm (into
+//! the weight and bias), then a residual add, then a ReLU (flags of `aotc_abi::conv::
+//! Conv2d`). Each returns the convolution's output, now holding the op's result, or None
+//! when it does not apply (and then changes nothing).
+
+use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, StridedRef};
+use crate::lower::tensor::{contiguous_strides, Repr, TensorValue};
+use crate::lower::Lowerer;
+use aotc_abi::conv::{ARG_BIAS, ARG_GEOMETRY, ARG_RESIDUAL, ARG_WEIGHT, HAS_BIAS, RELU, RESIDUAL, SYMBOL};
+use aotc_abi::sym::SymExpr;
+use aotc_abi::DType;
+
+/// The constants of an inference batch norm: `y = (x - mean) / sqrt(var + eps) * gamma +
+/// beta` per channel.
+pub struct BatchNorm<'a> {
+    pub gamma: Option<&'a TensorValue>,
+    pub beta: Option<&'a TensorValue>,
+    pub mean: &'a TensorValue,
+    pub var: &'a TensorValue,
+    pub eps: f64,
+}
+
+/// The whole contiguous float32 buffer `v` views, and the index of the kernel writing it
+/// when that is a support-library convolution.
+fn convolution_of(lw: &Lowerer, v: &TensorValue) -> Option<(BufId, usize)> {
+    let r = whole_buffer(lw, v)?;
+    let index = lw.prog.kernels.iter().rposition(|k| k.out() == r)?;
+    let Kernel::Extern(call) = &lw.prog.kernels[index] else { return None };
+    (call.name == SYMBOL && call.args.len() == ARG_GEOMETRY + 1).then_some((r, index))
+}
+
+/// The buffer `v` is, when `v` is a float32 view of all of it in order.
+fn whole_buffer(lw: &Lowerer, v: &TensorValue) -> Option<BufId> {
+    let Repr::View(StridedRef { buf, offset, strides }) = &v.repr else { return None };
+    let whole = v.dtype == DType::F32 && !v.complex && *offset == SymExpr::Int(0) && *strides == contiguous_strides(&v.sizes);
+    (whole && lw.prog.buffers[*buf].sizes == v.sizes).then_some(*buf)
+}
+
+fn call_mut<'l>(lw: &'l mut Lowerer, index: usize) -> &'l mut ExternCall {
+    let Kernel::Extern(call) = &mut lw.prog.kernels[index] else { unreachable!("convolution_of found an extern call") };
+    call
+}
+
+/// The flag `at` of the convolution's geometry.
+fn flag(call: &ExternCall, at: usize) -> Option<bool> {
+    let ExternArg::Sizes(geometry) = &call.args[ARG_GEOMETRY] else { return None };
+    Some(geometry.get(at)?.as_int()? != 0)
+}
+
+fn set_flag(call: &mut ExternCall, at: usize) {
+    if let ExternArg::Sizes(geometry) = &mut call.args[ARG_GEOMETRY] {
+        geometry[at] = SymExpr::Int(1);
+    }
+}
+
+fn call_at<'l>(lw: &'l Lowerer, index: usize) -> &'l ExternCall {
+    let Kernel::Extern(call) = &lw.prog.kernels[index] else { unreachable!("convolution_of found an extern call") };
+    call
+}
+
+/// A batch norm of `x` folded into the convolution at compile time when its weight and
+/// the norm's parameters are float32 constants (and no residual or activation is in its
+/// output pass yet): weight rows scaled by `s = gamma / sqrt(var + eps)`, bias
+/// `(bias - mean) * s + beta`.
+pub fn fold_batch_norm(lw: &mut Lowerer, x: &TensorValue, bn: &BatchNorm) -> Option<TensorValue> {
+    let (out, index) = convolution_of(lw, x)?;
+    let call = call_at(lw, index);
+    if flag(call, RESIDUAL)? || flag(call, RELU)? {
+        return None;
+    }
+    let (&ExternArg::Buf(weight), &ExternArg::Buf(bias)) = (&call.args[ARG_WEIGHT], &call.args[ARG_BIAS]) else { return None };
+    let has_bias = flag(call, HAS_BIAS)?;
+    let out_channels = usize::try_from(x.sizes.get(1)?.as_int()?).ok()?;
+    let weights = lw.constant_f32(&TensorValue::view_of(weight, DType::F32, lw.prog.buffers[weight].sizes.clone()))?;
+    let conv_bias = if has_bias { lw.constant_f32(&TensorValue::view_of(bias, DType::F32, vec![SymExpr::Int(out_channels as i64)]))? } else { vec![0.0; out_channels] };
+    let per_channel = |v: Option<&TensorValue>, default: f32| match v {
+        Some(v) => lw.constant_f32(v).filter(|c| c.len() == out_channels),
+        None => Some(vec![default; out_channels]),
+    };
+    let (gamma, beta) = (per_channel(bn.gamma, 1.0)?, per_channel(bn.beta, 0.0)?);
+    let (mean, var) = (per_channel(Some(bn.mean), 0.0)?, per_channel(Some(bn.var), 0.0)?);
+    if out_channels == 0 || weights.len() % out_channels != 0 || conv_bias.len() != out_channels {
+        return None;
+    }
+    // In float32 as torch computes the norm's scale and shift.
+    let scale: Vec<f32> = (0..out_channels).map(|o| gamma[o] / (var[o] + bn.eps as f32).sqrt()).collect();
+    let row = weights.len() / out_channels;
+    let folded: Vec<u8> = weights.iter().enumerate().flat_map(|(i, &w)| (w * scale[i / row]).to_le_bytes()).collect();
+    let shift: Vec<u8> = (0..out_channels).flat_map(|o| ((conv_bias[o] - mean[o]) * scale[o] + beta[o]).to_le_bytes()).collect();
+    let name = lw.prog.buffers[out].name.clone();
+    let weight_sizes = lw.prog.buffers[weight].sizes.clone();
+    let new_weight = lw.add_constant(&format!("{name}.folded_weight"), DType::F32, weight_sizes, folded);
+    let new_bias = lw.add_constant(&format!("{name}.folded_bias"), DType::F32, vec![SymExpr::Int(out_channels as i64)], shift);
+    let call = call_mut(lw, index);
+    call.args[ARG_WEIGHT] = ExternArg::Buf(new_weight);
+    call.args[ARG_BIAS] = ExternArg::Buf(new_bias);
+    set_flag(call, HAS_BIAS);
+    Some(x.clone())
+}
+
+/// `conv + other` in the convolution's output pass, when `other` is a whole float32
+/// buffer of the same sizes that exists before the convolution runs (an input, a weight,
+/// or the output of an earlier kernel) and no activation is applied yet.
+pub fn fuse_residual(lw: &mut Lowerer, conv: &TensorValue, other: &TensorValue) -> Option<TensorValue> {
+    let (out, index) = convolution_of(lw, conv)?;
+    let residual = whole_buffer(lw, other)?;
+    let call = call_at(lw, index);
+    if flag(call, RESIDUAL)? || flag(call, RELU)? || residual == out || other.sizes != conv.sizes {
+        return None;
+    }
+    let ready = match lw.prog.buffers[residual].kind {
+        BufKind::Scratch => lw.prog.kernels[..index].iter().any(|k| k.out() == residual),
+        BufKind::Input(_) | BufKind::Weight(_) | BufKind::State(_) => true,
+        BufKind::IndexErrors => false,
+    };
+    if !ready {
+        return None;
+    }
+    let call = call_mut(lw, index);
+    call.args[ARG_RESIDUAL] = ExternArg::Buf(residual);
+    set_flag(call, RESIDUAL);
+    Some(conv.clone())
+}
+
+/// `relu(conv)` in the convolution's output pass.
+pub fn fuse_relu(lw: &mut Lowerer, conv: &TensorValue) -> Option<TensorValue> {
+    let (_, index) = convolution_of(lw, conv)?;
+    if flag(call_at(lw, index), RELU)? {
+        return None;
+    }
+    set_flag(call_mut(lw, index), RELU);
+    Some(conv.clone())
+}
