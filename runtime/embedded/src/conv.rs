@@ -80,7 +80,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     }
     start_sums(&g, bias, residual, out);
     let accumulate = bias.is_some() || residual.is_some();
-    for (x, out) in x.chunks_exact(image_in).zip(out.chunks_exact_mut(image_out)) {
+    let image = |x: &[f32], out: &mut [f32]| {
         for group in 0..g.groups {
             let planes = &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];
             let (og, positions) = (g.group_out_channels(), g.positions());
@@ -91,7 +91,15 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
             };
             product(&g, lhs, planes, out, accumulate);
         }
-    }
+    };
+    // Several images: each thread takes whole images (its GEMMs then run on one thread),
+    // rather than every image's GEMMs being cut across the threads and joined.
+    let work = out_len.saturating_mul(g.depth());
+    for_items(out, g.batch, image_out, work, &|begin, end, part| {
+        for (i, out) in (begin..end).zip(part.chunks_exact_mut(image_out)) {
+            image(&x[i * image_in..][..image_in], out);
+        }
+    });
 }
 
 /// What the GEMMs accumulate onto: each output plane's bias plus the residual, where

@@ -22,27 +22,45 @@ pub unsafe extern "C" fn __aotc_max_pool2d_f32(out: *mut f32, x: *const f32, geo
     let (x, out) = unsafe { (std::slice::from_raw_parts(x, x_len), std::slice::from_raw_parts_mut(out, out_len)) };
     let (plane_in, positions) = (g.height * g.width, g.positions());
     let taps = g.kernel[0] * g.kernel[1];
+    // The output columns each kernel column reaches and the input column of the first:
+    // the same for every row and plane (small planes have few columns per tap, and the
+    // divisions would cost more than the maxima).
+    let columns: Vec<TapColumns> = (0..g.kernel[1])
+        .map(|j| {
+            let offset = j * g.dilation[1];
+            let outputs = valid_outputs(offset, g.padding[1], g.stride[1], g.width, g.out_size[1]);
+            // (Clamped for a tap that reaches no output: its range is empty.)
+            let first = (outputs.start * g.stride[1] + offset).saturating_sub(g.padding[1]).min(g.width);
+            TapColumns { outputs, first }
+        })
+        .collect();
     for_items(out, out_len / positions, positions, out_len * taps, &|begin, end, part| {
         for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
-            plane(&g, &x[p * plane_in..][..plane_in], out);
+            plane(&g, &columns, &x[p * plane_in..][..plane_in], out);
         }
     });
 }
 
+/// The output columns a kernel column reaches, and the input column read by the first.
+struct TapColumns {
+    outputs: std::ops::Range<usize>,
+    first: usize,
+}
+
 /// One output plane, with the AVX2 code where the CPU has it.
-fn plane(g: &Conv2d, input: &[f32], out: &mut [f32]) {
+fn plane(g: &Conv2d, columns: &[TapColumns], input: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.
-        return unsafe { plane_avx2(g, input, out) };
+        return unsafe { plane_avx2(g, columns, input, out) };
     }
-    plane_portable(g, input, out)
+    plane_portable(g, columns, input, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn plane_avx2(g: &Conv2d, input: &[f32], out: &mut [f32]) {
-    plane_portable(g, input, out)
+unsafe fn plane_avx2(g: &Conv2d, columns: &[TapColumns], input: &[f32], out: &mut [f32]) {
+    plane_portable(g, columns, input, out)
 }
 
 /// `a` or `b`, whichever is larger, NaN winning.
@@ -52,28 +70,22 @@ fn max(a: f32, b: f32) -> f32 {
 }
 
 #[inline(always)]
-fn plane_portable(g: &Conv2d, input: &[f32], out: &mut [f32]) {
-    let [out_h, out_w] = g.out_size;
-    let (height, width, stride) = (g.height, g.width, g.stride[1]);
-    for (oh, row) in out.chunks_exact_mut(out_w).enumerate() {
+fn plane_portable(g: &Conv2d, columns: &[TapColumns], input: &[f32], out: &mut [f32]) {
+    let (width, stride) = (g.width, g.stride[1]);
+    for (oh, row) in out.chunks_exact_mut(g.out_size[1]).enumerate() {
         row.fill(f32::NEG_INFINITY);
         for i in 0..g.kernel[0] {
-            let offset_h = i * g.dilation[0];
-            if !valid_outputs(offset_h, g.padding[0], g.stride[0], height, out_h).contains(&oh) {
-                continue;
-            }
-            let src = &input[(oh * g.stride[0] + offset_h - g.padding[0]) * width..][..width];
-            for j in 0..g.kernel[1] {
-                let offset_w = j * g.dilation[1];
-                let cols = valid_outputs(offset_w, g.padding[1], stride, width, out_w);
-                let start = (cols.start as isize * stride as isize + offset_w as isize - g.padding[1] as isize) as usize;
-                let dst = &mut row[cols.clone()];
+            // The input row of kernel row i, when inside the plane.
+            let Some(ih) = (oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height) else { continue };
+            let src = &input[ih * width..][..width];
+            for cols in columns {
+                let dst = &mut row[cols.outputs.clone()];
                 if stride == 1 {
-                    for (o, &s) in dst.iter_mut().zip(&src[start..start + cols.len()]) {
+                    for (o, &s) in dst.iter_mut().zip(&src[cols.first..]) {
                         *o = max(*o, s);
                     }
                 } else {
-                    for (o, &s) in dst.iter_mut().zip(src[start..].iter().step_by(stride)) {
+                    for (o, &s) in dst.iter_mut().zip(src[cols.first..].iter().step_by(stride)) {
                         *o = max(*o, s);
                     }
                 }

@@ -221,6 +221,10 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
     let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { T::MC * T::KC.min(p.k) });
     let mut b_buf = Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NC.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
+    // Blocks of rows of equal size (whole panels, at most MC): 128 rows as 2 x 66, not
+    // 120 + 8, whose last block would run short tiles.
+    let blocks = p.m.div_ceil(T::MC);
+    let mc_step = p.m.div_ceil(blocks).next_multiple_of(MR);
     // SAFETY (every block below): indices stay below m, k and n, inside the caller's
     // matrices; the packed blocks fit the buffers sized from the same bounds.
     for jc in (0..p.n).step_by(T::NC) {
@@ -230,8 +234,8 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
             // The first block of the depth applies beta; the others add to it.
             let beta = if pc == 0 { p.beta } else { T::ONE };
             let b_block = unsafe { b_panels(&p, packed, b_pack, pc, jc, kc, nc) };
-            for ic in (0..p.m).step_by(T::MC) {
-                let mc = T::MC.min(p.m - ic);
+            for ic in (0..p.m).step_by(mc_step) {
+                let mc = mc_step.min(p.m - ic);
                 let a_block = unsafe { a_panels(&p, packed, a_pack, ic, pc, mc, kc) };
                 for jr in (0..nc).step_by(nr) {
                     let c = unsafe { p.c.offset(ic as isize * p.rsc + (jc + jr) as isize * p.csc) };
