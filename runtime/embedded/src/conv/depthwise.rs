@@ -1,17 +1,106 @@
-//! Depthwise convolution (one input channel per group), channels last: per image the input
-//! is transposed into zero-padded `[H + 2 PH, W + 2 PW, O]` rows (each output channel
-//! beside a copy of its input channel), the weight into `[taps, O]`, and each output
-//! position is its bias plus, per tap, a product along the channels, 8 wide; the
-//! `[positions, O]` sums are then transposed into the output planes. Vectors run along the
-//! channels, so late layers' small planes (7x7 with 576 channels) keep them full, and no
-//! tap needs a bounds test. The transposes and the positions run on the call's threads.
+//! Depthwise convolution (one input channel per group), two ways:
+//!
+//! - Large planes, plane by plane ([`planes`]): each output row is its bias plus the input
+//!   rows shifted and scaled by each kernel tap, vectorized along the row; the planes run
+//!   on the call's threads.
+//! - Small planes (late layers: 7x7 with 576 channels), channels last ([`channels_last`]):
+//!   per image the input is transposed into zero-padded `[H + 2 PH, W + 2 PW, O]` rows
+//!   (each output channel beside a copy of its input channel), the weight into `[taps, O]`,
+//!   and each output position is its bias plus, per tap, a product along the channels, 8
+//!   wide; the `[positions, O]` sums are then transposed into the output planes. Rows of 7
+//!   would leave the vectors mostly empty; the channels fill them.
 
-use super::for_items;
+use super::{for_items, valid_outputs};
 use aotc_abi::conv::Conv2d;
+
+/// Output positions up to which a plane is small (14 x 14).
+const SMALL_PLANE: usize = 196;
 
 /// `out = conv(x, weight) + bias` for one depthwise geometry; `scratch` holds
 /// `g.scratch_len()` floats.
 pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, scratch: &mut [f32], out: &mut [f32]) {
+    if g.positions() <= SMALL_PLANE {
+        channels_last(g, x, weight, bias, scratch, out)
+    } else {
+        planes(g, x, weight, bias, out)
+    }
+}
+
+/// Plane by plane.
+fn planes(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+    let (plane_in, positions, taps) = (g.height * g.width, g.positions(), g.kernel[0] * g.kernel[1]);
+    let multiplier = g.group_out_channels();
+    // The output columns each kernel column reaches and the input column of the first:
+    // the same for every row and plane, so worked out once.
+    let columns: Vec<TapColumns> = (0..g.kernel[1])
+        .map(|j| {
+            let offset = j * g.dilation[1];
+            let outputs = valid_outputs(offset, g.padding[1], g.stride[1], g.width, g.out_size[1]);
+            // (Clamped for a tap that reaches no output: its range is empty.)
+            let first = (outputs.start * g.stride[1] + offset).saturating_sub(g.padding[1]).min(g.width);
+            TapColumns { outputs, first }
+        })
+        .collect();
+    for_items(out, g.batch * g.out_channels, positions, out.len() * taps, &|begin, end, part| {
+        for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
+            let (n, o) = (p / g.out_channels, p % g.out_channels);
+            let input = &x[(n * g.channels + o / multiplier) * plane_in..][..plane_in];
+            plane(g, &columns, input, &weight[o * taps..][..taps], bias.map_or(0.0, |b| b[o]), out);
+        }
+    });
+}
+
+/// The output columns a kernel column contributes to, and the input column read by the
+/// first of them.
+struct TapColumns {
+    outputs: std::ops::Range<usize>,
+    first: usize,
+}
+
+/// One output plane, with the AVX2 code where the CPU has it (the loops are the same; the
+/// target feature lets the compiler vectorize them 8 wide).
+fn plane(g: &Conv2d, columns: &[TapColumns], input: &[f32], w: &[f32], bias: f32, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { plane_avx2(g, columns, input, w, bias, out) };
+    }
+    plane_portable(g, columns, input, w, bias, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn plane_avx2(g: &Conv2d, columns: &[TapColumns], input: &[f32], w: &[f32], bias: f32, out: &mut [f32]) {
+    plane_portable(g, columns, input, w, bias, out)
+}
+
+#[inline(always)]
+fn plane_portable(g: &Conv2d, columns: &[TapColumns], input: &[f32], w: &[f32], bias: f32, out: &mut [f32]) {
+    let (width, stride) = (g.width, g.stride[1]);
+    for (oh, row) in out.chunks_exact_mut(g.out_size[1]).enumerate() {
+        row.fill(bias);
+        for (i, taps) in w.chunks_exact(g.kernel[1]).enumerate() {
+            // The input row of kernel row i, when inside the plane.
+            let Some(ih) = (oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height) else { continue };
+            let src = &input[ih * width..][..width];
+            for (&tap, cols) in taps.iter().zip(columns) {
+                let dst = &mut row[cols.outputs.clone()];
+                if stride == 1 {
+                    for (o, &s) in dst.iter_mut().zip(&src[cols.first..]) {
+                        *o += tap * s;
+                    }
+                } else {
+                    for (o, &s) in dst.iter_mut().zip(src[cols.first..].iter().step_by(stride)) {
+                        *o += tap * s;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Channels last.
+fn channels_last(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, scratch: &mut [f32], out: &mut [f32]) {
     let channels = g.out_channels;
     let [kh, kw] = g.kernel;
     let (taps, positions) = (kh * kw, g.positions());
