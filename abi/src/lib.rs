@@ -203,6 +203,13 @@ pub mod internal_symbols {
     pub const MANIFEST_LEN: &str = "__aotc_manifest_len";
     /// All weights and initial buffer values, 64-byte aligned each.
     pub const WEIGHTS: &str = "__aotc_weights";
+    /// `void __aotc_softmax_f32(float *out, const float *x, int64_t rows, int64_t len,
+    /// int64_t log)`: (log-)softmax of each contiguous row.
+    pub const SOFTMAX: &str = "__aotc_softmax_f32";
+    /// `void __aotc_layer_norm_f32(float *out, const float *x, const float *weight, const
+    /// float *bias, int64_t rows, int64_t len, int64_t has_weight, int64_t has_bias,
+    /// int64_t eps_f64_bits)`: layer norm of each contiguous row.
+    pub const LAYER_NORM: &str = "__aotc_layer_norm_f32";
 }
 
 /// The FFT kernel of the support library, which the generated code calls (hidden from the

@@ -14,22 +14,8 @@ mod max_pool;
 pub use max_pool::__aotc_max_pool2d_f32;
 
 use crate::gemm::{gemm_packed, Operands, Packed, Problem, Rows};
-use crate::pool;
+use crate::pool::{self, for_items};
 use aotc_abi::conv::{Algorithm, Conv2d};
-
-/// A pointer that chunks of a parallel loop share; each chunk writes its own part.
-#[derive(Clone, Copy)]
-struct Shared(*mut f32);
-// SAFETY: used only where the chunks' writes are disjoint (see each use).
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
-
-impl Shared {
-    /// The pointer (a method, so that closures capture the whole `Shared`).
-    fn get(&self) -> *mut f32 {
-        self.0
-    }
-}
 
 /// `out = relu?(conv(x, weight) (+ bias) (+ residual))`, the geometry `geometry[..count]`
 /// in [`Conv2d::to_list`]'s order (its flags say which parts exist). `bias` and `residual`
@@ -130,24 +116,6 @@ fn valid_outputs(offset: usize, pad: usize, stride: usize, input: usize, count: 
     let lo = pad.saturating_sub(offset).div_ceil(stride);
     let hi = (input + pad).saturating_sub(offset).div_ceil(stride);
     lo.min(count)..hi.min(count).max(lo.min(count))
-}
-
-/// Runs `f(begin, end, part)` over contiguous ranges of the `items` items of `out` (each
-/// `item_len` floats), spread over the call's threads when `work` (multiply-adds, or
-/// copies) is worth it.
-fn for_items(out: &mut [f32], items: usize, item_len: usize, work: usize, f: &(dyn Fn(usize, usize, &mut [f32]) + Sync)) {
-    let threads = pool::threads();
-    let chunks = if threads > 1 && work as i64 >= aotc_abi::internal_symbols::MIN_PARALLEL_WORK { (threads * 4).min(items) } else { 1 };
-    if chunks <= 1 {
-        return f(0, items, out);
-    }
-    let base = Shared(out.as_mut_ptr());
-    pool::parallel_for(threads, chunks, &|i| {
-        let (begin, end) = (items * i / chunks, items * (i + 1) / chunks);
-        // SAFETY: items begin..end of `out`, which the chunks partition.
-        let part = unsafe { std::slice::from_raw_parts_mut(base.get().add(begin * item_len), (end - begin) * item_len) };
-        f(begin, end, part)
-    });
 }
 
 /// One group's weight: its `[O / G, depth]` rows, or those packed by the compiler.

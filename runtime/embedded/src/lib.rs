@@ -30,6 +30,7 @@ mod model;
 mod pool;
 mod profile;
 mod program;
+mod rows;
 
 pub use abi_fns::*;
 pub use conv::{__aotc_conv2d_f32, __aotc_max_pool2d_f32};

@@ -196,6 +196,38 @@ pub fn parallel_for(threads: usize, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
     assert!(!job.panicked.load(Ordering::Relaxed), "a parallel chunk panicked");
 }
 
+/// The output pointer that chunks of [`for_items`] share; each chunk writes its own part.
+#[derive(Clone, Copy)]
+struct SharedOut(*mut f32);
+// SAFETY: used only where the chunks' writes are disjoint (see each use).
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// The pointer (a method, so that closures capture the whole `Shared`).
+    fn get(&self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// Runs `f(begin, end, part)` over contiguous ranges of the `items` items of `out` (each
+/// `item_len` floats), spread over the call's threads when `work` (multiply-adds, or
+/// copies) is worth it.
+pub fn for_items(out: &mut [f32], items: usize, item_len: usize, work: usize, f: &(dyn Fn(usize, usize, &mut [f32]) + Sync)) {
+    let threads = threads();
+    let chunks = if threads > 1 && work as i64 >= aotc_abi::internal_symbols::MIN_PARALLEL_WORK { (threads * 4).min(items) } else { 1 };
+    if chunks <= 1 {
+        return f(0, items, out);
+    }
+    let base = SharedOut(out.as_mut_ptr());
+    parallel_for(threads, chunks, &|i| {
+        let (begin, end) = (items * i / chunks, items * (i + 1) / chunks);
+        // SAFETY: items begin..end of `out`, which the chunks partition.
+        let part = unsafe { std::slice::from_raw_parts_mut(base.get().add(begin * item_len), (end - begin) * item_len) };
+        f(begin, end, part)
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

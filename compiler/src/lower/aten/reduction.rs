@@ -12,6 +12,8 @@ use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 
+mod rows;
+
 type R = Result<Vec<TensorValue>, String>;
 
 pub const OPS: &[(&str, LowerFn)] = &[
@@ -243,6 +245,9 @@ fn softmax(lw: &mut Lowerer, a: &Args, log: bool) -> R {
     let dim = norm_dim(a.int("dim")?, x.rank())?;
     let d = float_of(x.dtype);
     let name = a.node_name();
+    if let Some(out) = rows::softmax(lw, &x, dim, log, &name) {
+        return Ok(vec![out]);
+    }
     let m = reduce(lw, &x, &[dim], true, ReduceOp::Max, d, &format!("{name}.max"));
     let idx = vars(x.rank());
     let mx = m.expand(&x.sizes)?.load(&idx);
@@ -274,6 +279,10 @@ fn layer_norm(lw: &mut Lowerer, a: &Args) -> R {
     let d = float_of(x.dtype);
     let name = a.node_name();
     let rank = x.rank();
+    let stats_read = a.node.outputs.iter().skip(1).any(|o| lw.is_used(o));
+    if let Some(outs) = rows::layer_norm(lw, &x, rank - norm, w.as_ref(), b.as_ref(), eps, stats_read, &name) {
+        return Ok(outs);
+    }
     let axes: Vec<usize> = (rank - norm..rank).collect();
     let idx = vars(rank);
     let (mean, centered) = mean_and_deviation(lw, &x, &axes, d, &name)?;

@@ -10,7 +10,8 @@
 //!   wide; the `[positions, O]` sums are then transposed into the output planes. Rows of 7
 //!   would leave the vectors mostly empty; the channels fill them.
 
-use super::{for_items, valid_outputs};
+use super::valid_outputs;
+use crate::pool::for_items;
 use aotc_abi::conv::Conv2d;
 
 /// Output positions up to which a plane is small (14 x 14).

@@ -2,7 +2,8 @@
 //! never read the indices: each output row starts at -inf and takes the maximum with the
 //! input row under each kernel tap (NaN wins), like the depthwise convolution's rows.
 
-use super::{for_items, valid_outputs};
+use super::valid_outputs;
+use crate::pool::for_items;
 use aotc_abi::conv::Conv2d;
 
 /// `out[N, C, OH, OW]` = the maximum of each window of `x[N, C, H, W]`, the geometry
