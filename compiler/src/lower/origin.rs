@@ -94,6 +94,17 @@ impl Lowerer<'_> {
         }
     }
 
+    /// Kernel `index`, made for an earlier node, now also computes the current one (an op
+    /// folded into a library call's output pass).
+    pub fn fold_node_into(&mut self, index: usize) {
+        self.stamp_kernels();
+        if let (Some(n), Some(nodes)) = (self.node, self.prog.kernel_nodes.get_mut(index)) {
+            if let Err(at) = nodes.binary_search(&n) {
+                nodes.insert(at, n);
+            }
+        }
+    }
+
     fn with_node(&self, origin: &Origin) -> Origin {
         match self.node {
             Some(n) if !origin.contains(&n) => {

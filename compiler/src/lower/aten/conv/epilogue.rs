@@ -96,6 +96,7 @@ pub fn fold_batch_norm(lw: &mut Lowerer, x: &TensorValue, bn: &BatchNorm) -> Opt
     call.args[ARG_WEIGHT] = ExternArg::Buf(new_weight);
     call.args[ARG_BIAS] = ExternArg::Buf(new_bias);
     set_flag(call, HAS_BIAS);
+    lw.fold_node_into(index);
     Some(x.clone())
 }
 
@@ -120,6 +121,7 @@ pub fn fuse_residual(lw: &mut Lowerer, conv: &TensorValue, other: &TensorValue) 
     let call = call_mut(lw, index);
     call.args[ARG_RESIDUAL] = ExternArg::Buf(residual);
     set_flag(call, RESIDUAL);
+    lw.fold_node_into(index);
     Some(conv.clone())
 }
 
@@ -130,5 +132,6 @@ pub fn fuse_relu(lw: &mut Lowerer, conv: &TensorValue) -> Option<TensorValue> {
         return None;
     }
     set_flag(call_mut(lw, index), RELU);
+    lw.fold_node_into(index);
     Some(conv.clone())
 }
