@@ -49,8 +49,9 @@ pub enum WeightsPlacement {
 }
 
 /// Above this many bytes of weights, [`WeightsPlacement::Auto`] writes them to a file: an
-/// embedded blob past 2 GiB would put the support library's references to it out of reach
-/// of 32-bit PC-relative relocations (see `weights_out` and benchmarks/big_weights.py).
+/// embedded blob past 2 GiB puts the code's 32-bit PC-relative references to the GOT out of
+/// range and the link fails (measured: `weights_out::MAX_EMBEDDED_BYTES`); 1 GiB leaves a
+/// margin, and a library that size gains nothing from holding its weights.
 pub const AUTO_EXTERNAL_BYTES: u64 = 1 << 30;
 
 /// What a compilation did, for `aotc compile -v` and benchmarks.

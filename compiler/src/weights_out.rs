@@ -10,6 +10,11 @@ use crate::error::{Error, Result};
 use crate::passes::plan::Plan;
 use crate::{CompileOptions, WeightsPlacement, AUTO_EXTERNAL_BYTES};
 use std::io::Write;
+
+/// The most weights `--embed-weights` links into a library: past 2 GiB the x86-64 small
+/// code model's 32-bit relocations from the code to the GOT cannot span the blob (measured
+/// with benchmarks/big_weights.py --embed: the link of 2.5 GiB fails).
+pub const MAX_EMBEDDED_BYTES: u64 = 2 << 30;
 use std::path::{Path, PathBuf};
 
 /// The weights file of `library` by default: `model.so` → `model.weights.safetensors`.
@@ -27,6 +32,12 @@ pub fn place(plan: &mut Plan, library: &Path, opts: &CompileOptions) -> Result<O
         WeightsPlacement::Auto => opts.weights_out.is_some() || plan.weights_blob.len() as u64 > AUTO_EXTERNAL_BYTES,
     };
     if !external {
+        let bytes = plan.weights_blob.len() as u64;
+        if bytes > MAX_EMBEDDED_BYTES {
+            return Err(Error::Unsupported(format!(
+                "{bytes} bytes of weights cannot be linked into the library: the support library reaches its data through 32-bit PC-relative relocations, which a blob past 2 GiB puts out of range (linking 2.5 GiB fails with \"relocation truncated to fit: R_X86_64_GOTPCREL\"); drop --embed-weights to keep them in a weights file beside the library"
+            )));
+        }
         if opts.weights_out.is_some() {
             return Err(Error::Unsupported("--weights-out names a weights file, but --embed-weights keeps the weights in the library".into()));
         }
