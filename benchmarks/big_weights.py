@@ -196,15 +196,17 @@ def main():
             if os.path.exists(f):
                 os.remove(f)
         try:
-            secs, rss, out = measured([args.aotc, "compile", d("model.json"), "--weights", d("fqn.safetensors"), "-o", so] + flags)
+            secs, rss, out = measured([args.aotc, "compile", d("model.json"), "--weights", d("fqn.safetensors"), "-o", so, "-v"] + flags)
         except RuntimeError as e:
             print(f"{mode}: compile failed:\n{str(e)[-1500:]}")
             results[mode] = {"compile": "failed", "error": str(e)[-600:]}
             continue
-        print(f"{mode}: compiled in {secs:.1f} s, peak RSS {rss:.0f} MiB: {out.strip()}")
+        stages = {m.group(1): float(m.group(2)) for m in re.finditer(r"^  (\w+)\s+([\d.]+) ms$", out, re.M)}
+        print(f"{mode}: compiled in {secs:.1f} s, peak RSS {rss:.0f} MiB: {out.splitlines()[0]}")
+        print(f"{mode}: stages (ms): {stages}")
         so_size = os.path.getsize(so)
         wfile = d(f"{mode}.weights.safetensors")
-        r = {"compile_s": round(secs, 2), "compile_peak_rss_mib": round(rss), "so_bytes": so_size,
+        r = {"compile_s": round(secs, 2), "compile_stages_ms": stages, "compile_peak_rss_mib": round(rss), "so_bytes": so_size,
              "weights_file_bytes": os.path.getsize(wfile) if os.path.exists(wfile) else None}
         try:
             secs, rss, out = measured([args.aotc, "run", so, "--input", d("inputs.safetensors"), "--input", d("inputs.safetensors"), "--output-dir", d(f"out_{mode}")])

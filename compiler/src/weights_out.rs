@@ -63,7 +63,8 @@ pub fn write(plan: &Plan, file: &Path) -> Result<()> {
         let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
         f.write_all(&aotc_abi::weights_file::header(&plan.manifest.weights))?;
         f.write_all(&plan.weights_blob)?;
-        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        // Not fsynced, like the library beside it: a build output, not a database.
+        f.into_inner().map_err(|e| e.into_error())?;
         std::fs::rename(&tmp, file)
     })();
     if result.is_err() {

@@ -254,3 +254,46 @@ fn a_library_of_another_abi_version_is_refused() {
     let e = Model::load(&so, Device::Cpu).err().expect("refused");
     assert!(e.message.contains("ABI version 99") && e.message.contains(&format!("speaks ABI version {}", aotc_abi::ABI_VERSION)), "{e}");
 }
+
+/// The four weights calls straight through the C ABI: NULL arguments and bad lengths are
+/// refused with a status and a message, never a crash; a NULL path means the library's own.
+#[test]
+fn the_c_calls_check_their_arguments() {
+    use aotc_abi::{fn_types as ft, symbols};
+    let dir = fixture("mlp_buffer_mutation");
+    let tmp = tempfile::tempdir().unwrap();
+    let so = tmp.path().join("c.so");
+    compile(&dir.join("model.pt2"), &so, None, WeightsPlacement::External, None);
+    let file = std::fs::read(tmp.path().join("c.weights.safetensors")).unwrap();
+    // SAFETY: an aotc library; each symbol has the type aotc.h declares for it, and every
+    // pointer passed below is NULL or valid for what the call reads.
+    unsafe {
+        let lib = libloading::Library::new(&so).unwrap();
+        let create: ft::ModelCreateWeights = *lib.get(symbols::MODEL_CREATE_WEIGHTS.as_bytes()).unwrap();
+        let create_bytes: ft::ModelCreateWeightsBytes = *lib.get(symbols::MODEL_CREATE_WEIGHTS_BYTES.as_bytes()).unwrap();
+        let load: ft::LoadWeights = *lib.get(symbols::LOAD_WEIGHTS.as_bytes()).unwrap();
+        let load_bytes: ft::LoadWeightsBytes = *lib.get(symbols::LOAD_WEIGHTS_BYTES.as_bytes()).unwrap();
+        let destroy: ft::ModelDestroy = *lib.get(symbols::MODEL_DESTROY.as_bytes()).unwrap();
+        let last_error: ft::LastError = *lib.get(symbols::LAST_ERROR.as_bytes()).unwrap();
+        let message = || std::ffi::CStr::from_ptr(last_error()).to_string_lossy().into_owned();
+        let mut m = std::ptr::null_mut();
+        assert_eq!(create(c"cpu".as_ptr(), 1, std::ptr::null(), &mut m), status::OK, "{}", message());
+        assert!(!m.is_null());
+        assert_eq!(create(c"cpu".as_ptr(), 1, std::ptr::null(), std::ptr::null_mut()), status::INVALID_ARGUMENT);
+        let mut n = std::ptr::null_mut();
+        assert_eq!(create_bytes(c"cpu".as_ptr(), 1, std::ptr::null(), 10, &mut n), status::INVALID_ARGUMENT);
+        assert!(message().contains("data is a null pointer"), "{}", message());
+        assert_eq!(create_bytes(c"cpu".as_ptr(), 1, file.as_ptr().cast(), u64::MAX, &mut n), status::INVALID_ARGUMENT);
+        assert_eq!(create_bytes(c"gpu".as_ptr(), 1, file.as_ptr().cast(), file.len() as u64, &mut n), status::DEVICE);
+        assert_eq!(create_bytes(c"cpu".as_ptr(), 1, file.as_ptr().cast(), file.len() as u64, &mut n), status::OK, "{}", message());
+        assert_eq!(load(std::ptr::null_mut(), c"x".as_ptr()), status::INVALID_ARGUMENT);
+        assert_eq!(load(m, std::ptr::null()), status::INVALID_ARGUMENT);
+        assert!(message().contains("path is a null pointer"), "{}", message());
+        assert_eq!(load_bytes(m, std::ptr::null(), 0), status::INVALID_ARGUMENT);
+        assert_eq!(load_bytes(m, file.as_ptr().cast(), 7), status::WEIGHTS);
+        assert!(message().contains("not a safetensors file"), "{}", message());
+        assert_eq!(load_bytes(m, file.as_ptr().cast(), file.len() as u64), status::OK, "{}", message());
+        destroy(m);
+        destroy(n);
+    }
+}
