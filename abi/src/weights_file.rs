@@ -161,7 +161,8 @@ pub fn check(table: &WeightsTable, h: &Header, file_len: u64, base_align: usize)
         }
         offsets.push(start);
     }
-    if let Some(extra) = h.tensors.keys().find(|n| table.find(n).is_none()) {
+    let names: std::collections::HashSet<&str> = table.entries.iter().map(|e| e.name.as_str()).collect();
+    if let Some(extra) = h.tensors.keys().find(|n| !names.contains(n.as_str())) {
         return Err(format!("the file has tensor '{extra}', which this library does not read"));
     }
     if *fp != table.fingerprint {
