@@ -49,6 +49,9 @@
  * - An output's shape may depend on the data (nonzero): read it from the returned
  *   descriptor; aotc_output_info reports such a dimension as dynamic.
  * - One instance must not be used by two threads at once; distinct instances may.
+ * - Weights: linked into the library, or (aotc compile --external-weights, automatic above
+ *   1 GiB) in a safetensors file beside it, `<stem>.weights.safetensors`, which
+ *   aotc_model_create maps read-only; see "Weights" below.
  */
 #ifndef AOTC_H
 #define AOTC_H
@@ -77,7 +80,12 @@ typedef enum {
   AOTC_ERR_NOT_FOUND = 9,        /* no buffer of that name */
   AOTC_ERR_OUT_OF_MEMORY = 10,
   AOTC_ERR_INTERNAL = 11,
-  AOTC_ERR_INDEX = 12            /* a data-dependent index (gather, embedding...) out of range */
+  AOTC_ERR_INDEX = 12,           /* a data-dependent index (gather, embedding...) out of range */
+  AOTC_ERR_WEIGHTS = 13          /* a weights file or buffer missing, unreadable, not an aotc
+                                    weights file, or not this library's: another compilation
+                                    (beside the library), a tensor missing, another dtype or
+                                    shape, another layout, truncated, unaligned (added within
+                                    ABI version 1) */
 } AotcStatus;
 
 /* DLPack-compatible types (identical layout to dlpack.h's DLDevice/DLDataType/DLTensor). */
@@ -163,6 +171,41 @@ AotcStatus aotc_profile_enable(AotcModel *model, int32_t on);
  * checking inputs, allocating, copying. */
 AotcStatus aotc_profile_read(const AotcModel *model, int64_t *calls, double *call_ns,
                              double *kernel_ns, int64_t n_kernels);
+
+/* Weights (added within ABI version 1: a library compiled before lacks these four; look
+ * them up with dlsym).
+ * A library's weights are linked into it, or live in a weights file: safetensors with
+ * every tensor 64-byte aligned, holding the weights as the library reads them (GEMM
+ * operands packed, batch norms folded, initial values of buffers) and, in its metadata,
+ * the fingerprint of that structure and the id of its values. aotc_model_create takes the
+ * library's own: linked in, or the file its compilation wrote beside it (found through the
+ * library's own path; a file of another compilation there is refused). The calls below
+ * take any weights file of the library's structure (the same tensors, dtypes, shapes and
+ * layout: `aotc compile --external-weights --weights NEW.safetensors` of the same program
+ * writes one), whatever its values; an embedded library takes one too.
+ * A file is mapped read-only, once per process: the instances that use the same file
+ * share the mapping, unmapped with the last of them. Do not truncate or rewrite a weights
+ * file in place while a process uses it (reading a page past a truncated end raises
+ * SIGBUS); aotc writes them through a rename, which is safe.
+ * Everything in a file or buffer is checked before use (header, every tensor's presence,
+ * dtype, shape, bounds and alignment, the structure fingerprint): a mismatch fails with
+ * AOTC_ERR_WEIGHTS and a message naming the file, the tensor, and expected vs got. */
+
+/* As aotc_model_create_threads, with the weights file at weights_path (NULL: the
+ * library's own). */
+AotcStatus aotc_model_create_weights(const char *device, int64_t num_threads,
+                                     const char *weights_path, AotcModel **out);
+/* As aotc_model_create_weights, from the bytes of a weights file (len bytes at data),
+ * which are copied: the caller may free them when the call returns. */
+AotcStatus aotc_model_create_weights_bytes(const char *device, int64_t num_threads,
+                                           const void *data, uint64_t len, AotcModel **out);
+/* Swaps the instance's weights for the weights file at path, checked first: on failure
+ * the instance is unchanged. State buffers restart from the file's initial values (as
+ * torch's load_state_dict). Like aotc_run, it must not run while another thread uses the
+ * instance; outputs of earlier calls stay valid (they never point into weights). */
+AotcStatus aotc_load_weights(AotcModel *model, const char *path);
+/* As aotc_load_weights, from the bytes of a weights file (copied). */
+AotcStatus aotc_load_weights_bytes(AotcModel *model, const void *data, uint64_t len);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,8 @@
 //!
 //! The crate also holds what the compiler and the support code inside every `.so` share:
 //! [`DType`], symbolic sizes ([`sym::SymExpr`]), the embedded [`manifest::Manifest`] and
-//! the placement of scratch buffers in one allocation ([`arena`]).
+//! the placement of scratch buffers in one allocation ([`arena`]), and the weights table
+//! with its external file format ([`weights`], [`weights_file`]).
 
 pub mod arena;
 pub mod conv;
@@ -14,6 +15,8 @@ pub mod gemm;
 pub mod layout;
 pub mod manifest;
 pub mod sym;
+pub mod weights;
+pub mod weights_file;
 
 pub use dtype::DType;
 
@@ -44,6 +47,10 @@ pub mod status {
     pub const INTERNAL: i32 = 11;
     /// A data-dependent index (gather, embedding, index...) lies outside its dimension.
     pub const INDEX: i32 = 12;
+    /// A weights file (or buffer) is missing, unreadable, not an aotc weights file, or
+    /// does not match the library: another compilation, a tensor missing, another dtype or
+    /// shape, truncated, unaligned. Added within ABI version 1.
+    pub const WEIGHTS: i32 = 13;
 
     /// The name a status code has in `aotc.h`, for messages.
     pub fn name(code: i32) -> &'static str {
@@ -60,6 +67,7 @@ pub mod status {
             NOT_FOUND => "AOTC_ERR_NOT_FOUND",
             OUT_OF_MEMORY => "AOTC_ERR_OUT_OF_MEMORY",
             INDEX => "AOTC_ERR_INDEX",
+            WEIGHTS => "AOTC_ERR_WEIGHTS",
             _ => "AOTC_ERR_INTERNAL",
         }
     }
@@ -173,11 +181,18 @@ pub mod symbols {
     pub const KERNEL_COUNT: &str = "aotc_kernel_count";
     pub const PROFILE_ENABLE: &str = "aotc_profile_enable";
     pub const PROFILE_READ: &str = "aotc_profile_read";
+    /// Weights from a file or bytes, and swapping them: added within ABI version 1, so a
+    /// library compiled before lacks them.
+    pub const MODEL_CREATE_WEIGHTS: &str = "aotc_model_create_weights";
+    pub const MODEL_CREATE_WEIGHTS_BYTES: &str = "aotc_model_create_weights_bytes";
+    pub const LOAD_WEIGHTS: &str = "aotc_load_weights";
+    pub const LOAD_WEIGHTS_BYTES: &str = "aotc_load_weights_bytes";
 
     pub const ALL: &[&str] = &[
         ABI_VERSION, LAST_ERROR, MODEL_CREATE, MODEL_CREATE_THREADS, MODEL_DESTROY, METADATA_JSON, IN_SPEC, OUT_SPEC,
         INPUT_COUNT, INPUT_INFO, OUTPUT_COUNT, OUTPUT_INFO, BUFFER_COUNT, BUFFER_INFO,
         BUFFER_READ, BUFFER_WRITE, RUN, KERNEL_COUNT, PROFILE_ENABLE, PROFILE_READ,
+        MODEL_CREATE_WEIGHTS, MODEL_CREATE_WEIGHTS_BYTES, LOAD_WEIGHTS, LOAD_WEIGHTS_BYTES,
     ];
 }
 
@@ -201,7 +216,8 @@ pub mod internal_symbols {
     /// The manifest as JSON bytes, and its length (a u64).
     pub const MANIFEST: &str = "__aotc_manifest";
     pub const MANIFEST_LEN: &str = "__aotc_manifest_len";
-    /// All weights and initial buffer values, 64-byte aligned each.
+    /// All weights and initial buffer values, 64-byte aligned each (one zero byte when
+    /// they live in a file: the manifest's `weights.external`).
     pub const WEIGHTS: &str = "__aotc_weights";
     /// `void __aotc_softmax_f32(float *out, const float *x, int64_t rows, int64_t len,
     /// int64_t log)`: (log-)softmax of each contiguous row.
@@ -252,4 +268,8 @@ pub mod fn_types {
     pub type Run = unsafe extern "C" fn(*mut AotcModel, *const AotcTensor, i64, *mut AotcTensor, i64) -> i32;
     pub type ProfileEnable = unsafe extern "C" fn(*mut AotcModel, i32) -> i32;
     pub type ProfileRead = unsafe extern "C" fn(*const AotcModel, *mut i64, *mut f64, *mut f64, i64) -> i32;
+    pub type ModelCreateWeights = unsafe extern "C" fn(*const c_char, i64, *const c_char, *mut *mut AotcModel) -> i32;
+    pub type ModelCreateWeightsBytes = unsafe extern "C" fn(*const c_char, i64, *const c_void, u64, *mut *mut AotcModel) -> i32;
+    pub type LoadWeights = unsafe extern "C" fn(*mut AotcModel, *const c_char) -> i32;
+    pub type LoadWeightsBytes = unsafe extern "C" fn(*mut AotcModel, *const c_void, u64) -> i32;
 }

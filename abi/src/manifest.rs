@@ -7,6 +7,7 @@
 
 use crate::arena::Arena;
 use crate::sym::{SymExpr, SymId};
+use crate::weights::WeightsTable;
 use crate::DType;
 use serde::{Deserialize, Serialize};
 
@@ -63,6 +64,10 @@ pub struct Manifest {
     /// has one of its own.
     #[serde(default)]
     pub arena: Arena,
+    /// The weights the library reads: where they live, their fingerprints, the entries
+    /// that `Slot::Weight` and `BufferSpec::init_entry` index.
+    #[serde(default)]
+    pub weights: WeightsTable,
 }
 
 fn zero() -> SymExpr {
@@ -252,6 +257,9 @@ pub struct BufferSpec {
     pub sizes: Vec<i64>,
     /// Byte offset of the initial value in the weights blob.
     pub init_offset: u64,
+    /// Its entry in the weights table (none when it is empty).
+    #[serde(default)]
+    pub init_entry: Option<usize>,
     pub slot: usize,
 }
 
@@ -263,8 +271,9 @@ impl BufferSpec {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Slot {
-    /// Read-only data at this byte offset of the weights blob.
-    Weight { offset: u64 },
+    /// Read-only data at this byte offset of the weights blob: entry `entry` of the weights
+    /// table (none when it is empty: a weight nothing reads, or a tensor of no elements).
+    Weight { offset: u64, #[serde(default)] entry: Option<usize> },
     /// The instance's current value of buffer N.
     Buffer(usize),
     /// The caller's user input N (made contiguous first if it is not).

@@ -15,6 +15,8 @@ pub struct BenchOptions {
     /// 0: the library's default ($AOTC_NUM_THREADS, else the available cores).
     pub threads: usize,
     pub device: Device,
+    /// Weights to run with instead of the library's own (a weights file of its structure).
+    pub weights_file: Option<std::path::PathBuf>,
 }
 
 #[derive(serde::Serialize)]
@@ -34,7 +36,7 @@ pub struct BenchReport {
 }
 
 pub fn bench(library: &Path, input: &Path, opts: &BenchOptions) -> Result<BenchReport, String> {
-    let mut model = Model::load_with_threads(library, opts.device, opts.threads).map_err(|e| e.to_string())?;
+    let mut model = Model::load_with(library, opts.device, opts.threads, opts.weights_file.clone().map_or(aotc_runtime::Weights::Default, aotc_runtime::Weights::File)).map_err(|e| e.to_string())?;
     let manifest: Manifest = serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
     let inputs = crate::tensor_io::read_inputs(input, model.inputs().len())?;
     let mut times = Vec::with_capacity(opts.iters);

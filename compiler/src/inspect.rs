@@ -40,9 +40,20 @@ pub fn describe_manifest(m: &Manifest) -> String {
     }
     let _ = writeln!(s, "mutations: {} buffer(s), {} user input(s)", m.buffer_mutations.len(), m.input_mutations.len());
     let _ = writeln!(s, "GEMM FLOPs per call: {}", m.flops);
+    let _ = writeln!(s, "{}", describe_weights(m));
     let _ = writeln!(s, "{}", describe_arena(m));
     let _ = writeln!(s, "in_spec: {}\nout_spec: {}", m.in_spec, m.out_spec);
     s
+}
+
+/// Where the weights live, how many, and their fingerprints.
+fn describe_weights(m: &Manifest) -> String {
+    let w = &m.weights;
+    let place = match (&w.file, w.external) {
+        (Some(f), true) => format!("in {f} beside the library"),
+        _ => "linked in".to_string(),
+    };
+    format!("weights: {} tensors, {} bytes, {place} (structure fingerprint {}, weights id {})", w.entries.len(), w.bytes, w.fingerprint, w.id)
 }
 
 /// "arena: N bytes (M slots; without reuse: K bytes)" when the compiler laid it out.

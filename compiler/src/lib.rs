@@ -19,6 +19,7 @@ pub mod passes;
 pub mod peak;
 pub mod profile;
 pub mod tensor_io;
+pub mod weights_out;
 
 pub use error::{Error, Result};
 
@@ -29,12 +30,36 @@ use std::time::{Duration, Instant};
 pub struct CompileOptions {
     /// A safetensors file whose tensors (keyed by FQN) replace the archive's weights.
     pub weights: Option<PathBuf>,
+    /// Where the weights go: into the library, or into a file beside it.
+    pub placement: WeightsPlacement,
+    /// The external weights file (default: `<library stem>.weights.safetensors` beside it).
+    pub weights_out: Option<PathBuf>,
 }
+
+/// Where a compiled library's weights live.
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightsPlacement {
+    /// In the library up to [`AUTO_EXTERNAL_BYTES`], in a file beyond.
+    #[default]
+    Auto,
+    /// Always in the library (`--embed-weights`).
+    Embedded,
+    /// Always in a file beside it (`--external-weights`).
+    External,
+}
+
+/// Above this many bytes of weights, [`WeightsPlacement::Auto`] writes them to a file: an
+/// embedded blob past 2 GiB puts the code's 32-bit PC-relative references to the GOT out of
+/// range and the link fails (measured: `weights_out::MAX_EMBEDDED_BYTES`); 1 GiB leaves a
+/// margin, and a library that size gains nothing from holding its weights.
+pub const AUTO_EXTERNAL_BYTES: u64 = 1 << 30;
 
 /// What a compilation did, for `aotc compile -v` and benchmarks.
 pub struct CompileReport {
     pub kernels: usize,
     pub weight_bytes: usize,
+    /// The external weights file written, if any.
+    pub weights_file: Option<PathBuf>,
     pub stages: Vec<(&'static str, Duration)>,
     pub ir: String,
 }
@@ -63,18 +88,26 @@ pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<Com
     let src = frontend::load(input, opts.weights.as_deref())?;
     lap("frontend", &mut stages);
     let mut lowered = lower::lower(&src)?;
+    // The payloads now live in the program: with gigabytes of weights, a second copy matters.
+    drop(src);
     lap("lower", &mut stages);
     passes::prepack::prepack_weights(&mut lowered);
     lap("prepack", &mut stages);
-    let plan = passes::plan::plan(&lowered, &input.display().to_string())?;
+    let mut plan = passes::plan::plan(&lowered, &input.display().to_string())?;
+    let weights_file = weights_out::place(&mut plan, output, opts)?;
     lap("plan", &mut stages);
     let object = codegen::cpu::emit_object(&lowered.program, &plan)?;
     lap("codegen", &mut stages);
     link::link(&object, output)?;
     lap("link", &mut stages);
+    if let Some(file) = &weights_file {
+        weights_out::write(&plan, file)?;
+        lap("weights", &mut stages);
+    }
     Ok(CompileReport {
         kernels: lowered.program.kernels.len(),
         weight_bytes: plan.weights_blob.len(),
+        weights_file,
         stages,
         ir: lowered.program.to_string(),
     })

@@ -1,8 +1,8 @@
 //! The `aotc` command line: compile, run, bench, profile, inspect.
 
-use aotc::{compile, inspect, tensor_io, CompileOptions};
+use aotc::{compile, inspect, tensor_io, CompileOptions, WeightsPlacement};
 use aotc_abi::manifest::Manifest;
-use aotc_runtime::{Device, Model, Value};
+use aotc_runtime::{Device, Model, Value, Weights};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,6 +25,17 @@ enum Command {
         /// safetensors file of weights keyed by FQN (overrides the archive's).
         #[arg(long)]
         weights: Option<PathBuf>,
+        /// Keep the weights outside the library, in a safetensors file beside it (every
+        /// tensor 64-byte aligned, memory-mapped at load, swappable); automatic above 1 GiB.
+        #[arg(long, conflicts_with = "embed_weights")]
+        external_weights: bool,
+        /// Keep the weights inside the library, whatever their size.
+        #[arg(long)]
+        embed_weights: bool,
+        /// The external weights file (default: <library stem>.weights.safetensors beside
+        /// the library, where the library looks for it); implies --external-weights.
+        #[arg(long)]
+        weights_out: Option<PathBuf>,
         /// Print stage timings and the loop IR.
         #[arg(short, long)]
         verbose: bool,
@@ -38,6 +49,10 @@ enum Command {
         output_dir: PathBuf,
         #[arg(long, default_value = "cpu")]
         device: String,
+        /// Weights to run with instead of the library's own: a weights file of the same
+        /// structure (aotc compile --external-weights [--weights NEW.safetensors]).
+        #[arg(long)]
+        weights_file: Option<PathBuf>,
         /// Print every output.
         #[arg(long)]
         print: bool,
@@ -57,6 +72,9 @@ enum Command {
         threads: usize,
         #[arg(long, default_value = "cpu")]
         device: String,
+        /// Weights to run with instead of the library's own (see `aotc run`).
+        #[arg(long)]
+        weights_file: Option<PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -76,6 +94,9 @@ enum Command {
         threads: usize,
         #[arg(long, default_value = "cpu")]
         device: String,
+        /// Weights to run with instead of the library's own (see `aotc run`).
+        #[arg(long)]
+        weights_file: Option<PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -122,12 +143,20 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Compile { model, output, weights, verbose } => {
+        Command::Compile { model, output, weights, external_weights, embed_weights, weights_out, verbose } => {
             let t = Instant::now();
-            let report = compile(&model, &output, &CompileOptions { weights }).map_err(|e| e.to_string())?;
+            let placement = match (external_weights, embed_weights) {
+                (true, _) => WeightsPlacement::External,
+                (_, true) => WeightsPlacement::Embedded,
+                _ => WeightsPlacement::Auto,
+            };
+            let report = compile(&model, &output, &CompileOptions { weights, placement, weights_out }).map_err(|e| e.to_string())?;
             let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
             println!("compiled {} -> {} in {:.1} ms ({} kernels, {} weight bytes, {} byte library)",
                 model.display(), output.display(), t.elapsed().as_secs_f64() * 1e3, report.kernels, report.weight_bytes, size);
+            if let Some(file) = &report.weights_file {
+                println!("weights -> {}", file.display());
+            }
             if verbose {
                 for (stage, d) in &report.stages {
                     println!("  {stage:<9} {:8.2} ms", d.as_secs_f64() * 1e3);
@@ -136,9 +165,9 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Bench { library, input, iters, warmup, threads, device, json } => {
+        Command::Bench { library, input, iters, warmup, threads, device, weights_file, json } => {
             let device = Device::parse(&device).map_err(|e| e.to_string())?;
-            let report = aotc::bench::bench(&library, &input, &aotc::bench::BenchOptions { iters, warmup, threads, device })?;
+            let report = aotc::bench::bench(&library, &input, &aotc::bench::BenchOptions { iters, warmup, threads, device, weights_file })?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
             } else {
@@ -146,9 +175,9 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Profile { library, input, iters, warmup, threads, device, json } => {
+        Command::Profile { library, input, iters, warmup, threads, device, weights_file, json } => {
             let device = Device::parse(&device).map_err(|e| e.to_string())?;
-            let report = aotc::profile::profile(&library, &input, &aotc::profile::ProfileOptions { iters, warmup, threads, device })?;
+            let report = aotc::profile::profile(&library, &input, &aotc::profile::ProfileOptions { iters, warmup, threads, device, weights_file })?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
             } else {
@@ -156,13 +185,17 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Run { library, inputs, output_dir, device, print } => {
+        Command::Run { library, inputs, output_dir, device, weights_file, print } => {
             let device = Device::parse(&device).map_err(|e| e.to_string())?;
-            let mut model = Model::load(&library, device).map_err(|e| e.to_string())?;
+            let t = Instant::now();
+            let weights = weights_file.map_or(Weights::Default, Weights::File);
+            let mut model = Model::load_with(&library, device, 0, weights).map_err(|e| e.to_string())?;
+            println!("loaded {} in {:.1} ms", library.display(), t.elapsed().as_secs_f64() * 1e3);
             let manifest: Manifest = serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
             std::fs::create_dir_all(&output_dir).map_err(|e| format!("{}: {e}", output_dir.display()))?;
             for (call, file) in inputs.iter().enumerate() {
                 let mut values = tensor_io::read_inputs(file, model.inputs().len())?;
+                let t = Instant::now();
                 let outputs = model.run(&mut values).map_err(|e| format!("call {call} ({}): {e}", file.display()))?;
                 let named: Vec<(String, &aotc_runtime::Tensor)> = outputs.iter().enumerate().map(|(i, t)| (i.to_string(), t)).collect();
                 tensor_io::write(&output_dir.join(format!("outputs_{call}.safetensors")), &named)?;
@@ -173,7 +206,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 if !mutated.is_empty() {
                     tensor_io::write(&output_dir.join(format!("mutated_{call}.safetensors")), &mutated)?;
                 }
-                println!("call {call}: {} output(s)", outputs.len());
+                println!("call {call}: {} output(s) in {:.1} ms", outputs.len(), t.elapsed().as_secs_f64() * 1e3);
                 if print {
                     for (i, t) in outputs.iter().enumerate() {
                         let v = t.to_f64_vec();
@@ -189,7 +222,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Inspect { path, weights } => {
-            print!("{}", inspect::inspect(&path, &CompileOptions { weights }).map_err(|e| e.to_string())?);
+            print!("{}", inspect::inspect(&path, &CompileOptions { weights, ..Default::default() }).map_err(|e| e.to_string())?);
             Ok(())
         }
     }

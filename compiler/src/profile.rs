@@ -12,6 +12,8 @@ pub struct ProfileOptions {
     /// 0: the library's default ($AOTC_NUM_THREADS, else the available cores).
     pub threads: usize,
     pub device: Device,
+    /// Weights to run with instead of the library's own (a weights file of its structure).
+    pub weights_file: Option<std::path::PathBuf>,
 }
 
 #[derive(serde::Serialize)]
@@ -43,7 +45,7 @@ pub struct KernelTime {
 }
 
 pub fn profile(library: &Path, input: &Path, opts: &ProfileOptions) -> Result<ProfileReport, String> {
-    let mut model = Model::load_with_threads(library, opts.device, opts.threads).map_err(|e| e.to_string())?;
+    let mut model = Model::load_with(library, opts.device, opts.threads, opts.weights_file.clone().map_or(aotc_runtime::Weights::Default, aotc_runtime::Weights::File)).map_err(|e| e.to_string())?;
     let manifest: Manifest = serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
     let count = model.kernel_count().map_err(|e| e.to_string())?;
     if manifest.kernels.len() != count {

@@ -219,3 +219,46 @@ fn profile_times_every_kernel_slowest_first() {
     assert!(text.contains("rank  kernel  kind") && text.contains("convolution [c1: Conv2d]") && text.contains("total: kernels"), "{text}");
     fails_with(&aotc(&[&"profile", &dir.path().join("missing.so"), &"--input", &input]), "missing.so");
 }
+
+#[test]
+fn external_weights_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    let fx = fixture("mlp_buffer_mutation");
+    let out = aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &p("m.so"), &"--external-weights"]);
+    succeeds(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("weights -> {}", p("m.weights.safetensors").display())));
+    let out = aotc(&[&"inspect", &p("m.so")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("weights: 5 tensors") && text.contains("in m.weights.safetensors beside the library"), "{text}");
+    // --weights-out names the file (and implies external weights); the library finds it
+    // only beside itself, so run names it.
+    std::fs::create_dir(p("elsewhere")).unwrap();
+    succeeds(&aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &p("o.so"), &"--weights-out", &p("elsewhere/other.safetensors")]));
+    // `aotc run SO --input inputs_0 --output-dir out [extra...]`, and its output 0.
+    let run = |so: &str, extra: &[std::ffi::OsString]| {
+        let _ = std::fs::remove_dir_all(p("out"));
+        let mut args: Vec<std::ffi::OsString> = vec!["run".into(), p(so).into(), "--input".into(), fx.join("inputs_0.safetensors").into(), "--output-dir".into(), p("out").into()];
+        args.extend_from_slice(extra);
+        let out = Command::new(aotc_bin()).args(&args).output().expect("run aotc");
+        (out, aotc::tensor_io::read(&p("out/outputs_0.safetensors")).map(|t| t.0))
+    };
+    let weights_file = |name: &str| vec!["--weights-file".into(), p(name).into_os_string()];
+    let want = aotc::tensor_io::read(&fx.join("expected_0.safetensors")).unwrap().0;
+    for (so, extra) in [("m.so", vec![]), ("m.so", weights_file("elsewhere/other.safetensors")), ("o.so", weights_file("elsewhere/other.safetensors"))] {
+        let (out, got) = run(so, &extra);
+        succeeds(&out);
+        let got = got.unwrap();
+        let (a, b) = (want["0"].to_f64_vec(), got["0"].to_f64_vec());
+        assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-4 + 1e-3 * x.abs()), "{so} {extra:?}: {a:?} vs {b:?}");
+    }
+    fails_with(&run("o.so", &[]).0, "beside itself");
+    let bytes = std::fs::read(p("m.weights.safetensors")).unwrap();
+    std::fs::write(p("cut.safetensors"), &bytes[..bytes.len() - 8]).unwrap();
+    fails_with(&run("m.so", &weights_file("cut.safetensors")).0, "truncated");
+    fails_with(&aotc(&[&"bench", &p("m.so"), &"--input", &fx.join("inputs_0.safetensors"), &"--iters", &"2", &"--weights-file", &p("cut.safetensors")]), "AOTC_ERR_WEIGHTS");
+    succeeds(&aotc(&[&"bench", &p("m.so"), &"--input", &fx.join("inputs_0.safetensors"), &"--iters", &"2", &"--weights-file", &p("elsewhere/other.safetensors")]));
+    fails_with(&aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &p("e.so"), &"--embed-weights", &"--weights-out", &p("x.safetensors")]), "--weights-out");
+    let out = aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &p("e.so"), &"--embed-weights", &"--external-weights"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+}

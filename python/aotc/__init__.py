@@ -20,7 +20,7 @@ Error.code = None
 Error.status = None
 
 
-def load(path, device="cpu", threads=None):
+def load(path, device="cpu", threads=None, weights=None):
     """Loads the compiled library at `path` into a new instance, callable like the
     exported module: m(*args, **kwargs).
 
@@ -28,5 +28,8 @@ def load(path, device="cpu", threads=None):
     else the available cores). Each instance has its own state (buffers); one instance
     serves one call at a time (concurrent calls wait for each other), distinct instances
     run in parallel.
+    weights: None for the library's own (linked in, or the weights file its compilation
+    wrote beside it: aotc compile --external-weights), else a weights file of the same
+    structure, by path or as bytes (copied). m.load_weights(...) swaps them later.
     """
-    return Model(path, device, threads, support=_arrays)
+    return Model(path, device, threads, support=_arrays, weights=weights)

@@ -8,6 +8,7 @@ mod leaf;
 mod model;
 mod outputs;
 mod tree;
+mod weights;
 
 use pyo3::prelude::*;
 

@@ -4,6 +4,7 @@
 
 use crate::error::{raise, to_py};
 use crate::leaf::Numpy;
+use crate::weights::PyWeights;
 use aotc_abi::{status, value_kind, DType};
 use aotc_runtime::pytree::TreeSpec;
 use aotc_runtime::{Device, ValueInfo};
@@ -107,10 +108,15 @@ impl Model {
     /// on up to `threads` threads (None: $AOTC_NUM_THREADS, else the available cores).
     /// `support` is the module aotc._arrays.
     #[new]
-    #[pyo3(signature = (path, device = "cpu", threads = None, *, support))]
-    fn new(py: Python<'_>, path: PathBuf, device: &str, threads: Option<usize>, support: &Bound<'_, PyAny>) -> PyResult<Model> {
+    /// `weights`: None (the library's own), or a weights file's path or bytes.
+    #[pyo3(signature = (path, device = "cpu", threads = None, *, support, weights = None))]
+    fn new(py: Python<'_>, path: PathBuf, device: &str, threads: Option<usize>, support: &Bound<'_, PyAny>, weights: Option<&Bound<'_, PyAny>>) -> PyResult<Model> {
         let dev = Device::parse(device).map_err(|e| to_py(py, e))?;
-        let model = py.detach(|| aotc_runtime::Model::load_with_threads(&path, dev, threads.unwrap_or(0))).map_err(|e| to_py(py, e))?;
+        let weights = weights.filter(|w| !w.is_none()).map(PyWeights::extract).transpose()?;
+        let model = py.detach(|| {
+            let source = weights.as_ref().map_or(aotc_runtime::Weights::Default, PyWeights::source);
+            aotc_runtime::Model::load_with(&path, dev, threads.unwrap_or(0), source)
+        }).map_err(|e| to_py(py, e))?;
         let parse = |spec: &str, what: &str| TreeSpec::parse(spec).map_err(|e| raise(py, status::INTERNAL, format!("{}: {what}: {e}", path.display())));
         let in_spec = parse(model.in_spec(), "in_spec")?;
         let out_spec = parse(model.out_spec(), "out_spec")?;
@@ -225,6 +231,16 @@ impl Model {
     /// Overwrites buffer `name` (same dtype and shape; any strides) for the next calls.
     fn write_buffer(&self, py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
         self.write_buffer_impl(py, name, value)
+    }
+
+    /// Swaps in other weights: a weights file of this library's structure (the same
+    /// tensors, dtypes and shapes: `aotc compile --external-weights --weights NEW` of the
+    /// same program writes one), by path, or its bytes (copied). Checked first: on error
+    /// (aotc.Error, status AOTC_ERR_WEIGHTS, naming the first mismatch) the model is
+    /// unchanged. Buffers restart from the file's initial values, as after torch's
+    /// load_state_dict. Waits for a call running on another thread to finish.
+    fn load_weights(&self, py: Python<'_>, weights: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.load_weights_impl(py, weights)
     }
 
     fn __repr__(&self) -> String {

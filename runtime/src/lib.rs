@@ -14,11 +14,13 @@
 pub mod pytree;
 mod raw;
 mod tensor;
+mod weights;
 
 pub use aotc_abi::DType;
 pub use aotc_abi::{AotcTensor, DLDataType, DLDevice, DL_CPU};
 pub use raw::OutputView;
 pub use tensor::Tensor;
+pub use weights::Weights;
 
 use aotc_abi::{fn_types as ft, status, symbols, AotcModel, AotcValueInfo};
 use libloading::Library;
@@ -112,6 +114,8 @@ struct Fns {
     buffer_write: ft::BufferWrite,
     /// `None` for a library compiled before profiling existed.
     profile: Option<ProfileFns>,
+    /// `None` for a library compiled before weights could be loaded.
+    weights: Option<weights::WeightsFns>,
 }
 
 struct ProfileFns {
@@ -157,6 +161,13 @@ impl Model {
 
     /// [`Model::load`] with calls running on up to `threads` threads (0: the default).
     pub fn load_with_threads(path: impl AsRef<Path>, device: Device, threads: usize) -> Result<Model, Error> {
+        Self::load_with(path, device, threads, Weights::Default)
+    }
+
+    /// [`Model::load_with_threads`] with the instance's weights taken from `weights`: the
+    /// library's own ([`Weights::Default`]: linked in, or the file its compilation wrote
+    /// beside it), another weights file of the same structure, or its bytes.
+    pub fn load_with(path: impl AsRef<Path>, device: Device, threads: usize, weights: Weights) -> Result<Model, Error> {
         let path = path.as_ref();
         // dlopen looks a name without a '/' up in the library search path, never in the
         // current directory: "model.so" means ./model.so to whoever types it.
@@ -167,7 +178,10 @@ impl Model {
         // SAFETY: calling a symbol with its declared signature.
         let v = unsafe { version() };
         if v != aotc_abi::ABI_VERSION {
-            return Err(Error::new(status::INVALID_ARGUMENT, format!("{}: ABI version {v}, this runtime speaks {}", path.display(), aotc_abi::ABI_VERSION)));
+            return Err(Error::new(status::INVALID_ARGUMENT, format!(
+                "{}: the library was compiled for aotc ABI version {v}, this loader (aotc-runtime {}) speaks ABI version {}: compile the model again with a matching aotc, or load it with a matching runtime",
+                path.display(), env!("CARGO_PKG_VERSION"), aotc_abi::ABI_VERSION
+            )));
         }
         let fns = Fns {
             last_error: sym(&lib, symbols::LAST_ERROR)?,
@@ -180,12 +194,11 @@ impl Model {
                 enable: sym(&lib, symbols::PROFILE_ENABLE).ok()?,
                 read: sym(&lib, symbols::PROFILE_READ).ok()?,
             }))(),
+            weights: weights::WeightsFns::find(&lib),
         };
-        let create: ft::ModelCreateThreads = sym(&lib, symbols::MODEL_CREATE_THREADS)?;
         let dev = CString::new(device.as_str()).expect("no NUL in device names");
-        let mut handle = std::ptr::null_mut();
-        // SAFETY: valid C string and out pointer.
-        let rc = unsafe { create(dev.as_ptr(), i64::try_from(threads).unwrap_or(i64::MAX), &mut handle) };
+        let threads = i64::try_from(threads).unwrap_or(i64::MAX);
+        let (rc, handle) = weights::create(&lib, &fns, &dev, threads, &weights)?;
         if rc != status::OK {
             // SAFETY: last_error returns a valid C string.
             return Err(Error::new(rc, owned(unsafe { (fns.last_error)() })));

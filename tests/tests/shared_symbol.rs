@@ -32,7 +32,7 @@ fn inputs_sharing_a_symbol_must_agree() {
     let weights = dir.path().join("w.safetensors");
     aotc::tensor_io::write(&weights, &[("w".into(), &Tensor::from_f32(&[4, 4], &identity))]).unwrap();
     let so = dir.path().join("m.so");
-    aotc::compile(&json, &so, &aotc::CompileOptions { weights: Some(weights) }).expect("compile");
+    aotc::compile(&json, &so, &aotc::CompileOptions { weights: Some(weights), ..Default::default() }).expect("compile");
 
     let mut m = Model::load(&so, Device::Cpu).unwrap();
     let e = m.run(&mut [ones(&[5, 4]), ones(&[6, 4]), Value::Float(3.0)]).unwrap_err();

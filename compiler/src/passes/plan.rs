@@ -4,12 +4,13 @@ use crate::error::{Error, Result};
 use crate::ir::{BufId, BufKind, Kernel, Program};
 use crate::lower::{Lowered, LoweredInput};
 use aotc_abi::manifest::{BufferSpec, DataSymbol, GraphNode, IndexErrors, InputSpec, KernelInfo, Manifest, Slot, TensorSpec};
+use aotc_abi::weights::{WeightEntry, WeightsTable};
 use aotc_abi::DType;
 use aotc_abi::sym::SymExpr;
 use std::collections::HashMap;
 
 /// Weights are 64-byte aligned inside the blob (and the blob itself is 64-byte aligned).
-pub const WEIGHT_ALIGN: usize = 64;
+pub const WEIGHT_ALIGN: usize = aotc_abi::weights::ALIGN;
 
 pub struct Plan {
     pub manifest: Manifest,
@@ -36,9 +37,10 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         offsets.push(weights_blob.len() as u64);
         weights_blob.extend_from_slice(w);
     }
+    let (table, entry_of) = weights_table(p, &offsets, &weights_blob)?;
     let state_index = |b: BufId| l.buffers.iter().position(|x| x.buf == b).expect("state buffers are listed");
     let slots = p.buffers.iter().map(|(id, b)| match b.kind {
-        BufKind::Weight(w) => Slot::Weight { offset: offsets[w] },
+        BufKind::Weight(w) => Slot::Weight { offset: offsets[w], entry: entry_of[w] },
         BufKind::State(_) => Slot::Buffer(state_index(id)),
         BufKind::Input(i) => Slot::Input(i),
         BufKind::Scratch | BufKind::IndexErrors => Slot::Scratch { bytes: b.bytes() },
@@ -79,6 +81,7 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
                 dtype: b.dtype,
                 sizes: b.sizes.iter().map(|s| s.as_int().expect("buffers have static sizes")).collect(),
                 init_offset: offsets[w],
+                init_entry: entry_of[w],
                 slot: index(lb.buf),
             }
         }).collect(),
@@ -97,6 +100,7 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         })),
         nodes: vec![],
         kernels: vec![],
+        weights: table,
     };
     let (stage_ends, data_symbols) = stages(p)?;
     let (nodes, kernels) = kernel_infos(p, &stage_ends);
@@ -104,6 +108,39 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
     let manifest = Manifest { data_symbols, nodes, kernels, arena, ..manifest };
     check_stages(p, &manifest, &stage_ends)?;
     Ok(Plan { manifest, weights_blob, dim_index, stage_ends })
+}
+
+/// The weights table: one entry per non-empty payload, named by its buffer (an FQN, or the
+/// compiler's name for a packed or folded weight; a repeated name gets `#<n>`), and each
+/// payload's entry.
+fn weights_table(p: &Program, offsets: &[u64], blob: &[u8]) -> Result<(WeightsTable, Vec<Option<usize>>)> {
+    let mut owner: Vec<Option<BufId>> = vec![None; p.weights.len()];
+    for (id, b) in p.buffers.iter() {
+        if let BufKind::Weight(w) | BufKind::State(w) = b.kind {
+            owner[w] = Some(id);
+        }
+    }
+    let mut entries = vec![];
+    let mut entry_of = vec![None; p.weights.len()];
+    let mut names = std::collections::HashSet::new();
+    for (w, payload) in p.weights.iter().enumerate() {
+        let Some(id) = owner[w].filter(|_| !payload.is_empty()) else { continue };
+        let b = &p.buffers[id];
+        let sizes = b.sizes.iter().map(|s| s.as_int()).collect::<Option<Vec<i64>>>()
+            .ok_or_else(|| internal(format!("weight '{}' has symbolic sizes", b.name)))?;
+        if aotc_abi::layout::byte_len(&sizes, b.dtype.size()) != Some(payload.len()) {
+            return Err(internal(format!("weight '{}' holds {} bytes, not those of {}{sizes:?}", b.name, payload.len(), b.dtype)));
+        }
+        let mut name = b.name.clone();
+        let mut n = 1;
+        while !names.insert(name.clone()) {
+            n += 1;
+            name = format!("{}#{n}", b.name);
+        }
+        entry_of[w] = Some(entries.len());
+        entries.push(WeightEntry { name, dtype: b.dtype, sizes, offset: offsets[w], bytes: payload.len() as u64 });
+    }
+    Ok((WeightsTable::new(entries, blob), entry_of))
 }
 
 /// Cuts the kernel list after each kernel whose result binds a data symbol.

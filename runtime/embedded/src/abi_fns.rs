@@ -6,7 +6,8 @@ use crate::model::Model;
 use crate::program::{program, ValueInfoStore};
 use aotc_abi::{status, AotcModel, AotcTensor, AotcValueInfo, ABI_VERSION};
 use std::cell::RefCell;
-use std::ffi::{c_char, CStr, CString};
+use crate::weights::Source;
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 thread_local! {
@@ -80,10 +81,72 @@ pub unsafe extern "C" fn aotc_model_create_threads(device: *const c_char, num_th
         if out.is_null() {
             return err(status::INVALID_ARGUMENT, "out is a null pointer");
         }
-        let model = Model::new(c_str(device, "device")?, num_threads)?;
+        let model = Model::new(c_str(device, "device")?, num_threads, Source::Default)?;
         // SAFETY: out was checked non-null.
         unsafe { *out = Box::into_raw(Box::new(model)) as *mut AotcModel };
         Ok(())
+    })
+}
+
+/// The bytes `data[..len]` of a caller's weights buffer.
+fn byte_slice<'a>(data: *const c_void, len: u64) -> Result<&'a [u8]> {
+    let len = usize::try_from(len).ok().filter(|&n| isize::try_from(n).is_ok())
+        .ok_or(Error { code: status::INVALID_ARGUMENT, message: format!("len {len} does not fit the address space") })?;
+    if data.is_null() {
+        return err(status::INVALID_ARGUMENT, format!("data is a null pointer, with len {len}"));
+    }
+    // SAFETY: the caller passes `len` readable bytes at `data` (checked non-null), unchanged
+    // during the call.
+    Ok(unsafe { std::slice::from_raw_parts(data.cast(), len) })
+}
+
+/// Creates an instance, writing it to `out` (checked non-null).
+fn create(device: *const c_char, num_threads: i64, weights: impl FnOnce() -> Result<Source<'static>>, out: *mut *mut AotcModel) -> Result<()> {
+    if out.is_null() {
+        return err(status::INVALID_ARGUMENT, "out is a null pointer");
+    }
+    let model = Model::new(c_str(device, "device")?, num_threads, weights()?)?;
+    // SAFETY: out was checked non-null.
+    unsafe { *out = Box::into_raw(Box::new(model)) as *mut AotcModel };
+    Ok(())
+}
+
+/// # Safety
+/// `device` and `weights_path` are C strings or null; `out` is writable or null (checked).
+#[no_mangle]
+pub unsafe extern "C" fn aotc_model_create_weights(device: *const c_char, num_threads: i64, weights_path: *const c_char, out: *mut *mut AotcModel) -> i32 {
+    guard(|| create(device, num_threads, || match weights_path.is_null() {
+        true => Ok(Source::Default),
+        false => c_str(weights_path, "weights_path").map(Source::File),
+    }, out))
+}
+
+/// # Safety
+/// `device` is a C string or null; `data` holds `len` readable bytes or is null; `out` is
+/// writable or null (checked). The bytes are copied.
+#[no_mangle]
+pub unsafe extern "C" fn aotc_model_create_weights_bytes(device: *const c_char, num_threads: i64, data: *const c_void, len: u64, out: *mut *mut AotcModel) -> i32 {
+    guard(|| create(device, num_threads, || byte_slice(data, len).map(Source::Bytes), out))
+}
+
+/// # Safety
+/// `m` comes from aotc_model_create* (or is null) and no other thread uses it during the
+/// call; `path` is a C string or null (checked).
+#[no_mangle]
+pub unsafe extern "C" fn aotc_load_weights(m: *mut AotcModel, path: *const c_char) -> i32 {
+    guard(|| {
+        let model = model_mut(m)?;
+        model.load_weights(Source::File(c_str(path, "path")?))
+    })
+}
+
+/// # Safety
+/// As aotc_load_weights; `data` holds `len` readable bytes or is null (checked). Copied.
+#[no_mangle]
+pub unsafe extern "C" fn aotc_load_weights_bytes(m: *mut AotcModel, data: *const c_void, len: u64) -> i32 {
+    guard(|| {
+        let model = model_mut(m)?;
+        model.load_weights(Source::Bytes(byte_slice(data, len)?))
     })
 }
 

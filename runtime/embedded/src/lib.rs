@@ -8,6 +8,8 @@
 //! scratch memory (keeping it apart from inputs that alias it) and applies mutations
 //! after a call ([`model`]); scratch whose values matter only between kernels shares one
 //! allocation per instance, laid out by lifetime ([`arena`]).
+//! Its weights are linked in, or a file mapped read-only and shared by instances, or a
+//! caller's bytes ([`weights`], [`mapping`]); an instance may swap them.
 //! It also provides the extern kernels the generated code calls (GEMM, convolution,
 //! [`fft`]), the worker threads that large kernels are split across ([`pool`]) and the
 //! kernel timings of a profile ([`profile`]).
@@ -25,12 +27,14 @@ pub mod gemm;
 mod guards;
 mod inputs;
 mod kernels;
+mod mapping;
 mod memory;
 mod model;
 mod pool;
 mod profile;
 mod program;
 mod rows;
+mod weights;
 
 pub use abi_fns::*;
 pub use conv::{__aotc_conv2d_f32, __aotc_max_pool2d_f32};
@@ -38,3 +42,4 @@ pub use fft::*;
 pub use kernels::*;
 pub use pool::__aotc_parallel;
 pub use profile::__aotc_profile_mark;
+pub use rows::{__aotc_layer_norm_f32, __aotc_softmax_f32};

@@ -8,7 +8,8 @@ use crate::inputs::bind_inputs;
 use crate::memory::{ensure_len, strided_copy, AlignedBuf, Direction};
 use crate::pool::{with_threads, PoolUser};
 use crate::profile::Profile;
-use crate::program::{program, weights_base, Program};
+use crate::program::{program, Program};
+use crate::weights::{Source, Weights};
 use aotc_abi::manifest::{InputSpec, Slot};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::{status, AotcTensor, DType, DL_CPU};
@@ -19,6 +20,8 @@ extern "C" {
 
 pub struct Model {
     program: &'static Program,
+    /// The read-only weights the program's weight slots point into.
+    weights: Weights,
     buffers: Vec<AlignedBuf>,
     /// One allocation for the scratch slots whose values matter only between kernels.
     arena: ScratchArena,
@@ -67,22 +70,33 @@ fn scratch_prefix(scratch: &[AlignedBuf], slot: usize, len: usize) -> Result<&[u
         .ok_or_else(|| Error { code: status::INTERNAL, message: format!("scratch slot {slot} holds fewer than the {len} bytes of a mutated value") })
 }
 
+/// Fresh state: every buffer holding its initial value from `weights`.
+fn initial_buffers(program: &Program, weights: &Weights) -> Result<Vec<AlignedBuf>> {
+    program.manifest.buffers.iter().zip(&program.buffer_bytes).map(|(b, &bytes)| {
+        let init = match b.init_entry {
+            Some(e) => weights.slice(e),
+            None => &[][..],
+        };
+        if init.len() != bytes {
+            return err(status::INTERNAL, format!("buffer '{}': its initial value holds {} bytes, not {bytes}", b.name, init.len()));
+        }
+        AlignedBuf::from_bytes(init).ok_or_else(|| Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate buffer '{}'", b.name) })
+    }).collect()
+}
+
 impl Model {
-    pub fn new(device: &str, threads: i64) -> Result<Model> {
+    pub fn new(device: &str, threads: i64, weights: Source) -> Result<Model> {
         let program = program()?;
         if !(device == "cpu" || device == "cpu:0") {
             return err(status::DEVICE, format!("this library was compiled for device \"cpu\"; got \"{device}\""));
         }
         let threads = aotc_abi::thread_count(threads).map_err(|m| Error { code: status::INVALID_ARGUMENT, message: m })?;
         let m = &program.manifest;
-        let mut buffers = Vec::with_capacity(m.buffers.len());
-        for (b, &bytes) in m.buffers.iter().zip(&program.buffer_bytes) {
-            // SAFETY: the compiler placed the buffer's initial value (bytes long) at init_offset.
-            let init = unsafe { std::slice::from_raw_parts(weights_base().add(b.init_offset as usize), bytes) };
-            buffers.push(AlignedBuf::from_bytes(init).ok_or_else(|| Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate buffer '{}'", b.name) })?);
-        }
+        let weights = Weights::open(program, weights)?;
+        let buffers = initial_buffers(program, &weights)?;
         Ok(Model {
             program,
+            weights,
             buffers,
             arena: ScratchArena::new(&m.arena, &m.slots),
             scratch: m.slots.iter().map(|_| AlignedBuf::empty()).collect(),
@@ -97,6 +111,19 @@ impl Model {
 
     pub fn program(&self) -> &'static Program {
         self.program
+    }
+
+    /// Replaces the instance's weights by those of `source` (checked first: on error the
+    /// instance is unchanged) and resets its state buffers to the initial values they
+    /// hold, as torch's `load_state_dict` would. `&mut self`: no call of this instance is
+    /// running, and no output of an earlier call points into weights (outputs always have
+    /// buffers of their own), so the old weights go at once (a shared mapping, with the
+    /// last instance that uses it).
+    pub fn load_weights(&mut self, source: Source) -> Result<()> {
+        let weights = Weights::open(self.program, source)?;
+        self.buffers = initial_buffers(self.program, &weights)?;
+        self.weights = weights;
+        Ok(())
     }
 
     fn buffer_index(&self, name: &str) -> Result<usize> {
@@ -263,7 +290,8 @@ impl Model {
         let mut slots = Vec::with_capacity(m.slots.len());
         for (k, slot) in m.slots.iter().enumerate() {
             slots.push(match slot {
-                Slot::Weight { offset } => weights_base().wrapping_add(*offset as usize).cast_mut(),
+                Slot::Weight { entry: Some(e), .. } => self.weights.ptr(*e).cast_mut(),
+                Slot::Weight { entry: None, .. } => self.weights.base().cast_mut(),
                 Slot::Buffer(b) => self.buffers[*b].as_ptr(),
                 Slot::Input(i) => self.input_pointer(*i, &views[*i])?,
                 Slot::Scratch { .. } => match scratch_bytes[k] {

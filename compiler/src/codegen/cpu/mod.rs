@@ -8,7 +8,8 @@
 //!                 ──► __aotc_graph_run(slots, dims, stage, profile): calls one stage's kernels
 //!                     in order (large ones split across threads by __aotc_parallel), and
 //!                     __aotc_profile_mark after each when profile is not null
-//!                 ──► data: __aotc_manifest(+_len), __aotc_weights (64-byte aligned)
+//!                 ──► data: __aotc_manifest(+_len), __aotc_weights (64-byte aligned; one
+//!                     byte when the weights live in a file)
 //!                 ──► ObjectModule::finish() ──► .o bytes for the linker
 //! ```
 
@@ -173,10 +174,12 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
     let len = (manifest.len() as u64).to_le_bytes().to_vec();
     define_data(&mut module, sym::MANIFEST, manifest, 8)?;
     define_data(&mut module, sym::MANIFEST_LEN, len, 8)?;
-    let mut weights = plan.weights_blob.clone();
-    if weights.is_empty() {
-        weights.push(0);
-    }
+    // External weights live in a file beside the library (`crate::weights_out`): the
+    // symbol stays, one byte long, so that the support library links the same way.
+    let weights = match plan.manifest.weights.external || plan.weights_blob.is_empty() {
+        true => vec![0],
+        false => plan.weights_blob.clone(),
+    };
     define_data(&mut module, sym::WEIGHTS, weights, WEIGHT_ALIGN as u64)?;
     module.finish().emit().map_err(cg("object emission"))
 }
