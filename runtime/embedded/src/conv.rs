@@ -79,13 +79,21 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
         }
     };
     // Several images: each thread takes whole images (its GEMMs then run on one thread),
-    // rather than every image's GEMMs being cut across the threads and joined.
+    // rather than every image's GEMMs being cut across the threads and joined; but only
+    // with a GEMM's worth of work per thread, as waking a worker costs tens of
+    // microseconds.
     let work = out_len.saturating_mul(g.depth());
-    for_items(out, g.batch, image_out, work, &|begin, end, part| {
-        for (i, out) in (begin..end).zip(part.chunks_exact_mut(image_out)) {
-            image(&x[i * image_in..][..image_in], out);
+    if g.batch > 1 && work >= 2 * crate::gemm::MIN_WORK_PER_THREAD {
+        for_items(out, g.batch, image_out, work, &|begin, end, part| {
+            for (i, out) in (begin..end).zip(part.chunks_exact_mut(image_out)) {
+                image(&x[i * image_in..][..image_in], out);
+            }
+        });
+    } else {
+        for (x, out) in x.chunks_exact(image_in).zip(out.chunks_exact_mut(image_out)) {
+            image(x, out);
         }
-    });
+    }
 }
 
 /// What the GEMMs accumulate onto: each output plane's bias plus the residual, where

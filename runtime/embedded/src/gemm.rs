@@ -26,7 +26,7 @@ pub type Kernel<T> = unsafe fn(Problem<T>);
 
 /// Below this many multiply-adds per thread, waking another thread costs more than it saves
 /// (a few microseconds of work; the `gemm` crate uses the same threshold).
-const MIN_WORK_PER_THREAD: usize = 48 * 48 * 256;
+pub(crate) const MIN_WORK_PER_THREAD: usize = 48 * 48 * 256;
 
 /// One GEMM: `C = alpha * A @ B + beta * C` where A is m x k, B is k x n and C is m x n,
 /// strides in elements (any, zero included, for A and B). `beta == 0` ignores C's previous
