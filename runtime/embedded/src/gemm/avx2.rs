@@ -248,37 +248,26 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
     }
 }
 
-/// At most one block of A (m <= MC): A is packed once, whole (its depth blocks one after
-/// another, as a compile-time packed A is laid out), and B in kc x NS blocks that stay in
-/// L2 (a kc x NC block, for so few rows of A, would round-trip through L3). The columns
-/// are the outer loop, so that each m x NS block of C stays in L2 across the depth. A
-/// single row panel (m <= MR) reads each element of B once: then B is not packed at all
-/// when its rows are contiguous.
+/// At most one block of A (m <= MC): A is packed once per depth block (which stays in L2
+/// across all of B's columns), and B in kc x NS blocks that stay in L2 (a kc x NC block,
+/// for so few rows of A, would round-trip through L3). A single row panel (m <= MR) reads
+/// each element of B once: then B is not packed at all when its rows are contiguous.
+/// (Taking the columns outermost instead, so that C stays in L2 across the depth, measured
+/// slower: 0.76 against 0.81 of peak at 64 x 576 x 3136.)
 #[inline(always)]
 unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
     let nr = 2 * T::LANES;
-    let m_padded = p.m.next_multiple_of(MR);
-    let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { m_padded * p.k });
+    let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { p.m.next_multiple_of(MR) * T::KC.min(p.k) });
     let mut b_buf = Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
     let direct = !packed.b_given() && p.m <= MR && p.csb == 1;
-    // SAFETY (every block below): as in `tall`; A's block at depth pc starts at
-    // pc * m_padded in its buffer, which holds m_padded * k.
-    if packed.a.is_none() {
-        for pc in (0..p.k).step_by(T::KC) {
-            let kc = T::KC.min(p.k - pc);
-            unsafe { pack_a(a_pack.add(pc * m_padded), p.m, kc, p.a.offset(pc as isize * p.csa), p.rsa, p.csa) };
-        }
-    }
-    for jc in (0..p.n).step_by(T::NS) {
-        let nc = T::NS.min(p.n - jc);
-        for pc in (0..p.k).step_by(T::KC) {
-            let kc = T::KC.min(p.k - pc);
-            let beta = if pc == 0 { p.beta } else { T::ONE };
-            let a_block: *const T = match packed.a {
-                Some(a) => a.panels(p.k, pc, 0).cast(),
-                None => unsafe { a_pack.add(pc * m_padded) },
-            };
+    // SAFETY (every block below): as in `tall`.
+    for pc in (0..p.k).step_by(T::KC) {
+        let kc = T::KC.min(p.k - pc);
+        let beta = if pc == 0 { p.beta } else { T::ONE };
+        let a_block = unsafe { a_panels(&p, packed, a_pack, 0, pc, p.m, kc) };
+        for jc in (0..p.n).step_by(T::NS) {
+            let nc = T::NS.min(p.n - jc);
             let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
             let b_block = if direct { b } else { unsafe { b_panels(&p, packed, b_pack, pc, jc, kc, nc) } };
             for jr in (0..nc).step_by(nr) {
