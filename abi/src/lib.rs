@@ -226,6 +226,9 @@ pub mod internal_symbols {
     /// float *bias, int64_t rows, int64_t len, int64_t has_weight, int64_t has_bias,
     /// int64_t eps_f64_bits)`: layer norm of each contiguous row.
     pub const LAYER_NORM: &str = "__aotc_layer_norm_f32";
+    /// `void __aotc_gelu_f32(float *out, const float *x, int64_t n)`: GELU (erf form) of
+    /// n contiguous values.
+    pub const GELU: &str = "__aotc_gelu_f32";
 }
 
 /// The FFT kernel of the support library, which the generated code calls (hidden from the

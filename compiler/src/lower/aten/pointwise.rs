@@ -8,9 +8,10 @@ use super::promote::{float_of, map, operand, result_type, Operand};
 use super::conv::epilogue::{fuse_relu, fuse_residual};
 use super::registry::LowerFn;
 use crate::ir::expr::{binary, cast, constant, select, unary, E};
-use crate::ir::{Prim, Scalar};
+use crate::ir::{BufKind, ExternArg, ExternCall, Kernel, Prim, Scalar};
+use aotc_abi::internal_symbols::GELU;
 use crate::lower::args::Args;
-use crate::lower::tensor::TensorValue;
+use crate::lower::tensor::{contiguous_strides, Repr, TensorValue};
 use crate::lower::Lowerer;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
@@ -282,6 +283,18 @@ fn gelu(lw: &mut Lowerer, a: &Args) -> R {
     let approximate = a.string_or("approximate", "none")?;
     if approximate != "none" && approximate != "tanh" {
         return Err(format!("approximate must be 'none' or 'tanh', got '{approximate}'"));
+    }
+    // A float32 input already in memory (a GEMM's or convolution's output): the support
+    // library's 8-lane GELU over it, rather than a 4-lane pointwise kernel.
+    let x = a.tensor(lw, "self")?;
+    let in_memory = matches!(&x.repr, Repr::View(r) if r.offset == SymExpr::Int(0) && r.strides == contiguous_strides(&x.sizes));
+    if approximate == "none" && x.dtype == DType::F32 && !x.complex && in_memory {
+        let name = a.node_name();
+        let input = lw.contiguous(&x, &format!("{name}.input"));
+        let out = lw.prog.add_buffer(&name, DType::F32, x.sizes.clone(), BufKind::Scratch);
+        let args = vec![ExternArg::Buf(input), ExternArg::Size(SymExpr::product(x.sizes.iter()))];
+        lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: GELU, out, args, flops: SymExpr::Int(0) })));
+        return Ok(vec![TensorValue::view_of(out, DType::F32, x.sizes.clone())]);
     }
     float_map(lw, a, |x| {
         let c = |v: f64| constant(Scalar::F(v), x.dtype);
