@@ -118,6 +118,29 @@ fn clamp(g: &Conv2d, out: &mut [f32]) {
     }
 }
 
+/// The output columns one kernel column reaches and the input column the first of them
+/// reads: the same for every row and plane of a call, so worked out once (for small
+/// planes the divisions would cost more than the work of the taps).
+struct TapColumns {
+    outputs: std::ops::Range<usize>,
+    first: usize,
+}
+
+impl TapColumns {
+    /// For each kernel column of `g`.
+    fn of(g: &Conv2d) -> Vec<TapColumns> {
+        (0..g.kernel[1])
+            .map(|j| {
+                let offset = j * g.dilation[1];
+                let outputs = valid_outputs(offset, g.padding[1], g.stride[1], g.width, g.out_size[1]);
+                // (Clamped for a tap that reaches no output: its range is empty.)
+                let first = (outputs.start * g.stride[1] + offset).saturating_sub(g.padding[1]).min(g.width);
+                TapColumns { outputs, first }
+            })
+            .collect()
+    }
+}
+
 /// The outputs `o < count` of one spatial dimension whose input position
 /// `o * stride + offset - pad` lies in `0..input` (`offset`: the tap's `k * dilation`).
 fn valid_outputs(offset: usize, pad: usize, stride: usize, input: usize, count: usize) -> std::ops::Range<usize> {

@@ -10,7 +10,7 @@
 //!   wide; the `[positions, O]` sums are then transposed into the output planes. Rows of 7
 //!   would leave the vectors mostly empty; the channels fill them.
 
-use super::valid_outputs;
+use super::TapColumns;
 use crate::pool::for_items;
 use aotc_abi::conv::Conv2d;
 
@@ -31,17 +31,7 @@ pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, scratch:
 fn planes(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
     let (plane_in, positions, taps) = (g.height * g.width, g.positions(), g.kernel[0] * g.kernel[1]);
     let multiplier = g.group_out_channels();
-    // The output columns each kernel column reaches and the input column of the first:
-    // the same for every row and plane, so worked out once.
-    let columns: Vec<TapColumns> = (0..g.kernel[1])
-        .map(|j| {
-            let offset = j * g.dilation[1];
-            let outputs = valid_outputs(offset, g.padding[1], g.stride[1], g.width, g.out_size[1]);
-            // (Clamped for a tap that reaches no output: its range is empty.)
-            let first = (outputs.start * g.stride[1] + offset).saturating_sub(g.padding[1]).min(g.width);
-            TapColumns { outputs, first }
-        })
-        .collect();
+    let columns = TapColumns::of(g);
     for_items(out, g.batch * g.out_channels, positions, out.len() * taps, &|begin, end, part| {
         for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
             let (n, o) = (p / g.out_channels, p % g.out_channels);
@@ -49,13 +39,6 @@ fn planes(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, out: &mut
             plane(g, &columns, input, &weight[o * taps..][..taps], bias.map_or(0.0, |b| b[o]), out);
         }
     });
-}
-
-/// The output columns a kernel column contributes to, and the input column read by the
-/// first of them.
-struct TapColumns {
-    outputs: std::ops::Range<usize>,
-    first: usize,
 }
 
 /// One output plane, with the AVX2 code where the CPU has it (the loops are the same; the

@@ -2,7 +2,7 @@
 //! never read the indices: each output row starts at -inf and takes the maximum with the
 //! input row under each kernel tap (NaN wins), like the depthwise convolution's rows.
 
-use super::valid_outputs;
+use super::TapColumns;
 use crate::pool::for_items;
 use aotc_abi::conv::Conv2d;
 
@@ -23,29 +23,12 @@ pub unsafe extern "C" fn __aotc_max_pool2d_f32(out: *mut f32, x: *const f32, geo
     let (x, out) = unsafe { (std::slice::from_raw_parts(x, x_len), std::slice::from_raw_parts_mut(out, out_len)) };
     let (plane_in, positions) = (g.height * g.width, g.positions());
     let taps = g.kernel[0] * g.kernel[1];
-    // The output columns each kernel column reaches and the input column of the first:
-    // the same for every row and plane (small planes have few columns per tap, and the
-    // divisions would cost more than the maxima).
-    let columns: Vec<TapColumns> = (0..g.kernel[1])
-        .map(|j| {
-            let offset = j * g.dilation[1];
-            let outputs = valid_outputs(offset, g.padding[1], g.stride[1], g.width, g.out_size[1]);
-            // (Clamped for a tap that reaches no output: its range is empty.)
-            let first = (outputs.start * g.stride[1] + offset).saturating_sub(g.padding[1]).min(g.width);
-            TapColumns { outputs, first }
-        })
-        .collect();
+    let columns = TapColumns::of(&g);
     for_items(out, out_len / positions, positions, out_len * taps, &|begin, end, part| {
         for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
             plane(&g, &columns, &x[p * plane_in..][..plane_in], out);
         }
     });
-}
-
-/// The output columns a kernel column reaches, and the input column read by the first.
-struct TapColumns {
-    outputs: std::ops::Range<usize>,
-    first: usize,
 }
 
 /// One output plane, with the AVX2 code where the CPU has it.
