@@ -68,6 +68,7 @@ pub struct CompileReport {
 pub fn lower_file(input: &Path, opts: &CompileOptions) -> Result<(frontend::Source, lower::Lowered)> {
     let src = frontend::load(input, opts.weights.as_deref())?;
     let mut lowered = lower::lower(&src)?;
+    passes::fold::fold_weight_copies(&mut lowered);
     passes::prepack::prepack_weights(&mut lowered);
     Ok((src, lowered))
 }
@@ -91,8 +92,9 @@ pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<Com
     // The payloads now live in the program: with gigabytes of weights, a second copy matters.
     drop(src);
     lap("lower", &mut stages);
+    passes::fold::fold_weight_copies(&mut lowered);
     passes::prepack::prepack_weights(&mut lowered);
-    lap("prepack", &mut stages);
+    lap("fold+prepack", &mut stages);
     let mut plan = passes::plan::plan(&lowered, &input.display().to_string())?;
     let weights_file = weights_out::place(&mut plan, output, opts)?;
     lap("plan", &mut stages);

@@ -1,0 +1,80 @@
+//! Constant folding of weight copies: a pointwise kernel that only rearranges a weight
+//! (the transpose of a Linear weight materialized for a batched product, a permute or an
+//! expand of a constant) is computed here, once, and its buffer becomes a weight; the
+//! kernel no longer runs on every call. Only plain copies are folded (a body that is one
+//! load of a weight, every size and index coefficient known).
+
+use crate::ir::expr::ExprKind;
+use crate::ir::{BufKind, Kernel, Program};
+use crate::lower::Lowered;
+use std::collections::HashSet;
+
+/// Folds every such kernel whose buffer is not an output (outputs never alias weights)
+/// and is written by no other kernel.
+pub fn fold_weight_copies(lowered: &mut Lowered) {
+    let mut keep: HashSet<_> = lowered.outputs.iter().map(|(_, b)| *b).collect();
+    keep.extend(lowered.buffer_mutations.iter().map(|(b, _)| *b));
+    keep.extend(lowered.input_mutations.iter().map(|(b, _)| *b));
+    let prog = &mut lowered.program;
+    let mut i = 0;
+    while i < prog.kernels.len() {
+        let out = prog.kernels[i].out();
+        // A buffer another kernel writes too (a GEMM accumulating onto the bias copied
+        // into it) is not a constant.
+        let written_once = prog.kernels.iter().filter(|k| k.out() == out).count() == 1;
+        let Some(data) = (written_once && !keep.contains(&out)).then(|| copy_of_weight(prog, &prog.kernels[i])).flatten() else {
+            i += 1;
+            continue;
+        };
+        let w = prog.weights.len();
+        prog.weights.push(data);
+        prog.buffers[out].kind = BufKind::Weight(w);
+        prog.kernels.remove(i);
+        if i < prog.kernel_nodes.len() {
+            prog.kernel_nodes.remove(i);
+        }
+        for d in &mut prog.data_symbols {
+            if d.after > i {
+                d.after -= 1;
+            }
+        }
+    }
+}
+
+/// Most elements a folded copy may have (64 MiB of float32): larger rearrangements stay
+/// kernels rather than growing the library.
+const MAX_ELEMENTS: usize = 1 << 24;
+
+/// The bytes kernel `k` would write, when it is a plain copy of a weight.
+fn copy_of_weight(prog: &Program, k: &Kernel) -> Option<Vec<u8>> {
+    let Kernel::Pointwise { out, ranges, body } = k else { return None };
+    let ExprKind::Load { buf, index } = &body.kind else { return None };
+    let (BufKind::Scratch, BufKind::Weight(w)) = (&prog.buffers[*out].kind, &prog.buffers[*buf].kind) else { return None };
+    let dtype = prog.buffers[*out].dtype;
+    if body.dtype != dtype || prog.buffers[*buf].dtype != dtype {
+        return None;
+    }
+    let sizes = ranges.iter().map(|s| s.as_int().and_then(|v| usize::try_from(v).ok())).collect::<Option<Vec<usize>>>()?;
+    let count = sizes.iter().try_fold(1usize, |a, &s| a.checked_mul(s)).filter(|&c| c <= MAX_ELEMENTS)?;
+    let offset = index.offset.as_int()?;
+    let mut coeffs = vec![0i64; sizes.len()];
+    for (v, c) in &index.terms {
+        *coeffs.get_mut(*v)? = c.as_int()?;
+    }
+    let (source, size) = (&prog.weights[*w], dtype.size());
+    let elements = i64::try_from(source.len() / size).ok()?;
+    let mut data = Vec::with_capacity(count * size);
+    for flat in 0..count {
+        let (mut rest, mut at) = (flat, offset);
+        for (&n, &c) in sizes.iter().zip(&coeffs).rev() {
+            at = at.checked_add(i64::try_from(rest % n).ok()?.checked_mul(c)?)?;
+            rest /= n;
+        }
+        if !(0..elements).contains(&at) {
+            return None;
+        }
+        let at = at as usize * size;
+        data.extend_from_slice(&source[at..at + size]);
+    }
+    Some(data)
+}

@@ -1,0 +1,33 @@
+//! Compile-time work on weights: transformer_block's output projection weight, transposed
+//! and expanded for its batched product, becomes a weight of the library (no copy kernel
+//! per call), and the Linear layers read their weights packed; the library still gives
+//! PyTorch's results.
+
+use aotc::ir::expr::ExprKind;
+use aotc::ir::{BufKind, Kernel};
+use aotc_runtime::{Device, Model};
+use aotc_tests::{check_call, compile, fixture, recorded, tolerance};
+
+#[test]
+fn weight_copies_fold_and_linear_weights_are_packed() {
+    let dir = fixture("transformer_block");
+    let (_src, lowered) = aotc::lower_file(&dir.join("model.pt2"), &Default::default()).expect("lower");
+    let prog = &lowered.program;
+    let folded = prog.buffers.iter().find(|(_, b)| b.name == "view_13").expect("the projection weight's copy");
+    assert!(matches!(folded.1.kind, BufKind::Weight(_)), "view_13 is a constant: {:?}", folded.1.kind);
+    for k in &prog.kernels {
+        if let Kernel::Pointwise { body, .. } = k {
+            if let ExprKind::Load { buf, .. } = &body.kind {
+                let written_elsewhere = prog.kernels.iter().filter(|other| other.out() == k.out()).count() > 1;
+                assert!(written_elsewhere || !matches!(prog.buffers[*buf].kind, BufKind::Weight(_)), "a kernel only copies weight {}", prog.buffers[*buf].name);
+            }
+        }
+    }
+    let packed = prog.kernels.iter().filter(|k| matches!(k, Kernel::Matmul(m) if m.packed_b)).count();
+    assert_eq!(packed, 3, "qkv, ff1 and ff2 read their weights packed");
+
+    let (_tmp, so) = compile(&dir.join("model.pt2"));
+    let mut model = Model::load(&so, Device::Cpu).expect("load");
+    let (inputs, expected) = recorded(&dir, 0);
+    check_call(&mut model, &inputs, &expected, tolerance(&dir), "transformer_block");
+}
