@@ -237,6 +237,24 @@ pub struct Program {
     pub data_symbols: Vec<DataBinding>,
 }
 
+/// The elements (of `elem` bytes each) of the strided window `offset`, `sizes`, `strides`
+/// (in elements) on `bytes`, in row-major order, or None when one lies outside `bytes` or
+/// the arithmetic overflows: how compile-time work reads a view of a weight.
+pub fn strided_elements(bytes: &[u8], elem: usize, offset: i64, sizes: &[usize], strides: &[i64]) -> Option<Vec<u8>> {
+    let count = sizes.iter().try_fold(1usize, |a, &s| a.checked_mul(s))?;
+    let mut out = Vec::with_capacity(count.checked_mul(elem)?);
+    for flat in 0..count {
+        let (mut rest, mut at) = (flat, offset);
+        for (&size, &stride) in sizes.iter().zip(strides).rev() {
+            at = at.checked_add(i64::try_from(rest % size).ok()?.checked_mul(stride)?)?;
+            rest /= size;
+        }
+        let i = usize::try_from(at).ok()?.checked_mul(elem)?;
+        out.extend_from_slice(bytes.get(i..i.checked_add(elem)?)?);
+    }
+    Some(out)
+}
+
 /// Symbol `sym` takes the int64 value of the one-element buffer `buf` once the first
 /// `after` kernels have run; code that uses `sym` runs after that point.
 #[derive(Clone, Debug)]

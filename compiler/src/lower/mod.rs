@@ -43,6 +43,7 @@ pub struct LoweredBuffer {
 }
 
 /// The program plus everything the interface of the library needs.
+#[derive(Default)]
 pub struct Lowered {
     pub program: Program,
     pub symbols: Vec<SymbolRange>,
@@ -300,22 +301,10 @@ impl<'s> Lowerer<'s> {
         if v.dtype != DType::F32 || v.complex {
             return None;
         }
-        let bytes = &self.prog.weights[w];
         let sizes = v.sizes.iter().map(|s| s.as_int().and_then(|i| usize::try_from(i).ok())).collect::<Option<Vec<usize>>>()?;
         let strides = r.strides.iter().map(|s| s.as_int()).collect::<Option<Vec<i64>>>()?;
-        let offset = r.offset.as_int()?;
-        let count = sizes.iter().try_fold(1usize, |a, &s| a.checked_mul(s))?;
-        let mut out = Vec::with_capacity(count);
-        for flat in 0..count {
-            let (mut rest, mut at) = (flat, offset);
-            for (&size, &stride) in sizes.iter().zip(&strides).rev() {
-                at = at.checked_add(i64::try_from(rest % size).ok()?.checked_mul(stride)?)?;
-                rest /= size;
-            }
-            let i = usize::try_from(at).ok()?.checked_mul(4)?;
-            out.push(f32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?));
-        }
-        Some(out)
+        let bytes = crate::ir::strided_elements(&self.prog.weights[w], 4, r.offset.as_int()?, &sizes, &strides)?;
+        Some(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
     }
 
     /// A new constant holding `data` (dense, row-major `sizes`).

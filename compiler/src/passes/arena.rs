@@ -80,18 +80,7 @@ mod tests {
     use aotc_abi::DType;
 
     fn lowered(program: Program, outputs: Vec<BufId>) -> Lowered {
-        Lowered {
-            program,
-            symbols: vec![],
-            inputs: vec![],
-            outputs: outputs.into_iter().map(|b| (format!("{b}"), b)).collect(),
-            buffers: vec![],
-            buffer_mutations: vec![],
-            input_mutations: vec![],
-            guards: vec![],
-            in_spec: String::new(),
-            out_spec: String::new(),
-        }
+        Lowered { program, outputs: outputs.into_iter().map(|b| (format!("{b}"), b)).collect(), ..Lowered::default() }
     }
 
     /// `out[n] = src[n]` (a copy) as a kernel, or a constant when there is no source.

@@ -5,7 +5,7 @@
 //! load of a weight, every size and index coefficient known).
 
 use crate::ir::expr::ExprKind;
-use crate::ir::{BufKind, Kernel, Program};
+use crate::ir::{strided_elements, BufKind, Kernel, Program};
 use crate::lower::Lowered;
 use std::collections::HashSet;
 
@@ -55,26 +55,10 @@ fn copy_of_weight(prog: &Program, k: &Kernel) -> Option<Vec<u8>> {
         return None;
     }
     let sizes = ranges.iter().map(|s| s.as_int().and_then(|v| usize::try_from(v).ok())).collect::<Option<Vec<usize>>>()?;
-    let count = sizes.iter().try_fold(1usize, |a, &s| a.checked_mul(s)).filter(|&c| c <= MAX_ELEMENTS)?;
-    let offset = index.offset.as_int()?;
+    sizes.iter().try_fold(1usize, |a, &s| a.checked_mul(s)).filter(|&c| c <= MAX_ELEMENTS)?;
     let mut coeffs = vec![0i64; sizes.len()];
     for (v, c) in &index.terms {
         *coeffs.get_mut(*v)? = c.as_int()?;
     }
-    let (source, size) = (&prog.weights[*w], dtype.size());
-    let elements = i64::try_from(source.len() / size).ok()?;
-    let mut data = Vec::with_capacity(count * size);
-    for flat in 0..count {
-        let (mut rest, mut at) = (flat, offset);
-        for (&n, &c) in sizes.iter().zip(&coeffs).rev() {
-            at = at.checked_add(i64::try_from(rest % n).ok()?.checked_mul(c)?)?;
-            rest /= n;
-        }
-        if !(0..elements).contains(&at) {
-            return None;
-        }
-        let at = at as usize * size;
-        data.extend_from_slice(&source[at..at + size]);
-    }
-    Some(data)
+    strided_elements(&prog.weights[*w], dtype.size(), index.offset.as_int()?, &sizes, &coeffs)
 }

@@ -5,7 +5,7 @@
 //! call (for a transposed weight, a strided gather of every element). Weights that
 //! nothing reads any more are then dropped from the library.
 
-use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, Matmul, Program, StridedRef};
+use crate::ir::{strided_elements, BufId, BufKind, ExternArg, ExternCall, Kernel, Matmul, Program, StridedRef};
 use crate::lower::Lowered;
 use aotc_abi::conv::{self, Algorithm};
 use aotc_abi::gemm::{MR, NR};
@@ -130,23 +130,10 @@ fn packable(prog: &Program, m: &Matmul) -> Option<(BufId, usize, [i64; 2], usize
 /// The packed right operand, or None when the window does not lie inside the weight's
 /// bytes.
 fn pack_matrix(bytes: &[u8], offset: usize, rsb: i64, csb: i64, k: usize, n: usize) -> Option<Vec<f32>> {
-    let len = bytes.len() / 4;
-    // The window's extreme elements (strides may be negative) must lie inside the weight.
-    let last = |size: usize, stride: i64| -> Option<(i64, i64)> {
-        let span = i64::try_from(size.checked_sub(1)?).ok()?.checked_mul(stride)?;
-        Some((span.min(0), span.max(0)))
-    };
-    if k > 0 && n > 0 {
-        let ((lo_r, hi_r), (lo_c, hi_c)) = (last(k, rsb)?, last(n, csb)?);
-        let base = i64::try_from(offset).ok()?;
-        let (lo, hi) = (base.checked_add(lo_r)?.checked_add(lo_c)?, base.checked_add(hi_r)?.checked_add(hi_c)?);
-        if lo < 0 || hi >= i64::try_from(len).ok()? {
-            return None;
-        }
-    }
+    let dense = strided_elements(bytes, 4, i64::try_from(offset).ok()?, &[k, n], &[rsb, csb])?;
     let at = |p: usize, j: usize| {
-        let i = (offset as i64 + p as i64 * rsb + j as i64 * csb) as usize * 4;
-        f32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]])
+        let i = (p * n + j) * 4;
+        f32::from_le_bytes([dense[i], dense[i + 1], dense[i + 2], dense[i + 3]])
     };
     aotc_abi::gemm::pack(k, n, NR, at)
 }

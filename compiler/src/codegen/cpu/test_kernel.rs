@@ -31,15 +31,9 @@ pub fn compile_pointwise(from: DType, to: DType, n: i64, vector: bool, body: imp
     program.kernels.push(Kernel::Pointwise { out: y, ranges: out_sizes, body });
     let lowered = Lowered {
         program,
-        symbols: vec![],
         inputs: vec![LoweredInput::Tensor { name: "x".into(), dtype: from, sizes, buf: x }],
         outputs: vec![("y".into(), y)],
-        buffers: vec![],
-        buffer_mutations: vec![],
-        input_mutations: vec![],
-        guards: vec![],
-        in_spec: String::new(),
-        out_spec: String::new(),
+        ..Lowered::default()
     };
     let plan = crate::passes::plan::plan(&lowered, "codegen unit test").unwrap();
     let object = super::emit_object(&lowered.program, &plan).unwrap();
