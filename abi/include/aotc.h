@@ -27,7 +27,8 @@
  * - Inputs are the flattened leaves of in_spec, in order (torch.utils._pytree).
  * - Outputs are allocated by the model: aotc_run fills `outputs` with contiguous
  *   tensors (strides NULL) whose data and shape the instance owns; they stay valid
- *   until the next aotc_run or aotc_model_destroy on that instance. Copy them to keep.
+ *   until the next aotc_run (or aotc_run_into) or aotc_model_destroy on that instance.
+ *   Copy them to keep, or have aotc_run_into write them into memory of your own.
  *   `inputs` and `outputs` may be the same array (inputs are read first).
  * - Aliasing: an input may alias another input, or an output of an earlier call of the
  *   same instance (e.g. pass an output straight back in). The call computes what it
@@ -206,6 +207,28 @@ AotcStatus aotc_model_create_weights_bytes(const char *device, int64_t num_threa
 AotcStatus aotc_load_weights(AotcModel *model, const char *path);
 /* As aotc_load_weights, from the bytes of a weights file (copied). */
 AotcStatus aotc_load_weights_bytes(AotcModel *model, const void *data, uint64_t len);
+
+/* Outputs into the caller's memory (added within ABI version 1: a library compiled before
+ * lacks these two; look them up with dlsym).
+ * aotc_output_shapes: the shape of each output of a call on `inputs`, without running it:
+ * output 0's dimensions, then output 1's, ... into `shapes` (room for n_dims >= the sum
+ * of the outputs' ranks). Inputs are checked as aotc_run checks them. A dimension that
+ * depends on the data (nonzero's row count) is -1: such an output is known only after the
+ * call; use aotc_run for it.
+ * aotc_run_into: as aotc_run, but output i is written into the caller's tensor
+ * outputs[i], which must have the output's dtype and exactly the shape this call computes
+ * (AOTC_ERR_SHAPE otherwise), live on the CPU, and share no byte with another output, an
+ * input, or memory of the instance (an earlier aotc_run's outputs): AOTC_ERR_INVALID_ARGUMENT.
+ * Any strides: a contiguous output is written in place by the kernel that computes it, no
+ * copy made; a strided one (or one whose value is also the program's new state, or a
+ * second output of one value) is copied in. On failure the caller's inputs and the state
+ * are unchanged; a call refused by a check on the data (see aotc_run) may have written
+ * some outputs. The outputs of an earlier aotc_run on the instance stay valid as after an
+ * aotc_run. */
+AotcStatus aotc_output_shapes(const AotcModel *model, const AotcTensor *inputs, int64_t n_inputs,
+                              int64_t *shapes, int64_t n_dims);
+AotcStatus aotc_run_into(AotcModel *model, const AotcTensor *inputs, int64_t n_inputs,
+                         const AotcTensor *outputs, int64_t n_outputs);
 
 #ifdef __cplusplus
 }

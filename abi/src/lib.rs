@@ -187,12 +187,17 @@ pub mod symbols {
     pub const MODEL_CREATE_WEIGHTS_BYTES: &str = "aotc_model_create_weights_bytes";
     pub const LOAD_WEIGHTS: &str = "aotc_load_weights";
     pub const LOAD_WEIGHTS_BYTES: &str = "aotc_load_weights_bytes";
+    /// Outputs into the caller's memory: added within ABI version 1, so a library compiled
+    /// before lacks them.
+    pub const OUTPUT_SHAPES: &str = "aotc_output_shapes";
+    pub const RUN_INTO: &str = "aotc_run_into";
 
     pub const ALL: &[&str] = &[
         ABI_VERSION, LAST_ERROR, MODEL_CREATE, MODEL_CREATE_THREADS, MODEL_DESTROY, METADATA_JSON, IN_SPEC, OUT_SPEC,
         INPUT_COUNT, INPUT_INFO, OUTPUT_COUNT, OUTPUT_INFO, BUFFER_COUNT, BUFFER_INFO,
         BUFFER_READ, BUFFER_WRITE, RUN, KERNEL_COUNT, PROFILE_ENABLE, PROFILE_READ,
         MODEL_CREATE_WEIGHTS, MODEL_CREATE_WEIGHTS_BYTES, LOAD_WEIGHTS, LOAD_WEIGHTS_BYTES,
+        OUTPUT_SHAPES, RUN_INTO,
     ];
 }
 
@@ -269,6 +274,8 @@ pub mod fn_types {
     pub type BufferRead = unsafe extern "C" fn(*const AotcModel, *const c_char, *const AotcTensor) -> i32;
     pub type BufferWrite = unsafe extern "C" fn(*mut AotcModel, *const c_char, *const AotcTensor) -> i32;
     pub type Run = unsafe extern "C" fn(*mut AotcModel, *const AotcTensor, i64, *mut AotcTensor, i64) -> i32;
+    pub type OutputShapes = unsafe extern "C" fn(*const AotcModel, *const AotcTensor, i64, *mut i64, i64) -> i32;
+    pub type RunInto = unsafe extern "C" fn(*mut AotcModel, *const AotcTensor, i64, *const AotcTensor, i64) -> i32;
     pub type ProfileEnable = unsafe extern "C" fn(*mut AotcModel, i32) -> i32;
     pub type ProfileRead = unsafe extern "C" fn(*const AotcModel, *mut i64, *mut f64, *mut f64, i64) -> i32;
     pub type ModelCreateWeights = unsafe extern "C" fn(*const c_char, i64, *const c_char, *mut *mut AotcModel) -> i32;

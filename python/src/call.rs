@@ -1,6 +1,6 @@
 //! One call: `(args, kwargs)` flattened by the in_spec, each leaf described in place, the
-//! library run with the GIL released, the outputs copied into new arrays and rebuilt by
-//! the out_spec.
+//! library run with the GIL released, writing its outputs into new arrays, which the
+//! out_spec rebuilds into the result.
 
 use crate::error::{raise, to_py};
 use crate::leaf::{self, Label, Leaf};
@@ -54,14 +54,39 @@ impl Model {
         let outs = py.detach(move || {
             let descriptors = descriptors;
             let mut model = self.lock();
-            // SAFETY: every descriptor was built from a live Leaf (see Descriptors).
-            let result = unsafe { model.run_raw(&descriptors.0) };
-            // The outputs live in the instance until its next call: copy them out while
-            // the lock is held.
-            Python::attach(|py| -> PyResult<Vec<Py<PyAny>>> {
-                let views = result.map_err(|e| to_py(py, e))?;
-                outputs::convert(py, self, &views, torch)
-            })
+            // SAFETY (both calls): every descriptor was built from a live Leaf (see
+            // Descriptors).
+            let shapes = match model.can_run_into() {
+                true => Some(unsafe { model.output_shapes_raw(&descriptors.0) }),
+                false => None,
+            };
+            match shapes {
+                Some(Ok(shapes)) if shapes.iter().flatten().all(|&n| n >= 0) => {
+                    let arrays = Python::attach(|py| outputs::allocate(py, self, &shapes, torch))?;
+                    let mut shapes = shapes;
+                    let targets: Vec<AotcTensor> = arrays.iter().zip(&self.outputs).zip(shapes.iter_mut())
+                        .map(|(((_, addr), info), shape)| outputs::descriptor(*addr, info, shape)).collect();
+                    // SAFETY: each target describes a fresh contiguous array of the
+                    // output's dtype and shape, which `arrays` keeps alive, and which
+                    // nothing else references until this call returns.
+                    let result = unsafe { model.run_into_raw(&descriptors.0, &targets) };
+                    Python::attach(|py| {
+                        result.map_err(|e| to_py(py, e))?;
+                        outputs::finish(py, self, arrays, torch)
+                    })
+                }
+                Some(Err(e)) => Python::attach(|py| Err(to_py(py, e))),
+                // An output's shape depends on the data (or the library predates
+                // aotc_run_into): run, then copy the outputs out while the lock is held.
+                _ => {
+                    // SAFETY: as above.
+                    let result = unsafe { model.run_raw(&descriptors.0) };
+                    Python::attach(|py| -> PyResult<Vec<Py<PyAny>>> {
+                        let views = result.map_err(|e| to_py(py, e))?;
+                        outputs::convert(py, self, &views, torch)
+                    })
+                }
+            }
         })?;
         for (leaf, &mutated) in leaves.iter().zip(&self.mutated) {
             if let (Some((orig, copy)), true) = (&leaf.copied_from, mutated) {

@@ -1,11 +1,12 @@
-//! The outputs of a call as Python values: each tensor copied once, out of the instance's
-//! memory into a new numpy array (a torch tensor sharing it when the inputs were torch
-//! tensors); python-scalar outputs as python floats, ints and bools.
+//! The outputs of a call as Python values: new numpy arrays (torch tensors sharing them
+//! when the inputs were torch tensors) that the library writes into (`aotc_run_into`),
+//! or, where an output's shape depends on the data, copied once out of the instance's
+//! memory; python-scalar outputs as python floats, ints and bools.
 
 use crate::error::raise;
 use crate::model::Model;
 use aotc_abi::{status, value_kind, DType};
-use aotc_runtime::OutputView;
+use aotc_runtime::{AotcTensor, DLDevice, OutputView, ValueInfo, DL_CPU};
 use pyo3::prelude::*;
 use crate::leaf;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
@@ -52,10 +53,10 @@ fn fill(py: Python<'_>, arr: &Bound<'_, PyAny>, addr: usize, data: &[u8]) -> PyR
     Ok(())
 }
 
-/// A python scalar from a 0-dim output.
-fn scalar(py: Python<'_>, kind: i32, v: &OutputView<'_>) -> PyResult<Py<PyAny>> {
-    let bytes = |n: usize| -> PyResult<&[u8]> { v.data.get(..n).ok_or_else(|| raise(py, status::INTERNAL, "scalar output without data")) };
-    let x: f64 = match v.dtype {
+/// A python scalar from a 0-dim output of `dtype` held in `data`.
+fn scalar(py: Python<'_>, kind: i32, dtype: DType, data: &[u8]) -> PyResult<Py<PyAny>> {
+    let bytes = |n: usize| -> PyResult<&[u8]> { data.get(..n).ok_or_else(|| raise(py, status::INTERNAL, "scalar output without data")) };
+    let x: f64 = match dtype {
         DType::F64 => f64::from_le_bytes(bytes(8)?.try_into().expect("8 bytes")),
         DType::F32 => f32::from_le_bytes(bytes(4)?.try_into().expect("4 bytes")) as f64,
         DType::I64 => {
@@ -75,12 +76,54 @@ fn scalar(py: Python<'_>, kind: i32, v: &OutputView<'_>) -> PyResult<Py<PyAny>> 
     })
 }
 
-/// The outputs of the call that produced `views`, in order.
+/// The arrays a call writes its outputs into: one per output, of the `shapes` the call
+/// computes, each with its data address.
+pub fn allocate(py: Python<'_>, model: &Model, shapes: &[Vec<i64>], torch: bool) -> PyResult<Vec<(Py<PyAny>, usize)>> {
+    let dtypes = if torch { &model.support.out_torch } else { &model.support.out_numpy };
+    shapes.iter().zip(&model.outputs).zip(dtypes).map(|((shape, info), dtype)| {
+        let dtype = dtype.as_ref().ok_or_else(|| raise(py, status::DTYPE, format!("output '{}': no array type for {:?}", info.name, info.dtype)))?;
+        let (arr, addr) = empty(py, model, shape, dtype)?;
+        Ok((arr.unbind(), addr))
+    }).collect()
+}
+
+/// The descriptor of the contiguous array at `addr` that output `info` of `shape` is
+/// written into (`shape` is where the descriptor's shape points).
+pub fn descriptor(addr: usize, info: &ValueInfo, shape: &mut [i64]) -> AotcTensor {
+    AotcTensor {
+        data: addr as *mut std::ffi::c_void,
+        device: DLDevice { device_type: DL_CPU, device_id: 0 },
+        ndim: shape.len() as i32,
+        dtype: info.dtype.unwrap_or(DType::F32).to_dlpack(),
+        shape: shape.as_mut_ptr(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    }
+}
+
+/// The outputs of a call from the arrays it wrote them into ([`allocate`]), in order.
+pub fn finish(py: Python<'_>, model: &Model, arrays: Vec<(Py<PyAny>, usize)>, torch: bool) -> PyResult<Vec<Py<PyAny>>> {
+    arrays.into_iter().zip(&model.outputs).map(|((arr, addr), info)| {
+        let dtype = info.dtype.ok_or_else(|| raise(py, status::INTERNAL, format!("output '{}' of unknown dtype", info.name)))?;
+        if info.kind != value_kind::TENSOR {
+            // SAFETY: the call wrote the 0-dim output, one element of `dtype`, at addr,
+            // the data of `arr`, alive here.
+            let data = unsafe { std::slice::from_raw_parts(addr as *const u8, dtype.size()) };
+            return scalar(py, info.kind, dtype, data);
+        }
+        if torch {
+            return Ok(model.support.to_torch.bind(py).call1((arr, dtype.name()))?.unbind());
+        }
+        Ok(arr)
+    }).collect()
+}
+
+/// The outputs of the call that produced `views`, in order, copied.
 pub fn convert(py: Python<'_>, model: &Model, views: &[OutputView<'_>], torch: bool) -> PyResult<Vec<Py<PyAny>>> {
     let dtypes = if torch { &model.support.out_torch } else { &model.support.out_numpy };
     views.iter().zip(&model.outputs).zip(dtypes).map(|((v, info), dtype)| {
         if info.kind != value_kind::TENSOR {
-            return scalar(py, info.kind, v);
+            return scalar(py, info.kind, v.dtype, v.data);
         }
         if info.dtype != Some(v.dtype) {
             return Err(raise(py, status::INTERNAL, format!("output '{}' came back as {}, its metadata says {:?}", info.name, v.dtype.name(), info.dtype)));

@@ -116,6 +116,8 @@ struct Fns {
     profile: Option<ProfileFns>,
     /// `None` for a library compiled before weights could be loaded.
     weights: Option<weights::WeightsFns>,
+    /// `None` for a library compiled before outputs could go into the caller's memory.
+    into: Option<raw::IntoFns>,
 }
 
 struct ProfileFns {
@@ -195,6 +197,7 @@ impl Model {
                 read: sym(&lib, symbols::PROFILE_READ).ok()?,
             }))(),
             weights: weights::WeightsFns::find(&lib),
+            into: raw::IntoFns::find(&lib),
         };
         let dev = CString::new(device.as_str()).expect("no NUL in device names");
         let threads = i64::try_from(threads).unwrap_or(i64::MAX);
@@ -274,34 +277,33 @@ impl Model {
     /// Runs one call on flat inputs (the leaves of in_spec). Tensors the program mutates
     /// are updated in place; buffers keep their new values for the next call.
     pub fn run(&mut self, inputs: &mut [Value]) -> Result<Vec<Tensor>, Error> {
-        let mut shapes: Vec<Vec<i64>> = Vec::with_capacity(inputs.len());
-        let mut scalars: Vec<[u8; 8]> = Vec::with_capacity(inputs.len());
-        for (i, v) in inputs.iter().enumerate() {
-            match v {
-                Value::Tensor(t) => {
-                    t.check_len(&format!("input {i}"))?;
-                    shapes.push(t.shape.clone());
-                    scalars.push([0; 8]);
-                }
-                Value::Float(f) => { shapes.push(vec![]); scalars.push(f.to_le_bytes()) }
-                Value::Int(i) => { shapes.push(vec![]); scalars.push(i.to_le_bytes()) }
-                Value::Bool(b) => { shapes.push(vec![]); scalars.push([*b as u8, 0, 0, 0, 0, 0, 0, 0]) }
-            }
-        }
-        let cpu = DLDevice { device_type: DL_CPU, device_id: 0 };
-        let raw: Vec<AotcTensor> = inputs.iter_mut().zip(shapes.iter_mut()).zip(scalars.iter_mut()).map(|((v, shape), scalar)| {
-            let (data, dtype) = match v {
-                Value::Tensor(t) => (t.data.as_mut_ptr(), t.dtype),
-                Value::Float(_) => (scalar.as_mut_ptr(), DType::F64),
-                Value::Int(_) => (scalar.as_mut_ptr(), DType::I64),
-                Value::Bool(_) => (scalar.as_mut_ptr(), DType::Bool),
-            };
-            AotcTensor { data: data.cast(), device: cpu, ndim: shape.len() as i32, dtype: dtype.to_dlpack(), shape: shape.as_mut_ptr(), strides: std::ptr::null_mut(), byte_offset: 0 }
-        }).collect();
+        let described = Described::new(inputs)?;
         // SAFETY: each descriptor points at a checked tensor (or an 8-byte scalar) and its
-        // shape, owned here and alive until run_raw returns.
-        let outs = unsafe { self.run_raw(&raw) }?;
+        // shape, owned by `inputs` and `described`, alive until run_raw returns.
+        let outs = unsafe { self.run_raw(&described.raw) }?;
         Ok(outs.into_iter().map(|o| Tensor { dtype: o.dtype, shape: o.shape, data: o.data.to_vec() }).collect())
+    }
+
+    /// The shape of each output of a call on `inputs`, without running it; a dimension
+    /// that depends on the data (nonzero's row count) is -1.
+    pub fn output_shapes(&self, inputs: &mut [Value]) -> Result<Vec<Vec<i64>>, Error> {
+        let described = Described::new(inputs)?;
+        // SAFETY: as in `run`; the library only reads the inputs here.
+        unsafe { self.output_shapes_raw(&described.raw) }
+    }
+
+    /// [`Model::run`] writing the outputs into `outputs` (one per output, of its dtype and
+    /// the shape this call computes, e.g. from [`Model::output_shapes`]) instead of
+    /// returning new tensors: the kernels write into their memory, no copy made.
+    pub fn run_into(&mut self, inputs: &mut [Value], outputs: &mut [Tensor]) -> Result<(), Error> {
+        let described = Described::new(inputs)?;
+        let raw_outputs = outputs.iter_mut().enumerate().map(|(o, t)| {
+            t.check_len(&format!("output {o}"))?;
+            Ok(t.as_raw())
+        }).collect::<Result<Vec<AotcTensor>, Error>>()?;
+        // SAFETY: as in `run`; each output descriptor points at a tensor whose data holds
+        // exactly its shape's bytes (checked), borrowed mutably until this returns.
+        unsafe { self.run_into_raw(&described.raw, &raw_outputs) }
     }
 
     /// aot_load-style call: flattens `(args, kwargs)` with in_spec, runs, and rebuilds the
@@ -354,6 +356,45 @@ impl Model {
             return Err(self.last_error(rc));
         }
         Ok(())
+    }
+}
+
+/// Descriptors of flat inputs, pointing into the values and into shapes and scalar bytes
+/// held here.
+struct Described {
+    raw: Vec<AotcTensor>,
+    _shapes: Vec<Vec<i64>>,
+    _scalars: Vec<[u8; 8]>,
+}
+
+impl Described {
+    fn new(inputs: &mut [Value]) -> Result<Described, Error> {
+        let mut shapes: Vec<Vec<i64>> = Vec::with_capacity(inputs.len());
+        let mut scalars: Vec<[u8; 8]> = Vec::with_capacity(inputs.len());
+        for (i, v) in inputs.iter().enumerate() {
+            match v {
+                Value::Tensor(t) => {
+                    t.check_len(&format!("input {i}"))?;
+                    shapes.push(t.shape.clone());
+                    scalars.push([0; 8]);
+                }
+                Value::Float(f) => { shapes.push(vec![]); scalars.push(f.to_le_bytes()) }
+                Value::Int(i) => { shapes.push(vec![]); scalars.push(i.to_le_bytes()) }
+                Value::Bool(b) => { shapes.push(vec![]); scalars.push([*b as u8, 0, 0, 0, 0, 0, 0, 0]) }
+            }
+        }
+        let cpu = DLDevice { device_type: DL_CPU, device_id: 0 };
+        // The descriptors point into the vectors' heap memory, which moving them keeps.
+        let raw = inputs.iter_mut().zip(shapes.iter_mut()).zip(scalars.iter_mut()).map(|((v, shape), scalar)| {
+            let (data, dtype) = match v {
+                Value::Tensor(t) => (t.data.as_mut_ptr(), t.dtype),
+                Value::Float(_) => (scalar.as_mut_ptr(), DType::F64),
+                Value::Int(_) => (scalar.as_mut_ptr(), DType::I64),
+                Value::Bool(_) => (scalar.as_mut_ptr(), DType::Bool),
+            };
+            AotcTensor { data: data.cast(), device: cpu, ndim: shape.len() as i32, dtype: dtype.to_dlpack(), shape: shape.as_mut_ptr(), strides: std::ptr::null_mut(), byte_offset: 0 }
+        }).collect();
+        Ok(Described { raw, _shapes: shapes, _scalars: scalars })
     }
 }
 

@@ -2,9 +2,22 @@
 //! instance's outputs back. For bindings (Python) that hand over their own arrays, strided
 //! or not, without copying them into [`Tensor`](crate::Tensor)s first.
 
-use crate::{Error, Model};
-use aotc_abi::{status, AotcTensor, DLDevice, DType, DL_CPU};
+use crate::{sym, Error, Model};
+use aotc_abi::{fn_types as ft, status, symbols, AotcTensor, DLDevice, DType, DL_CPU};
+use libloading::Library;
 use std::ffi::CString;
+
+/// The calls that write outputs into the caller's memory.
+pub(crate) struct IntoFns {
+    output_shapes: ft::OutputShapes,
+    run_into: ft::RunInto,
+}
+
+impl IntoFns {
+    pub(crate) fn find(lib: &Library) -> Option<IntoFns> {
+        Some(IntoFns { output_shapes: sym(lib, symbols::OUTPUT_SHAPES).ok()?, run_into: sym(lib, symbols::RUN_INTO).ok()? })
+    }
+}
 
 /// One output of the last call, borrowed from the instance: valid until its next call.
 #[derive(Debug)]
@@ -66,6 +79,56 @@ impl Model {
             let data: &[u8] = if n == 0 { &[] } else { unsafe { std::slice::from_raw_parts(t.data as *const u8, n) } };
             Ok(OutputView { dtype, shape, data })
         }).collect()
+    }
+
+    fn into_fns(&self) -> Result<&IntoFns, Error> {
+        self.fns.into.as_ref().ok_or_else(|| Error::new(status::INVALID_ARGUMENT, "this library was compiled before aotc could write outputs into the caller's memory (it lacks aotc_run_into): compile it again"))
+    }
+
+    /// Whether the library has [`Model::run_into_raw`] (libraries compiled before lack it).
+    pub fn can_run_into(&self) -> bool {
+        self.fns.into.is_some()
+    }
+
+    /// The shape of each output of a call on `inputs` (as [`Model::run_raw`] takes them),
+    /// without running it; a dimension that depends on the data is -1.
+    ///
+    /// # Safety
+    /// As [`Model::run_raw`]'s inputs (only read here).
+    pub unsafe fn output_shapes_raw(&self, inputs: &[AotcTensor]) -> Result<Vec<Vec<i64>>, Error> {
+        let fns = self.into_fns()?;
+        let n_in = i64::try_from(inputs.len()).map_err(|_| Error::new(status::INPUT_COUNT, "too many inputs"))?;
+        let ranks: Vec<usize> = self.outputs.iter().map(|o| o.sizes.len()).collect();
+        let mut dims = vec![0i64; ranks.iter().sum()];
+        // SAFETY: `inputs` holds n_in descriptors the caller vouches for; dims has room for
+        // every output's dimensions.
+        let rc = unsafe { (fns.output_shapes)(self.handle, inputs.as_ptr(), n_in, dims.as_mut_ptr(), dims.len() as i64) };
+        if rc != status::OK {
+            return Err(self.last_error(rc));
+        }
+        let mut rest = dims.as_slice();
+        Ok(ranks.iter().map(|&r| {
+            let (shape, tail) = rest.split_at(r);
+            rest = tail;
+            shape.to_vec()
+        }).collect())
+    }
+
+    /// Runs one call as [`Model::run_raw`] does, writing output `i` into the memory
+    /// `outputs[i]` describes (its dtype, the shape the call computes, any strides).
+    ///
+    /// # Safety
+    /// As [`Model::run_raw`]; and each output descriptor must describe writable memory as
+    /// `aotc.h` requires, valid and used by no one else until this returns.
+    pub unsafe fn run_into_raw(&mut self, inputs: &[AotcTensor], outputs: &[AotcTensor]) -> Result<(), Error> {
+        let fns = self.into_fns()?;
+        let n_in = i64::try_from(inputs.len()).map_err(|_| Error::new(status::INPUT_COUNT, "too many inputs"))?;
+        // SAFETY: arrays of the stated lengths; the caller vouches for the memory.
+        let rc = unsafe { (fns.run_into)(self.handle, inputs.as_ptr(), n_in, outputs.as_ptr(), outputs.len() as i64) };
+        if rc != status::OK {
+            return Err(self.last_error(rc));
+        }
+        Ok(())
     }
 
     /// Copies buffer `name` into the memory `dst` describes (same dtype and shape, any

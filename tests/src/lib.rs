@@ -91,20 +91,54 @@ pub fn check_fixture(name: &str) -> usize {
     verify_fixture(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-/// [`check_fixture`] for a fixture folder, every failure (compile, run, comparison) as an error.
+/// How a fixture's outputs come back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outputs {
+    /// `aotc_run`: described in the instance's memory, copied into new tensors.
+    Returned,
+    /// `aotc_run_into`: written into tensors allocated from `aotc_output_shapes` (a program
+    /// whose output shapes depend on the data falls back to `aotc_run`).
+    IntoCaller,
+}
+
+/// [`check_fixture`] for a fixture folder, every failure (compile, run, comparison) as an
+/// error: one library, checked through both ways outputs come back ([`Outputs`]), each on
+/// an instance of its own. Returns the tensors compared per way.
 pub fn verify_fixture(dir: &Path) -> Result<usize, String> {
     let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
     let so = tmp.path().join("model.so");
     aotc::compile(&dir.join("model.pt2"), &so, &aotc::CompileOptions::default()).map_err(|e| format!("compile: {e}"))?;
+    let compared = verify_library(dir, &so, Outputs::Returned)?;
+    verify_library(dir, &so, Outputs::IntoCaller).map_err(|e| format!("through aotc_run_into: {e}"))?;
+    Ok(compared)
+}
+
+/// One call of `model` on `inputs`, its outputs coming back as `how` says.
+pub fn run_with(model: &mut aotc_runtime::Model, inputs: &mut [aotc_runtime::Value], how: Outputs) -> Result<Vec<Tensor>, aotc_runtime::Error> {
+    if how == Outputs::IntoCaller {
+        let shapes = model.output_shapes(inputs)?;
+        if shapes.iter().all(|s| s.iter().all(|&n| n >= 0)) {
+            let mut outputs: Vec<Tensor> = model.outputs().iter().zip(&shapes)
+                .map(|(info, shape)| Tensor::zeros(info.dtype.expect("output dtype"), shape)).collect();
+            model.run_into(inputs, &mut outputs)?;
+            return Ok(outputs);
+        }
+    }
+    model.run(inputs)
+}
+
+/// Every recorded call of the fixture in `dir` on a fresh instance of the library `so`,
+/// the outputs coming back as `how` says.
+fn verify_library(dir: &Path, so: &Path, how: Outputs) -> Result<usize, String> {
     // One thread: the op suite loads ~1500 libraries into one process, and each library
     // that starts its worker pool costs a pthread key (glibc has 1024). tests/threads.rs
     // checks the threaded paths.
-    let mut model = aotc_runtime::Model::load_with_threads(&so, aotc_runtime::Device::Cpu, 1).map_err(|e| format!("load: {e}"))?;
+    let mut model = aotc_runtime::Model::load_with_threads(so, aotc_runtime::Device::Cpu, 1).map_err(|e| format!("load: {e}"))?;
     let (rtol, atol) = tolerance(dir);
     let mut compared = 0;
     for call in 0..calls(dir) {
         let mut inputs = aotc::tensor_io::read_inputs(&dir.join(format!("inputs_{call}.safetensors")), model.inputs().len())?;
-        let outputs = model.run(&mut inputs).map_err(|e| format!("call {call}: {e}"))?;
+        let outputs = run_with(&mut model, &mut inputs, how).map_err(|e| format!("call {call}: {e}"))?;
         let (expected, _) = aotc::tensor_io::read(&dir.join(format!("expected_{call}.safetensors")))?;
         if expected.len() != outputs.len() {
             return Err(format!("call {call}: {} outputs, PyTorch gave {}", outputs.len(), expected.len()));

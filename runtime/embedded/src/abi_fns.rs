@@ -2,7 +2,7 @@
 //! [`guard`] and reports failure as a status code plus a thread-local message.
 
 use crate::error::{err, Error, Result};
-use crate::model::Model;
+use crate::model::{Model, Outputs};
 use crate::program::{program, ValueInfoStore};
 use aotc_abi::{status, AotcModel, AotcTensor, AotcValueInfo, ABI_VERSION};
 use std::cell::RefCell;
@@ -274,7 +274,54 @@ pub unsafe extern "C" fn aotc_run(m: *mut AotcModel, inputs: *const AotcTensor, 
         let ins = if n_in == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(inputs, n_in) }.to_vec() };
         // SAFETY: as above; no other reference to the outputs array exists during the call.
         let outs = if n_out == 0 { &mut [][..] } else { unsafe { std::slice::from_raw_parts_mut(outputs, n_out) } };
-        model.run(&ins, outs)
+        model.run(&ins, Outputs::Describe(outs))
+    })
+}
+
+/// The caller's array of `n` tensors at `p` (named `what` in messages), copied.
+fn descriptors(p: *const AotcTensor, n: i64, what: &str) -> Result<Vec<AotcTensor>> {
+    let n = usize::try_from(n).map_err(|_| Error { code: status::INVALID_ARGUMENT, message: format!("negative count: {n} {what}") })?;
+    if n == 0 {
+        return Ok(vec![]);
+    }
+    if p.is_null() {
+        return err(status::INVALID_ARGUMENT, format!("{what} is a null pointer, with {n} entries"));
+    }
+    // SAFETY: the caller passes an array of n tensors.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
+}
+
+/// # Safety
+/// Pointers must be null or valid as `aotc.h` describes (`inputs`: `n_inputs` tensors;
+/// `outputs`: `n_outputs` tensors describing writable memory).
+#[no_mangle]
+pub unsafe extern "C" fn aotc_run_into(m: *mut AotcModel, inputs: *const AotcTensor, n_inputs: i64, outputs: *const AotcTensor, n_outputs: i64) -> i32 {
+    guard(|| {
+        let model = model_mut(m)?;
+        let ins = descriptors(inputs, n_inputs, "inputs")?;
+        let outs = descriptors(outputs, n_outputs, "outputs")?;
+        model.run(&ins, Outputs::Into(&outs))
+    })
+}
+
+/// # Safety
+/// Pointers must be null or valid as `aotc.h` describes (`inputs`: `n_inputs` tensors;
+/// `shapes`: `n_dims` writable int64s).
+#[no_mangle]
+pub unsafe extern "C" fn aotc_output_shapes(m: *const AotcModel, inputs: *const AotcTensor, n_inputs: i64, shapes: *mut i64, n_dims: i64) -> i32 {
+    guard(|| {
+        let model = model_ref(m)?;
+        let ins = descriptors(inputs, n_inputs, "inputs")?;
+        let dims: Vec<i64> = model.output_shapes(&ins)?.concat();
+        if usize::try_from(n_dims).map_or(true, |n| n < dims.len()) {
+            return err(status::INVALID_ARGUMENT, format!("shapes has room for {n_dims} dimensions; the outputs have {}", dims.len()));
+        }
+        if !dims.is_empty() && shapes.is_null() {
+            return err(status::INVALID_ARGUMENT, "shapes is a null pointer");
+        }
+        // SAFETY: shapes holds n_dims >= dims.len() writable entries (checked above).
+        unsafe { std::ptr::copy_nonoverlapping(dims.as_ptr(), shapes, dims.len()) };
+        Ok(())
     })
 }
 

@@ -40,6 +40,11 @@ impl ScratchArena {
         self.holds.get(k).copied().unwrap_or(false)
     }
 
+    /// True when some byte of `span` (addresses) lies in the arena.
+    pub fn overlaps(&self, span: &std::ops::Range<usize>) -> bool {
+        self.memory.overlaps(span)
+    }
+
     /// The arena's memory, for keeping it apart from inputs that live in it.
     pub fn memory(&mut self) -> &mut AlignedBuf {
         &mut self.memory

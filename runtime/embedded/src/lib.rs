@@ -31,6 +31,7 @@ mod kernels;
 mod mapping;
 mod memory;
 mod model;
+mod outputs;
 mod pool;
 mod profile;
 mod program;

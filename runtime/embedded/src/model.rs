@@ -6,6 +6,7 @@ use crate::error::{err, Error, Result};
 use crate::guards::{check_guards, check_index_errors};
 use crate::inputs::bind_inputs;
 use crate::memory::{ensure_len, strided_copy, AlignedBuf, Direction};
+use crate::outputs::CallerOutputs;
 use crate::pool::{with_threads, PoolUser};
 use crate::profile::Profile;
 use crate::program::{program, Program};
@@ -42,6 +43,14 @@ pub struct Model {
     _pool: Option<PoolUser>,
     /// Kernel timings, when profiling is on.
     pub profile: Profile,
+}
+
+/// Where a call's outputs go.
+pub enum Outputs<'a> {
+    /// `aotc_run`: the outputs stay in the instance's memory, described into these.
+    Describe(&'a mut [AotcTensor]),
+    /// `aotc_run_into`: the outputs are written into the caller's tensors.
+    Into(&'a [AotcTensor]),
 }
 
 /// The sizes of a call, evaluated stage by stage as the symbols they use are bound.
@@ -171,33 +180,41 @@ impl Model {
     /// sizes), so a refused call touches no memory and the previous outputs stay valid.
     /// A program whose sizes depend on data runs in stages: each later stage first binds
     /// the symbols the previous one computed, then checks and sizes what depends on them;
-    /// a call refused there has overwritten earlier outputs but no state and no input.
-    pub fn run(&mut self, inputs: &[AotcTensor], outputs: &mut [AotcTensor]) -> Result<()> {
+    /// a call refused there has overwritten earlier outputs (or the caller's outputs it
+    /// writes into) but no state and no input.
+    pub fn run(&mut self, inputs: &[AotcTensor], outputs: Outputs<'_>) -> Result<()> {
         let m = &self.program.manifest;
         self.profile.begin_call();
-        if outputs.len() != m.outputs.len() {
-            return err(status::INVALID_ARGUMENT, format!("expected room for {} outputs, got {}", m.outputs.len(), outputs.len()));
+        if let Outputs::Describe(d) = &outputs {
+            if d.len() != m.outputs.len() {
+                return err(status::INVALID_ARGUMENT, format!("expected room for {} outputs, got {}", m.outputs.len(), d.len()));
+            }
         }
         let bound = bind_inputs(m, inputs)?;
+        let caller = match &outputs {
+            Outputs::Into(t) => Some(CallerOutputs::check(m, t, &bound.views, |span| self.owns(span))?),
+            Outputs::Describe(_) => None,
+        };
         let mut syms = bound.syms;
         let mut sizes = Sizes { dims: vec![0; m.dims.len()], scratch: vec![Some(0); m.slots.len()] };
-        self.evaluate_stage(0, &syms, &mut sizes)?;
+        self.evaluate_stage(0, &syms, &mut sizes, caller.as_ref())?;
         self.set_aside_aliased(&bound.views);
-        let mut slots = self.bind_slots(&bound.views, &sizes.scratch)?;
+        let mut slots = self.bind_slots(&bound.views, &sizes.scratch, caller.as_ref())?;
         if let Some(e) = &m.index_errors {
             self.scratch[e.slot].as_mut_slice().fill(0);
         }
         for stage in 0..m.stages() {
             if stage > 0 {
-                self.evaluate_stage(stage, &syms, &mut sizes)?;
-                self.allocate_scratch(&mut slots, &sizes.scratch)?;
+                self.evaluate_stage(stage, &syms, &mut sizes, caller.as_ref())?;
+                self.allocate_scratch(&mut slots, &sizes.scratch, caller.as_ref())?;
             }
             let recorder = self.profile.stage_recorder();
             // SAFETY: every slot this stage touches points to memory of the size the
             // compiler planned for the bound symbols (inputs were checked against their
-            // shapes; the plan checked that a stage uses only sizes known by then), dims
-            // holds every such size, no input lives in memory the program writes, and the
-            // recorder (null unless profiling) is this instance's, alive through the stage.
+            // shapes, the caller's outputs written in place against the slot's size; the
+            // plan checked that a stage uses only sizes known by then), dims holds every
+            // such size, no input lives in memory the program writes, and the recorder
+            // (null unless profiling) is this instance's, alive through the stage.
             with_threads(self.threads, || unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr(), stage as i64, recorder) });
             // A data-dependent index out of range fails the call before any state changes.
             if let Some(e) = &m.index_errors {
@@ -205,26 +222,55 @@ impl Model {
             }
             self.bind_data_symbols(stage, &mut syms)?;
         }
-        let output_sizes = self.output_sizes(&syms)?;
-        self.apply_mutations(&bound.views)?;
-        for (o, spec) in m.outputs.iter().enumerate() {
-            self.output_shapes[o].copy_from_slice(&output_sizes[o]);
-            outputs[o] = AotcTensor {
-                data: slots[spec.slot].cast(),
-                device: aotc_abi::DLDevice { device_type: DL_CPU, device_id: 0 },
-                ndim: spec.sizes.len() as i32,
-                dtype: spec.dtype.to_dlpack(),
-                shape: self.output_shapes[o].as_mut_ptr(),
-                strides: std::ptr::null_mut(),
-                byte_offset: 0,
-            };
+        match outputs {
+            Outputs::Describe(descriptors) => {
+                let output_sizes = (0..m.outputs.len()).map(|o| self.output_shape(o, &syms)).collect::<Result<Vec<_>>>()?;
+                self.apply_mutations(&bound.views)?;
+                for (o, spec) in m.outputs.iter().enumerate() {
+                    self.output_shapes[o].copy_from_slice(&output_sizes[o]);
+                    descriptors[o] = AotcTensor {
+                        data: slots[spec.slot].cast(),
+                        device: aotc_abi::DLDevice { device_type: DL_CPU, device_id: 0 },
+                        ndim: spec.sizes.len() as i32,
+                        dtype: spec.dtype.to_dlpack(),
+                        shape: self.output_shapes[o].as_mut_ptr(),
+                        strides: std::ptr::null_mut(),
+                        byte_offset: 0,
+                    };
+                }
+            }
+            Outputs::Into(_) => {
+                self.apply_mutations(&bound.views)?;
+                if let Some(c) = &caller {
+                    c.copy_out(m, &slots);
+                }
+            }
         }
         self.profile.end_call();
         Ok(())
     }
 
+    /// The shape of every output of a call on `inputs`, without running it: a dimension
+    /// that depends on the data (known only once the program ran) is -1.
+    pub fn output_shapes(&self, inputs: &[AotcTensor]) -> Result<Vec<Vec<i64>>> {
+        let m = &self.program.manifest;
+        let bound = bind_inputs(m, inputs)?;
+        check_guards(m.guards.iter().filter(|g| m.stage_of(&g.lhs).max(m.stage_of(&g.rhs)) == 0), &bound.syms)?;
+        m.outputs.iter().enumerate().map(|(o, spec)| {
+            spec.sizes.iter().enumerate().map(|(d, e)| match m.stage_of(e) {
+                0 => self.output_dim(o, d, &bound.syms),
+                _ => Ok(-1),
+            }).collect()
+        }).collect()
+    }
+
+    /// True when some byte of `span` (addresses) is memory this instance owns.
+    fn owns(&self, span: &std::ops::Range<usize>) -> bool {
+        self.buffers.iter().chain(&self.scratch).chain(&self.staging).chain(&self.retired).any(|b| b.overlaps(span)) || self.arena.overlaps(span)
+    }
+
     /// The guards, dims and scratch sizes that become known at `stage`.
-    fn evaluate_stage(&self, stage: usize, syms: &[Option<i64>], sizes: &mut Sizes) -> Result<()> {
+    fn evaluate_stage(&self, stage: usize, syms: &[Option<i64>], sizes: &mut Sizes, caller: Option<&CallerOutputs>) -> Result<()> {
         let m = &self.program.manifest;
         check_guards(m.guards.iter().filter(|g| m.stage_of(&g.lhs).max(m.stage_of(&g.rhs)) == stage), syms)?;
         for (d, e) in m.dims.iter().enumerate().filter(|(_, e)| m.stage_of(e) == stage) {
@@ -238,6 +284,10 @@ impl Model {
                     _ => sizes.scratch[k],
                 };
             }
+        }
+        if let Some(c) = caller {
+            let at_stage = |o: usize| m.outputs[o].sizes.iter().map(|e| m.stage_of(e)).max().unwrap_or(0) == stage;
+            c.check_shapes(m, |o| if at_stage(o) { self.output_shape(o, syms).map(Some) } else { Ok(None) })?;
         }
         Ok(())
     }
@@ -257,13 +307,14 @@ impl Model {
         Ok(())
     }
 
-    fn output_sizes(&self, syms: &[Option<i64>]) -> Result<Vec<Vec<i64>>> {
-        let m = &self.program.manifest;
-        m.outputs.iter().enumerate().map(|(o, spec)| {
-            spec.sizes.iter().enumerate()
-                .map(|(d, e)| eval_size(e, syms, || format!("output {o} ('{}') dimension {d} ({e})", spec.name)).map(|n| n as i64))
-                .collect::<Result<Vec<i64>>>()
-        }).collect()
+    fn output_shape(&self, o: usize, syms: &[Option<i64>]) -> Result<Vec<i64>> {
+        (0..self.program.manifest.outputs[o].sizes.len()).map(|d| self.output_dim(o, d, syms)).collect()
+    }
+
+    fn output_dim(&self, o: usize, d: usize, syms: &[Option<i64>]) -> Result<i64> {
+        let spec = &self.program.manifest.outputs[o];
+        let e = &spec.sizes[d];
+        eval_size(e, syms, || format!("output {o} ('{}') dimension {d} ({e})", spec.name)).map(|n| n as i64)
     }
 
     /// Keeps what this call writes out of its inputs. An input may live in memory this
@@ -285,7 +336,7 @@ impl Model {
     /// The slot table of the call: inputs (staged when not contiguous), weights, state,
     /// the arena and scratch of the sizes evaluated so far (null until a later stage
     /// knows the size).
-    fn bind_slots(&mut self, views: &[View], scratch_bytes: &[Option<usize>]) -> Result<Vec<*mut u8>> {
+    fn bind_slots(&mut self, views: &[View], scratch_bytes: &[Option<usize>], caller: Option<&CallerOutputs>) -> Result<Vec<*mut u8>> {
         let m = &self.program.manifest;
         let mut slots = Vec::with_capacity(m.slots.len());
         for (k, slot) in m.slots.iter().enumerate() {
@@ -295,7 +346,10 @@ impl Model {
                 Slot::Buffer(b) => self.buffers[*b].as_ptr(),
                 Slot::Input(i) => self.input_pointer(*i, &views[*i])?,
                 Slot::Scratch { .. } => match scratch_bytes[k] {
-                    Some(bytes) if !self.arena.holds(k) => ensure_len(&mut self.scratch[k], bytes)?,
+                    Some(bytes) if !self.arena.holds(k) => match caller.and_then(|c| c.slot_memory(m, k, bytes)) {
+                        Some(memory) => memory,
+                        None => ensure_len(&mut self.scratch[k], bytes)?,
+                    },
                     // Arena slots are placed below; the rest wait for their stage.
                     _ => std::ptr::null_mut(),
                 },
@@ -307,10 +361,14 @@ impl Model {
 
     /// Allocates the scratch slots whose sizes a later stage has just evaluated (never an
     /// arena slot: the compiler leaves slots sized at a later stage out of the arena).
-    fn allocate_scratch(&mut self, slots: &mut [*mut u8], scratch_bytes: &[Option<usize>]) -> Result<()> {
-        for (k, slot) in self.program.manifest.slots.iter().enumerate() {
+    fn allocate_scratch(&mut self, slots: &mut [*mut u8], scratch_bytes: &[Option<usize>], caller: Option<&CallerOutputs>) -> Result<()> {
+        let m = &self.program.manifest;
+        for (k, slot) in m.slots.iter().enumerate() {
             if let (Slot::Scratch { .. }, Some(bytes), true) = (slot, scratch_bytes[k], slots[k].is_null()) {
-                slots[k] = ensure_len(&mut self.scratch[k], bytes)?;
+                slots[k] = match caller.and_then(|c| c.slot_memory(m, k, bytes)) {
+                    Some(memory) => memory,
+                    None => ensure_len(&mut self.scratch[k], bytes)?,
+                };
             }
         }
         Ok(())
