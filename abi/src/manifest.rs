@@ -19,6 +19,10 @@ pub struct Manifest {
     /// pytree TreeSpecs, as JSON strings in torch.export's format.
     pub in_spec: String,
     pub out_spec: String,
+    /// The field names of each namedtuple type the specs name (`collections.namedtuple`
+    /// nodes, whose context is the type's serialized name).
+    #[serde(default)]
+    pub namedtuple_fields: std::collections::BTreeMap<String, Vec<String>>,
     /// Symbols of dynamic dimensions with their range constraints, indexed by `SymId`.
     pub symbols: Vec<SymbolRange>,
     /// Flattened user inputs, in call order.

@@ -31,6 +31,13 @@ ascontiguousarray = np.ascontiguousarray
 OrderedDict = collections.OrderedDict
 
 
+def namedtuple_type(serialized_name, fields):
+    """A namedtuple type for a call spec's namedtuple node: named after the last part of
+    the type's serialized name (torch.utils._pytree._register_namedtuple), with its fields."""
+    name = serialized_name.rsplit(".", 1)[-1]
+    return collections.namedtuple(name if name.isidentifier() else "namedtuple", fields, rename=True)
+
+
 def dtype(name, torch):
     """The numpy dtype an aotc dtype is allocated as: for a numpy result (torch=False;
     None when numpy lacks it) or for a torch.from_numpy view (torch=True)."""

@@ -95,7 +95,7 @@ impl Model {
         }
         drop(leaves);
         let mut it = outs.into_iter().map(|o| o.into_bound(py));
-        tree::unflatten(py, &self.out_spec, &mut it, self.support.ordered_dict.bind(py))
+        tree::unflatten(py, &self.out_spec, &mut it, &self.support.node_types)
     }
 
     /// Times `iters` calls after `warmup` untimed ones, on one conversion of the inputs

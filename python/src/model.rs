@@ -4,12 +4,14 @@
 
 use crate::error::{raise, to_py};
 use crate::leaf::Numpy;
+use crate::tree::NodeTypes;
 use crate::weights::PyWeights;
 use aotc_abi::{status, value_kind, DType};
 use aotc_runtime::pytree::TreeSpec;
 use aotc_runtime::{Device, ValueInfo};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
@@ -18,7 +20,7 @@ pub struct Support {
     pub np: Numpy,
     pub empty: Py<PyAny>,
     pub to_torch: Py<PyAny>,
-    pub ordered_dict: Py<PyAny>,
+    pub node_types: NodeTypes,
     /// Per output: the numpy dtype to return it as (None: numpy lacks it, e.g. bfloat16
     /// without ml_dtypes), and the one to allocate it as before a torch.from_numpy view.
     pub out_numpy: Vec<Option<Py<PyAny>>>,
@@ -58,6 +60,16 @@ fn kind_name(kind: i32) -> &'static str {
         value_kind::BOOL => "bool",
         _ => "tensor",
     }
+}
+
+/// A namedtuple type per namedtuple the manifest names with its fields.
+fn namedtuple_types(support: &Bound<'_, PyAny>, metadata: &str) -> PyResult<HashMap<String, Py<PyAny>>> {
+    let json: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
+    let Some(types) = json.get("namedtuple_fields").and_then(|t| t.as_object()) else { return Ok(HashMap::new()) };
+    types.iter().map(|(name, fields)| {
+        let fields: Vec<&str> = fields.as_array().into_iter().flatten().filter_map(|f| f.as_str()).collect();
+        Ok((name.clone(), support.call_method1("namedtuple_type", (name, fields))?.unbind()))
+    }).collect()
 }
 
 /// The inputs the manifest says the program writes back into.
@@ -133,7 +145,7 @@ impl Model {
             np: Numpy { asarray: get("asarray")?, ascontiguousarray: get("ascontiguousarray")? },
             empty: get("empty")?,
             to_torch: get("to_torch")?,
-            ordered_dict: get("OrderedDict")?,
+            node_types: NodeTypes { ordered_dict: get("OrderedDict")?, namedtuples: namedtuple_types(&support, model.metadata_json())? },
             out_numpy: model.outputs().iter().map(|i| dtype(i, false)).collect::<PyResult<_>>()?,
             out_torch: model.outputs().iter().map(|i| dtype(i, true)).collect::<PyResult<_>>()?,
             buffer_numpy: model.buffers().iter().map(|i| dtype(i, false)).collect::<PyResult<_>>()?,

@@ -6,6 +6,7 @@ use aotc_runtime::pytree::{Node, TreeSpec};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use serde_json::Value as Json;
+use std::collections::HashMap;
 
 /// A mismatch between a value and the spec: where (a path such as "[0][1]['a']") and what.
 pub struct Mismatch {
@@ -104,18 +105,30 @@ fn repr(k: &Bound<'_, PyAny>) -> String {
     k.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into())
 }
 
-/// Rebuilds `spec`'s tree from its leaves, in order. `ordered_dict` is
-/// `collections.OrderedDict`, for the nodes that were one.
-pub fn unflatten<'py>(py: Python<'py>, spec: &TreeSpec, leaves: &mut impl Iterator<Item = Bound<'py, PyAny>>, ordered_dict: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let mut kids = || spec.children.iter().map(|c| unflatten(py, c, leaves, ordered_dict)).collect::<PyResult<Vec<_>>>();
+/// The Python types a rebuilt tree's nodes are made of, beyond the builtins.
+pub struct NodeTypes {
+    /// `collections.OrderedDict`, for the nodes that were one.
+    pub ordered_dict: Py<PyAny>,
+    /// Per namedtuple node context (its serialized type name): a namedtuple type of its
+    /// fields (the library's manifest has them); a plain tuple where it lacks them.
+    pub namedtuples: HashMap<String, Py<PyAny>>,
+}
+
+/// Rebuilds `spec`'s tree from its leaves, in order.
+pub fn unflatten<'py>(py: Python<'py>, spec: &TreeSpec, leaves: &mut impl Iterator<Item = Bound<'py, PyAny>>, types: &NodeTypes) -> PyResult<Bound<'py, PyAny>> {
+    let mut kids = || spec.children.iter().map(|c| unflatten(py, c, leaves, types)).collect::<PyResult<Vec<_>>>();
     Ok(match &spec.node {
         Node::Leaf => leaves.next().ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("out_spec has more leaves than the program has outputs"))?,
         Node::None => py.None().into_bound(py),
-        Node::Tuple | Node::NamedTuple(_) => PyTuple::new(py, kids()?)?.into_any(),
+        Node::NamedTuple(name) => match types.namedtuples.get(name) {
+            Some(t) => t.bind(py).call1(PyTuple::new(py, kids()?)?)?,
+            None => PyTuple::new(py, kids()?)?.into_any(),
+        },
+        Node::Tuple => PyTuple::new(py, kids()?)?.into_any(),
         Node::List => PyList::new(py, kids()?)?.into_any(),
         Node::Dict(_) => {
             let values = kids()?;
-            let dict = if spec.type_name == "collections.OrderedDict" { ordered_dict.call0()? } else { PyDict::new(py).into_any() };
+            let dict = if spec.type_name == "collections.OrderedDict" { types.ordered_dict.bind(py).call0()? } else { PyDict::new(py).into_any() };
             for (k, v) in spec.keys.iter().zip(values) {
                 dict.set_item(py_key(py, k)?, v)?;
             }

@@ -115,7 +115,8 @@ def compare(what, want, got, rtol, atol):
 def _node(spec):
     ty = spec["type"]
     ctx = spec.get("context")
-    if isinstance(ctx, str):
+    # A namedtuple's context is its serialized type name as is, others' a JSON text.
+    if isinstance(ctx, str) and ty != "collections.namedtuple":
         ctx = json.loads(ctx)
     return ty, ctx, spec.get("children_spec", [])
 

@@ -83,3 +83,17 @@ def test_spec_and_metadata(model):
     out_root = json.loads(model.out_spec)[1]
     assert out_root["type"] == "builtins.dict" and json.loads(out_root["context"]) == ["sum", "parts"]
     assert json.loads(model.metadata_json)["in_spec"] == model.in_spec
+
+
+def test_a_namedtuple_output_comes_back_as_a_namedtuple(compiled):
+    # tests/fixtures/namedtuple_output: forward(x, y) returns Pair(total=x + y, scaled=2x),
+    # its type registered for export as "aotc_tests.Pair".
+    d = helpers.fixture("namedtuple_output")
+    tensors, _ = helpers.read_safetensors(os.path.join(d, "inputs_0.safetensors"))
+    expected, _ = helpers.read_safetensors(os.path.join(d, "expected_0.safetensors"))
+    out = aotc.load(compiled("namedtuple_output"))(tensors["0"], tensors["1"])
+    assert isinstance(out, tuple) and type(out).__name__ == "Pair"
+    assert out._fields == ("total", "scaled")
+    rtol, atol = helpers.tolerance(d)
+    helpers.compare("total", expected["0"], out.total, rtol, atol)
+    helpers.compare("scaled", expected["1"], out.scaled, rtol, atol)

@@ -29,7 +29,7 @@ pub enum Node {
     List,
     /// A dict / OrderedDict / defaultdict with these keys, in flattening order.
     Dict(Vec<String>),
-    /// A namedtuple (flattened like a tuple).
+    /// A namedtuple (flattened like a tuple), by its serialized type name.
     NamedTuple(String),
 }
 
@@ -88,7 +88,11 @@ impl TreeSpec {
                     keys = list.clone();
                     Node::Dict(names)
                 }
-                "collections.namedtuple" => Node::NamedTuple(context()?.to_string()),
+                // Its context is the type's serialized name as is, not a JSON text.
+                "collections.namedtuple" => match v.get("context") {
+                    Some(Json::String(name)) => Node::NamedTuple(name.clone()),
+                    _ => return Err("a namedtuple node without its type name as context".into()),
+                },
                 other => return Err(format!("unsupported pytree node type '{other}'")),
             },
             _ => return Err("bad 'type'".into()),
@@ -227,5 +231,13 @@ mod tests {
         assert_eq!(leaves, vec![Value::Tensor(a), Value::Tensor(b), Value::Float(3.0)]);
         let bad = PyValue::Tuple(vec![PyValue::Tuple(vec![PyValue::Dict(vec![]), PyValue::Float(3.0)]), PyValue::Dict(vec![])]);
         assert!(flatten(&bad, &spec).unwrap_err().contains("keys"));
+    }
+
+    #[test]
+    fn a_namedtuple_node_keeps_its_type_name_which_is_not_json() {
+        // torch.export's out_spec of `return Pair(x + y, 2 * x)`, Pair registered as
+        // "aotc_tests.Pair": the context is the bare name.
+        let spec = TreeSpec::parse(r#"[1, {"type": "collections.namedtuple", "context": "aotc_tests.Pair", "children_spec": [{"type": null, "context": null, "children_spec": []}, {"type": null, "context": null, "children_spec": []}]}]"#).unwrap();
+        assert_eq!((spec.node.clone(), spec.num_leaves()), (Node::NamedTuple("aotc_tests.Pair".into()), 2));
     }
 }

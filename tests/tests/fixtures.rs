@@ -34,3 +34,12 @@ fn bench_mlp_gemm_bound() {
 fn transformer_block_causal_attention() {
     assert_eq!(check_fixture("transformer_block"), 1);
 }
+
+#[test]
+fn namedtuple_output_runs_and_carries_its_field_names() {
+    assert_eq!(check_fixture("namedtuple_output"), 2);
+    let (_d, so) = aotc_tests::compile(&aotc_tests::fixture("namedtuple_output").join("model.pt2"));
+    let m = aotc_runtime::Model::load(&so, aotc_runtime::Device::Cpu).unwrap();
+    let meta: serde_json::Value = serde_json::from_str(m.metadata_json()).unwrap();
+    assert_eq!(meta["namedtuple_fields"]["aotc_tests.Pair"], serde_json::json!(["total", "scaled"]));
+}

@@ -66,6 +66,15 @@ pub struct GraphModule {
     pub signature: GraphSignature,
     #[serde(default)]
     pub module_call_graph: Vec<ModuleCallEntry>,
+    /// The field names of each namedtuple type the call spec names (by its serialized
+    /// type name, the node's context).
+    #[serde(default)]
+    pub treespec_namedtuple_fields: BTreeMap<String, NamedTupleDef>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NamedTupleDef {
+    pub field_names: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

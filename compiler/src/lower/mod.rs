@@ -56,6 +56,8 @@ pub struct Lowered {
     pub guards: Vec<Guard>,
     pub in_spec: String,
     pub out_spec: String,
+    /// The field names of the namedtuple types the call spec names.
+    pub namedtuple_fields: BTreeMap<String, Vec<String>>,
 }
 
 pub struct Lowerer<'s> {
@@ -162,7 +164,8 @@ pub fn lower(src: &Source) -> Result<Lowered> {
     aten::random::finish(&mut lw, &mut buffers, &mut buffer_mutations)?;
     lw.stamp_kernels();
     let (in_spec, out_spec) = call_spec(src);
-    Ok(Lowered { program: lw.prog, symbols: lw.symbols, inputs, outputs, buffers, buffer_mutations, input_mutations, guards: lw.guards, in_spec, out_spec })
+    let namedtuple_fields = src.program.graph_module.treespec_namedtuple_fields.iter().map(|(k, v)| (k.clone(), v.field_names.clone())).collect();
+    Ok(Lowered { program: lw.prog, symbols: lw.symbols, inputs, outputs, buffers, buffer_mutations, input_mutations, guards: lw.guards, in_spec, out_spec, namedtuple_fields })
 }
 
 /// At most 200 characters of a text from the archive, for an error message.

@@ -64,6 +64,7 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         source: source.into(),
         in_spec: l.in_spec.clone(),
         out_spec: l.out_spec.clone(),
+        namedtuple_fields: l.namedtuple_fields.clone(),
         symbols: l.symbols.clone(),
         inputs: l.inputs.iter().map(|i| match i {
             LoweredInput::Tensor { name, dtype, sizes, buf } => InputSpec::Tensor(TensorSpec { name: name.clone(), dtype: *dtype, sizes: sizes.clone(), slot: index(*buf) }),

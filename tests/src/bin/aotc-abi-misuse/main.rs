@@ -5,7 +5,8 @@
 //!
 //! For every input and buffer it passes systematically broken descriptors (ndim, shape,
 //! strides, byte_offset, data, dtype, device), wrong counts and null pointers, plus valid
-//! calls: plain, strided, and outputs fed back as inputs (compared with fresh copies).
+//! calls: plain, strided, and outputs fed back as inputs (compared with fresh copies);
+//! the same for the outputs `aotc_run_into` writes into (`run_into.rs`).
 //! Every call must return a status, `AOTC_OK` exactly for the valid ones, with a message
 //! in `aotc_last_error` on failure. Run it under valgrind to also catch reads and writes
 //! out of bounds. Exits non-zero on anything unexpected.
@@ -15,6 +16,8 @@ use aotc_abi::manifest::{ConstValue, InputSpec, Manifest};
 use aotc_abi::{fn_types as ft, status, symbols, AotcModel, AotcTensor, AotcValueInfo, DLDataType, DLDevice, DType, DL_CPU};
 use std::ffi::{c_char, CStr};
 use std::process::ExitCode;
+
+mod run_into;
 
 /// The exported functions of one library.
 struct Abi {
@@ -32,6 +35,8 @@ struct Abi {
     kernel_count: ft::Count,
     profile_enable: ft::ProfileEnable,
     profile_read: ft::ProfileRead,
+    output_shapes: ft::OutputShapes,
+    run_into: ft::RunInto,
     // Dropped last: the functions above point into it.
     _lib: libloading::Library,
 }
@@ -59,6 +64,8 @@ impl Abi {
             kernel_count: get(&lib, symbols::KERNEL_COUNT)?,
             profile_enable: get(&lib, symbols::PROFILE_ENABLE)?,
             profile_read: get(&lib, symbols::PROFILE_READ)?,
+            output_shapes: get(&lib, symbols::OUTPUT_SHAPES)?,
+            run_into: get(&lib, symbols::RUN_INTO)?,
             _lib: lib,
         })
     }
@@ -524,7 +531,8 @@ fn check_library(path: &str, tally: &mut Tally) -> Result<(), String> {
     // SAFETY: created above, destroyed once.
     unsafe { (abi.destroy)(m) };
     subject.feed_outputs_back(tally, false)?;
-    subject.feed_outputs_back(tally, true)
+    subject.feed_outputs_back(tally, true)?;
+    subject.run_into_checks(tally)
 }
 
 /// The profile of the three calls, read into arrays that fit, and misread.
