@@ -51,42 +51,43 @@ impl Model {
             return Err(raise(py, status::DTYPE, format!("output {i} ('{}') is {}, which numpy lacks: install ml_dtypes (pip install ml_dtypes) or pass torch tensors", info.name, info.dtype.map_or("?", |d| d.name()))));
         }
         let descriptors = Descriptors(leaves.iter_mut().map(Leaf::descriptor).collect());
+        // Outputs whose shapes never change get their arrays before the library runs.
+        let ready = match &self.static_output_shapes {
+            Some(shapes) => Some((outputs::allocate(py, self, shapes, torch)?, shapes.clone())),
+            None => None,
+        };
         let outs = py.detach(move || {
             let descriptors = descriptors;
             let mut model = self.lock();
-            // SAFETY (both calls): every descriptor was built from a live Leaf (see
-            // Descriptors).
-            let shapes = match model.can_run_into() {
-                true => Some(unsafe { model.output_shapes_raw(&descriptors.0) }),
-                false => None,
+            let (arrays, mut shapes) = match ready {
+                Some(ready) => ready,
+                None => {
+                    // SAFETY: every descriptor was built from a live Leaf (see Descriptors).
+                    let shapes = model.can_run_into().then(|| unsafe { model.output_shapes_raw(&descriptors.0) });
+                    match shapes {
+                        Some(Ok(shapes)) if shapes.iter().flatten().all(|&n| n >= 0) => (Python::attach(|py| outputs::allocate(py, self, &shapes, torch))?, shapes),
+                        Some(Err(e)) => return Python::attach(|py| Err(to_py(py, e))),
+                        // An output's shape depends on the data (or the library predates
+                        // aotc_run_into): run, then copy the outputs out while the lock
+                        // is held.
+                        _ => {
+                            // SAFETY: as above.
+                            let result = unsafe { model.run_raw(&descriptors.0) };
+                            return Python::attach(|py| outputs::convert(py, self, &result.map_err(|e| to_py(py, e))?, torch));
+                        }
+                    }
+                }
             };
-            match shapes {
-                Some(Ok(shapes)) if shapes.iter().flatten().all(|&n| n >= 0) => {
-                    let arrays = Python::attach(|py| outputs::allocate(py, self, &shapes, torch))?;
-                    let mut shapes = shapes;
-                    let targets: Vec<AotcTensor> = arrays.iter().zip(&self.outputs).zip(shapes.iter_mut())
-                        .map(|(((_, addr), info), shape)| outputs::descriptor(*addr, info, shape)).collect();
-                    // SAFETY: each target describes a fresh contiguous array of the
-                    // output's dtype and shape, which `arrays` keeps alive, and which
-                    // nothing else references until this call returns.
-                    let result = unsafe { model.run_into_raw(&descriptors.0, &targets) };
-                    Python::attach(|py| {
-                        result.map_err(|e| to_py(py, e))?;
-                        outputs::finish(py, self, arrays, torch)
-                    })
-                }
-                Some(Err(e)) => Python::attach(|py| Err(to_py(py, e))),
-                // An output's shape depends on the data (or the library predates
-                // aotc_run_into): run, then copy the outputs out while the lock is held.
-                _ => {
-                    // SAFETY: as above.
-                    let result = unsafe { model.run_raw(&descriptors.0) };
-                    Python::attach(|py| -> PyResult<Vec<Py<PyAny>>> {
-                        let views = result.map_err(|e| to_py(py, e))?;
-                        outputs::convert(py, self, &views, torch)
-                    })
-                }
-            }
+            let targets: Vec<AotcTensor> = arrays.iter().zip(&self.outputs).zip(shapes.iter_mut())
+                .map(|(((_, addr), info), shape)| outputs::descriptor(*addr, info, shape)).collect();
+            // SAFETY: the inputs as above; each target describes a fresh contiguous array
+            // of the output's dtype and shape, which `arrays` keeps alive and nothing else
+            // references until this call returns.
+            let result = unsafe { model.run_into_raw(&descriptors.0, &targets) };
+            Python::attach(|py| {
+                result.map_err(|e| to_py(py, e))?;
+                outputs::finish(py, self, arrays, torch)
+            })
         })?;
         for (leaf, &mutated) in leaves.iter().zip(&self.mutated) {
             if let (Some((orig, copy)), true) = (&leaf.copied_from, mutated) {

@@ -46,6 +46,9 @@ pub struct Model {
     pub(crate) buffers: Vec<ValueInfo>,
     /// Per input: the program writes it back (mutates it in place).
     pub(crate) mutated: Vec<bool>,
+    /// The outputs' shapes when none is dynamic and the library can write into arrays
+    /// of the caller's (`aotc_run_into`).
+    pub(crate) static_output_shapes: Option<Vec<Vec<i64>>>,
     pub(crate) support: Support,
 }
 
@@ -150,7 +153,9 @@ impl Model {
             out_torch: model.outputs().iter().map(|i| dtype(i, true)).collect::<PyResult<_>>()?,
             buffer_numpy: model.buffers().iter().map(|i| dtype(i, false)).collect::<PyResult<_>>()?,
         };
+        let all_static = model.outputs().iter().all(|o| o.sizes.iter().all(|&n| n >= 0));
         Ok(Model {
+            static_output_shapes: (all_static && model.can_run_into()).then(|| model.outputs().iter().map(|o| o.sizes.clone()).collect()),
             mutated: mutated_inputs(model.metadata_json(), model.inputs().len()),
             inputs: model.inputs().to_vec(),
             outputs: model.outputs().to_vec(),
