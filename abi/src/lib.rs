@@ -10,6 +10,7 @@
 
 pub mod arena;
 pub mod conv;
+pub mod cuda;
 pub mod dtype;
 pub mod gemm;
 pub mod layout;
@@ -82,6 +83,8 @@ pub struct DLDevice {
 }
 
 pub const DL_CPU: i32 = 1;
+/// DLPack's kDLCUDA: memory of a CUDA device (`device_id` its ordinal).
+pub const DL_CUDA: i32 = 2;
 
 /// DLPack `DLDataType`: code 0 int, 1 uint, 2 float, 4 bfloat, 6 bool; bits; lanes (1).
 #[repr(C)]

@@ -64,6 +64,10 @@ pub struct Manifest {
     /// (`aotc_profile_read`) times them in this order.
     #[serde(default)]
     pub kernels: Vec<KernelInfo>,
+    /// The program compiled for CUDA (`aotc compile --device cuda`): such a library runs
+    /// on a GPU only; `None` for a CPU library.
+    #[serde(default)]
+    pub cuda: Option<crate::cuda::CudaPlan>,
     /// The scratch slots that share one allocation by lifetime; every other scratch slot
     /// has one of its own.
     #[serde(default)]

@@ -126,7 +126,7 @@ fn bad_output_descriptors_are_refused_before_anything_is_written() {
         (vec![descriptor(base, &mut wrong_shape, None, DType::F32)], status::SHAPE, "this call computes shape [2, 4], the caller's tensor has shape [2, 5]".into()),
         (vec![descriptor(std::ptr::null_mut(), &mut shape, None, DType::F32)], status::INVALID_ARGUMENT, "data is a null pointer".into()),
         (vec![descriptor(x.as_ptr().cast_mut().cast(), &mut big, None, DType::F32)], status::INVALID_ARGUMENT, "overlaps input 0 ('x')".into()),
-        (vec![AotcTensor { device: DLDevice { device_type: 2, device_id: 0 }, ..good }], status::DEVICE, "expected CPU".into()),
+        (vec![AotcTensor { device: DLDevice { device_type: 2, device_id: 0 }, ..good }], status::DEVICE, "tensor is on device type 2 id 0, expected the CPU (device type 1)".into()),
     ];
     for (outs, code, msg) in cases {
         // SAFETY: every descriptor describes live memory of the bytes it reaches (or is

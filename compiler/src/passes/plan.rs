@@ -101,6 +101,7 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         })),
         nodes: vec![],
         kernels: vec![],
+        cuda: None,
         weights: table,
     };
     let (stage_ends, data_symbols) = stages(p)?;

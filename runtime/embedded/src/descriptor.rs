@@ -8,9 +8,35 @@
 
 use crate::error::{err, Error, Result};
 use aotc_abi::layout::{byte_len, contiguous_strides, extent, is_contiguous};
-use aotc_abi::{status, AotcTensor, DType, DL_CPU};
+use aotc_abi::{status, AotcTensor, DType, DL_CPU, DL_CUDA};
 use std::fmt::Display;
 use std::ops::Range;
+
+/// Where an instance runs, and so where its tensors must live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    Cpu,
+    /// The CUDA device of this ordinal.
+    Cuda(i32),
+}
+
+impl Place {
+    fn holds(self, t: &AotcTensor) -> bool {
+        match self {
+            Place::Cpu => t.device.device_type == DL_CPU,
+            Place::Cuda(n) => t.device.device_type == DL_CUDA && t.device.device_id == n,
+        }
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Cpu => f.write_str("the CPU (device type 1)"),
+            Place::Cuda(n) => write!(f, "cuda:{n} (device type 2, id {n})"),
+        }
+    }
+}
 
 /// A checked caller's tensor: shape and strides copied out, sizes known not to overflow.
 pub struct View {
@@ -45,10 +71,11 @@ fn invalid(what: &dyn Display, message: impl Display) -> Error {
 }
 
 /// Checks `t` (whose dtype the caller checked: elements of `elem` bytes) for a value of
-/// rank `rank`; `want_shape` formats the expected shape for a rank mismatch.
-pub fn check_view(t: &AotcTensor, what: &dyn Display, rank: usize, elem: usize, want_shape: impl Fn() -> String) -> Result<View> {
-    if t.device.device_type != DL_CPU {
-        return err(status::DEVICE, format!("{what}: tensor is on device type {}, expected CPU (1)", t.device.device_type));
+/// rank `rank` on `place`; `want_shape` formats the expected shape for a rank mismatch.
+/// Nothing is copied between devices: a tensor elsewhere is an error.
+pub fn check_view(t: &AotcTensor, what: &dyn Display, place: Place, rank: usize, elem: usize, want_shape: impl Fn() -> String) -> Result<View> {
+    if !place.holds(t) {
+        return err(status::DEVICE, format!("{what}: tensor is on device type {} id {}, expected {place}", t.device.device_type, t.device.device_id));
     }
     if usize::try_from(t.ndim) != Ok(rank) {
         return err(status::RANK, format!("{what}: expected rank {rank} (shape [{}]), got rank {}", want_shape(), t.ndim));

@@ -1,7 +1,7 @@
 //! The inputs of a call: each descriptor checked against the manifest, and the symbols of
 //! dynamic dimensions bound from their shapes (consistently, and within their ranges).
 
-use crate::descriptor::{check_view, dtype_of, View};
+use crate::descriptor::{check_view, dtype_of, Place, View};
 use crate::error::{err, Error, Result};
 use aotc_abi::manifest::{ConstValue, InputSpec, Manifest, TensorSpec};
 use aotc_abi::sym::SymExpr;
@@ -33,7 +33,7 @@ struct Symbols {
 }
 
 /// Checks the inputs and binds every symbol from their shapes.
-pub fn bind_inputs(m: &Manifest, inputs: &[AotcTensor]) -> Result<Bound> {
+pub fn bind_inputs(m: &Manifest, inputs: &[AotcTensor], place: Place) -> Result<Bound> {
     if inputs.len() != m.inputs.len() {
         let names: Vec<&str> = m.inputs.iter().map(|i| i.name()).collect();
         return err(status::INPUT_COUNT, format!("expected {} inputs ({}), got {}", m.inputs.len(), names.join(", "), inputs.len()));
@@ -48,7 +48,7 @@ pub fn bind_inputs(m: &Manifest, inputs: &[AotcTensor]) -> Result<Bound> {
                 if DType::from_dlpack(t.dtype) != Some(ts.dtype) {
                     return err(status::DTYPE, format!("{what}: expected dtype {}, got {}", ts.dtype, dtype_of(t)));
                 }
-                let view = check_view(t, &what, ts.sizes.len(), ts.dtype.size(), || join(&ts.sizes, m))?;
+                let view = check_view(t, &what, place, ts.sizes.len(), ts.dtype.size(), || join(&ts.sizes, m))?;
                 bind_symbols(m, i, ts, &view.shape, &mut syms)?;
                 view
             }
@@ -134,7 +134,8 @@ fn check_constant(what: &dyn Display, value: &ConstValue, t: &AotcTensor) -> Res
     let dtype = DType::from_dlpack(t.dtype)
         .filter(|d| want.is_none() || matches!(d, DType::F64 | DType::F32 | DType::I64 | DType::I32 | DType::Bool))
         .ok_or_else(|| Error { code: status::DTYPE, message: format!("{what}: a scalar must be a float64/int64/bool 0-dim tensor, got {}", dtype_of(t)) })?;
-    let view = check_view(t, what, 0, dtype.size(), String::new)?;
+    // A python scalar is a value of the call, never device memory.
+    let view = check_view(t, what, Place::Cpu, 0, dtype.size(), String::new)?;
     let Some(want) = want else { return Ok(view) };
     let data = view.data;
     // SAFETY: check_view found a 0-dim tensor with non-null data: one element of dtype.

@@ -22,6 +22,7 @@ mod arena;
 mod descriptor;
 mod error;
 mod conv;
+mod cuda;
 mod fft;
 mod gelu;
 pub mod gemm;

@@ -1,7 +1,7 @@
 //! One model instance: its state, scratch memory, and the bookkeeping of a call.
 
 use crate::arena::ScratchArena;
-use crate::descriptor::{check_view, dtype_of, View};
+use crate::descriptor::{check_view, dtype_of, Place, View};
 use crate::error::{err, Error, Result};
 use crate::guards::{check_guards, check_index_errors};
 use crate::inputs::bind_inputs;
@@ -96,8 +96,15 @@ fn initial_buffers(program: &Program, weights: &Weights) -> Result<Vec<AlignedBu
 impl Model {
     pub fn new(device: &str, threads: i64, weights: Source) -> Result<Model> {
         let program = program()?;
-        if !(device == "cpu" || device == "cpu:0") {
-            return err(status::DEVICE, format!("this library was compiled for device \"cpu\"; got \"{device}\""));
+        match (device, crate::cuda::ordinal(device), &program.manifest.cuda) {
+            ("cpu" | "cpu:0", _, None) => {}
+            (_, Some(_), None) => return err(status::DEVICE, format!("this library was compiled for the CPU; got \"{device}\": compile the model with `aotc compile --device cuda` to run it on a GPU")),
+            (_, Some(n), Some(_)) => {
+                let _gpu = crate::cuda::Gpu::open(n)?;
+                return err(status::DEVICE, format!("\"{device}\": running CUDA programs is not built yet (the GPU opened; the launch plan has no executor in this build)"));
+            }
+            (_, None, Some(_)) => return err(status::DEVICE, format!("this library was compiled for CUDA; got \"{device}\": load it on \"cuda\" or \"cuda:N\"")),
+            _ => return err(status::DEVICE, format!("unknown device \"{device}\" (expected \"cpu\", \"cuda\" or \"cuda:N\")")),
         }
         let threads = aotc_abi::thread_count(threads).map_err(|m| Error { code: status::INVALID_ARGUMENT, message: m })?;
         let m = &program.manifest;
@@ -152,7 +159,7 @@ impl Model {
             return err(status::DTYPE, format!("{what}: expected dtype {}, got {}", b.dtype, dtype_of(t)));
         }
         let want = || b.sizes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
-        let view = check_view(t, &what, b.sizes.len(), b.dtype.size(), want)?;
+        let view = check_view(t, &what, Place::Cpu, b.sizes.len(), b.dtype.size(), want)?;
         if view.shape != b.sizes {
             return err(status::SHAPE, format!("{what}: expected shape {:?}, got {:?}", b.sizes, view.shape));
         }
@@ -190,9 +197,9 @@ impl Model {
                 return err(status::INVALID_ARGUMENT, format!("expected room for {} outputs, got {}", m.outputs.len(), d.len()));
             }
         }
-        let bound = bind_inputs(m, inputs)?;
+        let bound = bind_inputs(m, inputs, Place::Cpu)?;
         let caller = match &outputs {
-            Outputs::Into(t) => Some(CallerOutputs::check(m, t, &bound.views, |span| self.owns(span))?),
+            Outputs::Into(t) => Some(CallerOutputs::check(m, t, Place::Cpu, &bound.views, |span| self.owns(span))?),
             Outputs::Describe(_) => None,
         };
         let mut syms = bound.syms;
@@ -254,7 +261,7 @@ impl Model {
     /// that depends on the data (known only once the program ran) is -1.
     pub fn output_shapes(&self, inputs: &[AotcTensor]) -> Result<Vec<Vec<i64>>> {
         let m = &self.program.manifest;
-        let bound = bind_inputs(m, inputs)?;
+        let bound = bind_inputs(m, inputs, Place::Cpu)?;
         check_guards(m.guards.iter().filter(|g| m.stage_of(&g.lhs).max(m.stage_of(&g.rhs)) == 0), &bound.syms)?;
         m.outputs.iter().enumerate().map(|(o, spec)| {
             spec.sizes.iter().enumerate().map(|(d, e)| match m.stage_of(e) {

@@ -8,7 +8,7 @@
 //! output buffer contiguously and in full (an IR invariant), so pointing the slot at the
 //! caller's memory is all it takes. Everything else is copied, strides honoured.
 
-use crate::descriptor::{check_view, dtype_of, View};
+use crate::descriptor::{check_view, dtype_of, Place, View};
 use crate::error::{err, Result};
 use crate::memory::{strided_copy, Direction};
 use aotc_abi::manifest::Manifest;
@@ -32,7 +32,7 @@ impl CallerOutputs {
     /// and input, and no output and the instance's own memory (`owned` of a span: an
     /// earlier call's outputs live there) share a byte: the program reads its inputs and its own memory
     /// while it writes the outputs. Shapes are checked per stage ([`Self::check_shapes`]).
-    pub fn check(m: &Manifest, outputs: &[AotcTensor], inputs: &[View], owned: impl Fn(&Range<usize>) -> bool) -> Result<CallerOutputs> {
+    pub fn check(m: &Manifest, outputs: &[AotcTensor], place: Place, inputs: &[View], owned: impl Fn(&Range<usize>) -> bool) -> Result<CallerOutputs> {
         if outputs.len() != m.outputs.len() {
             return err(status::INVALID_ARGUMENT, format!("expected {} outputs, got {}", m.outputs.len(), outputs.len()));
         }
@@ -43,7 +43,7 @@ impl CallerOutputs {
                 return err(status::DTYPE, format!("{what}: expected dtype {}, got {}", spec.dtype, dtype_of(t)));
             }
             let want = || spec.sizes.iter().map(SymExpr::to_string).collect::<Vec<_>>().join(", ");
-            let view = check_view(t, &what, spec.sizes.len(), spec.dtype.size(), want)?;
+            let view = check_view(t, &what, place, spec.sizes.len(), spec.dtype.size(), want)?;
             let overlaps = |span: &Range<usize>| !span.is_empty() && !view.span.is_empty() && span.start < view.span.end && view.span.start < span.end;
             if let Some(p) = views.iter().position(|v| overlaps(&v.span)) {
                 return err(status::INVALID_ARGUMENT, format!("{what} overlaps {}: each output needs memory of its own", output_name(m, p)));
