@@ -230,6 +230,19 @@ AotcStatus aotc_output_shapes(const AotcModel *model, const AotcTensor *inputs, 
 AotcStatus aotc_run_into(AotcModel *model, const AotcTensor *inputs, int64_t n_inputs,
                          const AotcTensor *outputs, int64_t n_outputs);
 
+/* CUDA (added within ABI version 1: look it up with dlsym). A library compiled with
+ * `aotc compile --device cuda` runs on a GPU: aotc_model_create("cuda" or "cuda:N") opens
+ * the driver (libcuda.so.1) at run time (no driver or no such device: AOTC_ERR_DEVICE with
+ * the reason), uses the device's primary context (pointers interoperate with PyTorch's),
+ * JIT-compiles the library's PTX once (a failure carries the JIT log) and uploads the
+ * weights once. Tensor inputs and outputs are then CUDA memory of that device (DLPack
+ * device type 2, device_id N; contiguous for now): a CPU tensor is AOTC_ERR_DEVICE, never
+ * copied. Python-scalar inputs stay 0-dim CPU tensors. aotc_buffer_read/write take CPU
+ * tensors. Each call runs on the instance's stream and waits for it before returning.
+ * aotc_set_stream: that stream (a CUstream of the device; NULL: the legacy default
+ * stream); AOTC_ERR_DEVICE on a CPU instance. */
+AotcStatus aotc_set_stream(AotcModel *model, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -194,13 +194,15 @@ pub mod symbols {
     /// before lacks them.
     pub const OUTPUT_SHAPES: &str = "aotc_output_shapes";
     pub const RUN_INTO: &str = "aotc_run_into";
+    /// The CUDA stream of an instance's calls: added within ABI version 1.
+    pub const SET_STREAM: &str = "aotc_set_stream";
 
     pub const ALL: &[&str] = &[
         ABI_VERSION, LAST_ERROR, MODEL_CREATE, MODEL_CREATE_THREADS, MODEL_DESTROY, METADATA_JSON, IN_SPEC, OUT_SPEC,
         INPUT_COUNT, INPUT_INFO, OUTPUT_COUNT, OUTPUT_INFO, BUFFER_COUNT, BUFFER_INFO,
         BUFFER_READ, BUFFER_WRITE, RUN, KERNEL_COUNT, PROFILE_ENABLE, PROFILE_READ,
         MODEL_CREATE_WEIGHTS, MODEL_CREATE_WEIGHTS_BYTES, LOAD_WEIGHTS, LOAD_WEIGHTS_BYTES,
-        OUTPUT_SHAPES, RUN_INTO,
+        OUTPUT_SHAPES, RUN_INTO, SET_STREAM,
     ];
 }
 
@@ -279,6 +281,7 @@ pub mod fn_types {
     pub type Run = unsafe extern "C" fn(*mut AotcModel, *const AotcTensor, i64, *mut AotcTensor, i64) -> i32;
     pub type OutputShapes = unsafe extern "C" fn(*const AotcModel, *const AotcTensor, i64, *mut i64, i64) -> i32;
     pub type RunInto = unsafe extern "C" fn(*mut AotcModel, *const AotcTensor, i64, *const AotcTensor, i64) -> i32;
+    pub type SetStream = unsafe extern "C" fn(*mut AotcModel, *mut c_void) -> i32;
     pub type ProfileEnable = unsafe extern "C" fn(*mut AotcModel, i32) -> i32;
     pub type ProfileRead = unsafe extern "C" fn(*const AotcModel, *mut i64, *mut f64, *mut f64, i64) -> i32;
     pub type ModelCreateWeights = unsafe extern "C" fn(*const c_char, i64, *const c_char, *mut *mut AotcModel) -> i32;

@@ -2,7 +2,8 @@
 //! [`guard`] and reports failure as a status code plus a thread-local message.
 
 use crate::error::{err, Error, Result};
-use crate::model::{Model, Outputs};
+use crate::instance::Instance;
+use crate::model::Outputs;
 use crate::program::{program, ValueInfoStore};
 use aotc_abi::{status, AotcModel, AotcTensor, AotcValueInfo, ABI_VERSION};
 use std::cell::RefCell;
@@ -37,14 +38,14 @@ fn guard(f: impl FnOnce() -> Result<()>) -> i32 {
     }
 }
 
-fn model_ref<'a>(m: *const AotcModel) -> Result<&'a Model> {
+fn model_ref<'a>(m: *const AotcModel) -> Result<&'a Instance> {
     // SAFETY: a non-null handle comes from aotc_model_create and stays valid until destroy.
-    unsafe { (m as *const Model).as_ref() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
+    unsafe { (m as *const Instance).as_ref() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
 }
 
-fn model_mut<'a>(m: *mut AotcModel) -> Result<&'a mut Model> {
+fn model_mut<'a>(m: *mut AotcModel) -> Result<&'a mut Instance> {
     // SAFETY: as model_ref; the caller does not share an instance across threads during a call.
-    unsafe { (m as *mut Model).as_mut() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
+    unsafe { (m as *mut Instance).as_mut() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
 }
 
 fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
@@ -81,7 +82,7 @@ pub unsafe extern "C" fn aotc_model_create_threads(device: *const c_char, num_th
         if out.is_null() {
             return err(status::INVALID_ARGUMENT, "out is a null pointer");
         }
-        let model = Model::new(c_str(device, "device")?, num_threads, Source::Default)?;
+        let model = Instance::new(c_str(device, "device")?, num_threads, Source::Default)?;
         // SAFETY: out was checked non-null.
         unsafe { *out = Box::into_raw(Box::new(model)) as *mut AotcModel };
         Ok(())
@@ -105,7 +106,7 @@ fn create(device: *const c_char, num_threads: i64, weights: impl FnOnce() -> Res
     if out.is_null() {
         return err(status::INVALID_ARGUMENT, "out is a null pointer");
     }
-    let model = Model::new(c_str(device, "device")?, num_threads, weights()?)?;
+    let model = Instance::new(c_str(device, "device")?, num_threads, weights()?)?;
     // SAFETY: out was checked non-null.
     unsafe { *out = Box::into_raw(Box::new(model)) as *mut AotcModel };
     Ok(())
@@ -154,7 +155,7 @@ pub unsafe extern "C" fn aotc_load_weights_bytes(m: *mut AotcModel, data: *const
 pub extern "C" fn aotc_model_destroy(m: *mut AotcModel) {
     if !m.is_null() {
         // SAFETY: m came from Box::into_raw in aotc_model_create and is destroyed once.
-        guard(|| { drop(unsafe { Box::from_raw(m as *mut Model) }); Ok(()) });
+        guard(|| { drop(unsafe { Box::from_raw(m as *mut Instance) }); Ok(()) });
     }
 }
 
@@ -180,13 +181,13 @@ pub extern "C" fn aotc_out_spec(m: *const AotcModel) -> *const c_char {
     p
 }
 
-fn count(m: *const AotcModel, which: fn(&Model) -> usize) -> i64 {
+fn count(m: *const AotcModel, which: fn(&Instance) -> usize) -> i64 {
     let mut n = -1;
     guard(|| { n = which(model_ref(m)?) as i64; Ok(()) });
     n
 }
 
-fn info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo, what: &str, which: fn(&Model) -> &[ValueInfoStore]) -> i32 {
+fn info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo, what: &str, which: fn(&Instance) -> &[ValueInfoStore]) -> i32 {
     guard(|| {
         let list = which(model_ref(m)?);
         if out.is_null() {
@@ -325,6 +326,14 @@ pub unsafe extern "C" fn aotc_output_shapes(m: *const AotcModel, inputs: *const 
     })
 }
 
+/// # Safety
+/// `m` comes from aotc_model_create* (or is null); `stream` is a CUstream of the
+/// instance's device or null (the legacy default stream), alive while the instance uses it.
+#[no_mangle]
+pub unsafe extern "C" fn aotc_set_stream(m: *mut AotcModel, stream: *mut c_void) -> i32 {
+    guard(|| model_mut(m)?.set_stream(stream))
+}
+
 #[no_mangle]
 pub extern "C" fn aotc_kernel_count(m: *const AotcModel) -> i64 {
     count(m, |m| m.program().manifest.kernels.len())
@@ -333,7 +342,7 @@ pub extern "C" fn aotc_kernel_count(m: *const AotcModel) -> i64 {
 #[no_mangle]
 pub extern "C" fn aotc_profile_enable(m: *mut AotcModel, on: i32) -> i32 {
     guard(|| {
-        model_mut(m)?.profile.set(on != 0);
+        model_mut(m)?.profile_mut()?.set(on != 0);
         Ok(())
     })
 }
@@ -343,7 +352,7 @@ pub extern "C" fn aotc_profile_enable(m: *mut AotcModel, on: i32) -> i32 {
 #[no_mangle]
 pub unsafe extern "C" fn aotc_profile_read(m: *const AotcModel, calls: *mut i64, call_ns: *mut f64, kernel_ns: *mut f64, n_kernels: i64) -> i32 {
     guard(|| {
-        let (n_calls, total_ns, kernels) = model_ref(m)?.profile.totals();
+        let (n_calls, total_ns, kernels) = model_ref(m)?.profile()?.totals();
         if calls.is_null() || call_ns.is_null() {
             return err(status::INVALID_ARGUMENT, format!("{} is a null pointer", if calls.is_null() { "calls" } else { "call_ns" }));
         }

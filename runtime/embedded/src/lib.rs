@@ -28,6 +28,7 @@ mod gelu;
 pub mod gemm;
 mod guards;
 mod inputs;
+mod instance;
 mod kernels;
 mod mapping;
 mod memory;

@@ -9,7 +9,7 @@ use crate::memory::{ensure_len, strided_copy, AlignedBuf, Direction};
 use crate::outputs::CallerOutputs;
 use crate::pool::{with_threads, PoolUser};
 use crate::profile::Profile;
-use crate::program::{program, Program};
+use crate::program::Program;
 use crate::weights::{Source, Weights};
 use aotc_abi::manifest::{InputSpec, Slot};
 use aotc_abi::sym::SymExpr;
@@ -67,7 +67,7 @@ fn eval(e: &SymExpr, syms: &[Option<i64>], what: impl FnOnce() -> String) -> Res
 
 /// A size in bytes or elements: evaluated, and non-negative and small enough for one
 /// allocation (the compiler's guards should see to it; a wrong size must not wrap).
-fn eval_size(e: &SymExpr, syms: &[Option<i64>], what: impl Fn() -> String) -> Result<usize> {
+pub(crate) fn eval_size(e: &SymExpr, syms: &[Option<i64>], what: impl Fn() -> String) -> Result<usize> {
     let n = eval(e, syms, &what)?;
     usize::try_from(n).ok().filter(|_| isize::try_from(n).is_ok())
         .ok_or_else(|| Error { code: status::SHAPE, message: format!("{} is {n}: the input sizes are not valid for this program", what()) })
@@ -93,19 +93,34 @@ fn initial_buffers(program: &Program, weights: &Weights) -> Result<Vec<AlignedBu
     }).collect()
 }
 
+fn buffer_index(program: &Program, name: &str) -> Result<usize> {
+    let m = &program.manifest;
+    m.buffers.iter().position(|b| b.name == name).ok_or_else(|| Error {
+        code: status::NOT_FOUND,
+        message: format!("no buffer named '{name}'; the model has: [{}]", m.buffers.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ")),
+    })
+}
+
+/// Checks `t` (a CPU tensor) against buffer `name`'s dtype and shape; returns its index
+/// and view.
+pub(crate) fn check_buffer_tensor(program: &Program, name: &str, t: &AotcTensor) -> Result<(usize, View)> {
+    let i = buffer_index(program, name)?;
+    let b = &program.manifest.buffers[i];
+    let what = format!("buffer '{name}'");
+    if DType::from_dlpack(t.dtype) != Some(b.dtype) {
+        return err(status::DTYPE, format!("{what}: expected dtype {}, got {}", b.dtype, dtype_of(t)));
+    }
+    let want = || b.sizes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
+    let view = check_view(t, &what, Place::Cpu, b.sizes.len(), b.dtype.size(), want)?;
+    if view.shape != b.sizes {
+        return err(status::SHAPE, format!("{what}: expected shape {:?}, got {:?}", b.sizes, view.shape));
+    }
+    Ok((i, view))
+}
+
+
 impl Model {
-    pub fn new(device: &str, threads: i64, weights: Source) -> Result<Model> {
-        let program = program()?;
-        match (device, crate::cuda::ordinal(device), &program.manifest.cuda) {
-            ("cpu" | "cpu:0", _, None) => {}
-            (_, Some(_), None) => return err(status::DEVICE, format!("this library was compiled for the CPU; got \"{device}\": compile the model with `aotc compile --device cuda` to run it on a GPU")),
-            (_, Some(n), Some(_)) => {
-                let _gpu = crate::cuda::Gpu::open(n)?;
-                return err(status::DEVICE, format!("\"{device}\": running CUDA programs is not built yet (the GPU opened; the launch plan has no executor in this build)"));
-            }
-            (_, None, Some(_)) => return err(status::DEVICE, format!("this library was compiled for CUDA; got \"{device}\": load it on \"cuda\" or \"cuda:N\"")),
-            _ => return err(status::DEVICE, format!("unknown device \"{device}\" (expected \"cpu\", \"cuda\" or \"cuda:N\")")),
-        }
+    pub fn new(program: &'static Program, threads: i64, weights: Source) -> Result<Model> {
         let threads = aotc_abi::thread_count(threads).map_err(|m| Error { code: status::INVALID_ARGUMENT, message: m })?;
         let m = &program.manifest;
         let weights = Weights::open(program, weights)?;
@@ -142,32 +157,8 @@ impl Model {
         Ok(())
     }
 
-    fn buffer_index(&self, name: &str) -> Result<usize> {
-        let m = &self.program.manifest;
-        m.buffers.iter().position(|b| b.name == name).ok_or_else(|| Error {
-            code: status::NOT_FOUND,
-            message: format!("no buffer named '{name}'; the model has: [{}]", m.buffers.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ")),
-        })
-    }
-
-    /// Checks `t` against buffer `name`'s dtype and shape; returns its index and view.
-    fn check_buffer_tensor(&self, name: &str, t: &AotcTensor) -> Result<(usize, View)> {
-        let i = self.buffer_index(name)?;
-        let b = &self.program.manifest.buffers[i];
-        let what = format!("buffer '{name}'");
-        if DType::from_dlpack(t.dtype) != Some(b.dtype) {
-            return err(status::DTYPE, format!("{what}: expected dtype {}, got {}", b.dtype, dtype_of(t)));
-        }
-        let want = || b.sizes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
-        let view = check_view(t, &what, Place::Cpu, b.sizes.len(), b.dtype.size(), want)?;
-        if view.shape != b.sizes {
-            return err(status::SHAPE, format!("{what}: expected shape {:?}, got {:?}", b.sizes, view.shape));
-        }
-        Ok((i, view))
-    }
-
     pub fn read_buffer(&self, name: &str, dst: &AotcTensor) -> Result<()> {
-        let (i, view) = self.check_buffer_tensor(name, dst)?;
+        let (i, view) = check_buffer_tensor(self.program, name, dst)?;
         let b = &self.program.manifest.buffers[i];
         // SAFETY: the state buffer holds the contiguous value; dst was checked to match it,
         // and the instance never hands out its state memory, so the two do not overlap.
@@ -176,7 +167,7 @@ impl Model {
     }
 
     pub fn write_buffer(&mut self, name: &str, src: &AotcTensor) -> Result<()> {
-        let (i, view) = self.check_buffer_tensor(name, src)?;
+        let (i, view) = check_buffer_tensor(self.program, name, src)?;
         let b = &self.program.manifest.buffers[i];
         // SAFETY: as in read_buffer, the other way round.
         unsafe { strided_copy(self.buffers[i].as_ptr(), view.data, &b.sizes, &view.walk_strides(), b.dtype.size(), Direction::StridedToContiguous) }
@@ -255,20 +246,6 @@ impl Model {
         }
         self.profile.end_call();
         Ok(())
-    }
-
-    /// The shape of every output of a call on `inputs`, without running it: a dimension
-    /// that depends on the data (known only once the program ran) is -1.
-    pub fn output_shapes(&self, inputs: &[AotcTensor]) -> Result<Vec<Vec<i64>>> {
-        let m = &self.program.manifest;
-        let bound = bind_inputs(m, inputs, Place::Cpu)?;
-        check_guards(m.guards.iter().filter(|g| m.stage_of(&g.lhs).max(m.stage_of(&g.rhs)) == 0), &bound.syms)?;
-        m.outputs.iter().enumerate().map(|(o, spec)| {
-            spec.sizes.iter().enumerate().map(|(d, e)| match m.stage_of(e) {
-                0 => self.output_dim(o, d, &bound.syms),
-                _ => Ok(-1),
-            }).collect()
-        }).collect()
     }
 
     /// True when some byte of `span` (addresses) is memory this instance owns.

@@ -89,6 +89,16 @@ impl CallerOutputs {
         (self.views[o].bytes == bytes).then_some(self.views[o].data)
     }
 
+    /// Output `o`'s data and byte length, for a device-to-device copy: contiguous only
+    /// (strided device outputs need a copy kernel this library does not have yet).
+    pub fn contiguous_destination(&self, o: usize) -> Result<(*mut u8, usize)> {
+        let v = &self.views[o];
+        if v.strides.is_some() {
+            return err(status::INVALID_ARGUMENT, format!("output {o}: a strided CUDA tensor; pass a contiguous one"));
+        }
+        Ok((v.data, v.bytes))
+    }
+
     /// Copies into the caller's tensors the outputs not written in place, from `slots`
     /// (the call's slot table, every output slot holding its contiguous value).
     pub fn copy_out(&self, m: &Manifest, slots: &[*mut u8]) {

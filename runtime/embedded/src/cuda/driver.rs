@@ -17,8 +17,6 @@ pub type CuFunction = *mut c_void;
 pub type CuStream = *mut c_void;
 
 const CUDA_SUCCESS: CuResult = 0;
-pub const JIT_INFO_LOG_BUFFER: c_int = 3;
-pub const JIT_INFO_LOG_BUFFER_SIZE_BYTES: c_int = 4;
 pub const JIT_ERROR_LOG_BUFFER: c_int = 5;
 pub const JIT_ERROR_LOG_BUFFER_SIZE_BYTES: c_int = 6;
 pub const POINTER_ATTRIBUTE_MEMORY_TYPE: c_int = 2;

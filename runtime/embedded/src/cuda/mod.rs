@@ -4,6 +4,10 @@
 
 mod driver;
 mod dynlib;
+mod instance;
+mod memory;
+
+pub use instance::CudaModel;
 
 use crate::error::{err, Result};
 use aotc_abi::status;

@@ -1,0 +1,113 @@
+//! What an `AotcModel` handle is: an instance on the CPU or on a CUDA device, chosen by
+//! the device string and by what the library was compiled for.
+
+use crate::cuda::{self, CudaModel};
+use crate::descriptor::Place;
+use crate::error::{err, Result};
+use crate::guards::check_guards;
+use crate::inputs::bind_inputs;
+use crate::model::{eval_size, Model, Outputs};
+use crate::profile::Profile;
+use crate::program::{program, Program};
+use crate::weights::Source;
+use aotc_abi::{status, AotcTensor};
+
+pub enum Instance {
+    Cpu(Model),
+    Cuda(Box<CudaModel>),
+}
+
+impl Instance {
+    pub fn new(device: &str, threads: i64, weights: Source) -> Result<Instance> {
+        let program = program()?;
+        match (device, cuda::ordinal(device), &program.manifest.cuda) {
+            ("cpu" | "cpu:0", _, None) => Model::new(program, threads, weights).map(Instance::Cpu),
+            (_, Some(n), Some(_)) => CudaModel::new(program, n, weights).map(|m| Instance::Cuda(Box::new(m))),
+            (_, Some(_), None) => err(status::DEVICE, format!("this library was compiled for the CPU; got \"{device}\": compile the model with `aotc compile --device cuda` to run it on a GPU")),
+            ("cpu" | "cpu:0", _, Some(_)) => err(status::DEVICE, format!("this library was compiled for CUDA; got \"{device}\": load it on \"cuda\" or \"cuda:N\"")),
+            _ => err(status::DEVICE, format!("unknown device \"{device}\" (expected \"cpu\", \"cuda\" or \"cuda:N\")")),
+        }
+    }
+
+    pub fn program(&self) -> &'static Program {
+        match self {
+            Instance::Cpu(m) => m.program(),
+            Instance::Cuda(m) => m.program(),
+        }
+    }
+
+    fn place(&self) -> Place {
+        match self {
+            Instance::Cpu(_) => Place::Cpu,
+            Instance::Cuda(m) => Place::Cuda(m.ordinal()),
+        }
+    }
+
+    pub fn run(&mut self, inputs: &[AotcTensor], outputs: Outputs<'_>) -> Result<()> {
+        match self {
+            Instance::Cpu(m) => m.run(inputs, outputs),
+            Instance::Cuda(m) => m.run(inputs, outputs),
+        }
+    }
+
+    /// The shape of every output of a call on `inputs`, without running it: a dimension
+    /// that depends on the data (known only once the program ran) is -1.
+    pub fn output_shapes(&self, inputs: &[AotcTensor]) -> Result<Vec<Vec<i64>>> {
+        let m = &self.program().manifest;
+        let bound = bind_inputs(m, inputs, self.place())?;
+        check_guards(m.guards.iter().filter(|g| m.stage_of(&g.lhs).max(m.stage_of(&g.rhs)) == 0), &bound.syms)?;
+        m.outputs.iter().enumerate().map(|(o, spec)| {
+            spec.sizes.iter().enumerate().map(|(d, e)| match m.stage_of(e) {
+                0 => eval_size(e, &bound.syms, || format!("output {o} ('{}') dimension {d} ({e})", spec.name)).map(|n| n as i64),
+                _ => Ok(-1),
+            }).collect()
+        }).collect()
+    }
+
+    pub fn load_weights(&mut self, source: Source) -> Result<()> {
+        match self {
+            Instance::Cpu(m) => m.load_weights(source),
+            Instance::Cuda(m) => m.load_weights(source),
+        }
+    }
+
+    pub fn read_buffer(&self, name: &str, dst: &AotcTensor) -> Result<()> {
+        match self {
+            Instance::Cpu(m) => m.read_buffer(name, dst),
+            Instance::Cuda(m) => m.read_buffer(name, dst),
+        }
+    }
+
+    pub fn write_buffer(&mut self, name: &str, src: &AotcTensor) -> Result<()> {
+        match self {
+            Instance::Cpu(m) => m.write_buffer(name, src),
+            Instance::Cuda(m) => m.write_buffer(name, src),
+        }
+    }
+
+    /// The CUDA stream the following calls run on (null: the legacy default stream).
+    pub fn set_stream(&mut self, stream: *mut std::ffi::c_void) -> Result<()> {
+        match self {
+            Instance::Cpu(_) => err(status::DEVICE, "aotc_set_stream: this instance runs on the CPU"),
+            Instance::Cuda(m) => {
+                m.set_stream(stream);
+                Ok(())
+            }
+        }
+    }
+
+    /// The kernel timings (CPU instances only, for now).
+    pub fn profile(&self) -> Result<&Profile> {
+        match self {
+            Instance::Cpu(m) => Ok(&m.profile),
+            Instance::Cuda(_) => err(status::DEVICE, "profiling is not available on CUDA instances yet"),
+        }
+    }
+
+    pub fn profile_mut(&mut self) -> Result<&mut Profile> {
+        match self {
+            Instance::Cpu(m) => Ok(&mut m.profile),
+            Instance::Cuda(_) => err(status::DEVICE, "profiling is not available on CUDA instances yet"),
+        }
+    }
+}
