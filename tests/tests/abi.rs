@@ -88,7 +88,7 @@ fn wrong_device_is_refused() {
     let (_d, so) = compile(&fixture("pytree_io").join("model.pt2"));
     let e = Model::load(&so, Device::Cuda(0)).err().expect("a CPU build refuses cuda");
     assert_eq!(e.code, status::DEVICE);
-    assert!(e.message.contains("compiled for device \"cpu\""), "{}", e.message);
+    assert!(e.message.contains("this library was compiled for the CPU; got \"cuda:0\": compile the model with `aotc compile --device cuda`"), "{}", e.message);
 }
 
 /// The raw C functions of a compiled library, for calls the Rust API never makes.
