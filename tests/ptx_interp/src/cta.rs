@@ -40,12 +40,19 @@ const WARP: usize = 32;
 impl Threads {
     fn registers(&mut self, thread: usize) -> Registers<'_> {
         let range = thread * self.slots..(thread + 1) * self.slots;
-        Registers { values: &mut self.values[range.clone()], written: &mut self.written[range] }
+        Registers {
+            values: &mut self.values[range.clone()],
+            written: &mut self.written[range],
+        }
     }
 
     fn read(&mut self, env: &Env, thread: usize, slot: u32) -> Result<u64, CtaFault> {
         let pc = self.pcs[thread];
-        self.registers(thread).get(slot, env.kernel).map_err(|kind| CtaFault { thread: thread as u32, pc, kind })
+        self.registers(thread).get(slot, env.kernel).map_err(|kind| CtaFault {
+            thread: thread as u32,
+            pc,
+            kind,
+        })
     }
 
     /// Fresh threads for the CTA `env.cta`.
@@ -92,7 +99,10 @@ pub(crate) fn run_cta(env: &mut Env, threads: &mut Threads) -> Result<u64, CtaFa
             let mut steps = threads.steps[thread];
             let slots = threads.slots;
             let range = thread * slots..(thread + 1) * slots;
-            let mut regs = Registers { values: &mut threads.values[range.clone()], written: &mut threads.written[range] };
+            let mut regs = Registers {
+                values: &mut threads.values[range.clone()],
+                written: &mut threads.written[range],
+            };
             let stop = run(env, &mut regs, thread as u32, &mut pc, &mut steps);
             threads.pcs[thread] = pc;
             threads.steps[thread] = steps;
@@ -100,7 +110,13 @@ pub(crate) fn run_cta(env: &mut Env, threads: &mut Threads) -> Result<u64, CtaFa
                 Ok(Stop::Exit) => Status::Exited,
                 Ok(Stop::Barrier) => Status::Barrier,
                 Ok(Stop::Shuffle) => Status::Shuffle,
-                Err(Fault { pc, kind }) => return Err(CtaFault { thread: thread as u32, pc, kind }),
+                Err(Fault { pc, kind }) => {
+                    return Err(CtaFault {
+                        thread: thread as u32,
+                        pc,
+                        kind,
+                    })
+                }
             };
         }
         if threads.status.iter().all(|&s| s == Status::Exited) {
@@ -110,7 +126,12 @@ pub(crate) fn run_cta(env: &mut Env, threads: &mut Threads) -> Result<u64, CtaFa
             continue;
         }
         let first_pc = threads.pcs[0];
-        if threads.status.iter().zip(&threads.pcs).all(|(&s, &pc)| s == Status::Barrier && pc == first_pc) {
+        if threads
+            .status
+            .iter()
+            .zip(&threads.pcs)
+            .all(|(&s, &pc)| s == Status::Barrier && pc == first_pc)
+        {
             threads.status.fill(Status::Ready);
             threads.pcs.iter_mut().for_each(|pc| *pc += 1);
             if let Some(races) = env.races.as_mut() {
@@ -123,7 +144,11 @@ pub(crate) fn run_cta(env: &mut Env, threads: &mut Threads) -> Result<u64, CtaFa
 }
 
 fn shuffle_error(thread: usize, pc: u32, why: String) -> CtaFault {
-    CtaFault { thread: thread as u32, pc, kind: ErrorKind::ShuffleDivergence(why) }
+    CtaFault {
+        thread: thread as u32,
+        pc,
+        kind: ErrorKind::ShuffleDivergence(why),
+    }
 }
 
 /// Resolves every shuffle whose lanes all wait at it: whether any was.
@@ -138,10 +163,25 @@ fn resolve_shuffles(env: &Env, threads: &mut Threads) -> Result<bool, CtaFault> 
                 continue;
             }
             let pc = threads.pcs[thread];
-            let Op::Shfl { mode, d, p, a, b, c, mask } = env.kernel.code[pc as usize].op else { continue };
+            let Op::Shfl {
+                mode,
+                d,
+                p,
+                a,
+                b,
+                c,
+                mask,
+            } = env.kernel.code[pc as usize].op
+            else {
+                continue;
+            };
             let members = threads.read(env, thread, mask)? as u32;
             if members & (1 << lane) == 0 {
-                return Err(shuffle_error(thread, pc, format!("membermask {members:#x} does not include lane {lane} itself")));
+                return Err(shuffle_error(
+                    thread,
+                    pc,
+                    format!("membermask {members:#x} does not include lane {lane} itself"),
+                ));
             }
             let mut ready = true;
             for member in (0..WARP).filter(|m| members & (1 << m) != 0) {
@@ -152,7 +192,11 @@ fn resolve_shuffles(env: &Env, threads: &mut Threads) -> Result<bool, CtaFault> 
                 let other = warp_start + member;
                 match threads.status[other] {
                     Status::Exited => {
-                        return Err(shuffle_error(thread, pc, format!("lane {member} of membermask {members:#x} exited")));
+                        return Err(shuffle_error(
+                            thread,
+                            pc,
+                            format!("lane {member} of membermask {members:#x} exited"),
+                        ));
                     }
                     Status::Shuffle if threads.pcs[other] == pc => {
                         let theirs = threads.read(env, other, mask)? as u32;
@@ -179,7 +223,10 @@ fn resolve_shuffles(env: &Env, threads: &mut Threads) -> Result<bool, CtaFault> 
                     ShflMode::Up => (member as i32 - offset, member as i32 - offset >= max_lane),
                     ShflMode::Down => (member as i32 + offset, member as i32 + offset <= max_lane),
                     ShflMode::Bfly => (member as i32 ^ offset, (member as i32 ^ offset) <= max_lane),
-                    ShflMode::Idx => (min_lane | (offset & !segment), (min_lane | (offset & !segment)) <= max_lane),
+                    ShflMode::Idx => (
+                        min_lane | (offset & !segment),
+                        (min_lane | (offset & !segment)) <= max_lane,
+                    ),
                 };
                 let source = if in_range { source as usize } else { member };
                 if members & (1 << source) == 0 {
@@ -233,7 +280,12 @@ fn deadlock(env: &Env, threads: &Threads) -> CtaFault {
             .map(|lane| warp_start + lane)
             .find(|&t| !(threads.status[t] == Status::Shuffle && threads.pcs[t] == pc))
             .unwrap_or(waiter);
-        let why = format!("lane {} (thread {:?}) {} instead", culprit - warp_start, tid(culprit), doing(env, threads, culprit));
+        let why = format!(
+            "lane {} (thread {:?}) {} instead",
+            culprit - warp_start,
+            tid(culprit),
+            doing(env, threads, culprit)
+        );
         return shuffle_error(waiter, pc, why);
     }
     let waiter = threads.status.iter().position(|&s| s == Status::Barrier).unwrap_or(0);
@@ -241,6 +293,14 @@ fn deadlock(env: &Env, threads: &Threads) -> CtaFault {
     let culprit = (0..threads.status.len())
         .find(|&t| !(threads.status[t] == Status::Barrier && threads.pcs[t] == pc))
         .unwrap_or(waiter);
-    let why = format!("thread {:?} {} instead of reaching it", tid(culprit), doing(env, threads, culprit));
-    CtaFault { thread: waiter as u32, pc, kind: ErrorKind::BarrierDivergence(why) }
+    let why = format!(
+        "thread {:?} {} instead of reaching it",
+        tid(culprit),
+        doing(env, threads, culprit)
+    );
+    CtaFault {
+        thread: waiter as u32,
+        pc,
+        kind: ErrorKind::BarrierDivergence(why),
+    }
 }

@@ -43,23 +43,47 @@ pub enum ErrorKind {
     /// Bad launch configuration or arguments (no site).
     Launch(String),
     /// A global access outside every allocation or straddling an allocation's end.
-    OutOfBounds { address: u64, bytes: u64 },
+    OutOfBounds {
+        address: u64,
+        bytes: u64,
+    },
     /// A shared access outside the declared shared variables.
-    SharedOutOfBounds { address: u64, bytes: u64, shared_bytes: u64 },
-    Misaligned { address: u64, bytes: u64 },
+    SharedOutOfBounds {
+        address: u64,
+        bytes: u64,
+        shared_bytes: u64,
+    },
+    Misaligned {
+        address: u64,
+        bytes: u64,
+    },
     /// A read of a register no instruction of this thread wrote.
-    Uninitialised { register: String },
+    Uninitialised {
+        register: String,
+    },
     DivisionByZero,
     /// A thread ran more instructions than the launch's step limit.
-    StepLimit { limit: u64 },
+    StepLimit {
+        limit: u64,
+    },
     /// `bar.sync` that not every thread of the CTA reached.
     BarrierDivergence(String),
     /// `shfl.sync` whose membermask lanes did not all arrive.
     ShuffleDivergence(String),
     /// A shared-memory byte written by one thread and accessed by another between barriers.
-    SharedRace { address: u64, other_cta: [u32; 3], other_thread: [u32; 3], other_wrote: bool },
+    SharedRace {
+        address: u64,
+        other_cta: [u32; 3],
+        other_thread: [u32; 3],
+        other_wrote: bool,
+    },
     /// A global byte written by one thread and accessed by another in one launch.
-    GlobalRace { address: u64, other_cta: [u32; 3], other_thread: [u32; 3], other_wrote: bool },
+    GlobalRace {
+        address: u64,
+        other_cta: [u32; 3],
+        other_thread: [u32; 3],
+        other_wrote: bool,
+    },
 }
 
 impl fmt::Display for ErrorKind {

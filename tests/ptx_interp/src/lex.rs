@@ -73,13 +73,26 @@ pub(crate) fn tokenize(source: &str) -> Result<Vec<Token>, ParseError> {
             while i < bytes.len() && is_word_char(bytes[i] as char) {
                 i += 1;
             }
-            tokens.push(Token { kind: TokenKind::Word(source[start..i].to_string()), line, start, end: i });
+            tokens.push(Token {
+                kind: TokenKind::Word(source[start..i].to_string()),
+                line,
+                start,
+                end: i,
+            });
         } else if "{}()[],;:@!+-<>|".contains(c) {
-            tokens.push(Token { kind: TokenKind::Punct(c), line, start: i, end: i + 1 });
+            tokens.push(Token {
+                kind: TokenKind::Punct(c),
+                line,
+                start: i,
+                end: i + 1,
+            });
             i += 1;
         } else {
             let shown = source[i..].chars().next().unwrap_or('?');
-            return Err(ParseError { line, message: format!("unexpected character `{shown}`") });
+            return Err(ParseError {
+                line,
+                message: format!("unexpected character `{shown}`"),
+            });
         }
     }
     Ok(tokens)

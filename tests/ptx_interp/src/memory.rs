@@ -54,13 +54,18 @@ impl Memory {
     /// two, at least 256): its device address, never 0.
     pub fn alloc(&mut self, bytes: u64, align: u64) -> Result<u64, MemoryError> {
         let too_large = MemoryError::TooLarge { bytes };
-        let align = align.max(MIN_ALIGN).checked_next_power_of_two().ok_or(too_large.clone())?;
+        let align = align
+            .max(MIN_ALIGN)
+            .checked_next_power_of_two()
+            .ok_or(too_large.clone())?;
         let end = match self.allocations.last() {
             Some(last) => last.base + last.bytes.len() as u64 + GUARD_BYTES,
             None => FIRST_ADDRESS,
         };
         let base = end.checked_next_multiple_of(align).ok_or(too_large.clone())?;
-        base.checked_add(bytes).and_then(|e| e.checked_add(GUARD_BYTES)).ok_or(too_large.clone())?;
+        base.checked_add(bytes)
+            .and_then(|e| e.checked_add(GUARD_BYTES))
+            .ok_or(too_large.clone())?;
         let len = usize::try_from(bytes).map_err(|_| too_large.clone())?;
         let mut storage = Vec::new();
         storage.try_reserve_exact(len).map_err(|_| too_large)?;
@@ -105,7 +110,10 @@ impl Memory {
     #[inline]
     pub(crate) fn locate(&mut self, address: u64, len: u64) -> Result<(usize, usize), MemoryError> {
         let fits = |a: &Allocation| {
-            address >= a.base && address.checked_add(len).is_some_and(|end| end <= a.base + a.bytes.len() as u64)
+            address >= a.base
+                && address
+                    .checked_add(len)
+                    .is_some_and(|end| end <= a.base + a.bytes.len() as u64)
         };
         if let Some(hit) = self.allocations.get(self.last_hit) {
             if fits(hit) {
@@ -172,7 +180,7 @@ mod tests {
         let a = memory.alloc(10, 4).unwrap();
         let b = memory.alloc(0, 1).unwrap();
         let c = memory.alloc(16, 4096).unwrap();
-        assert!(a != 0 && a % 256 == 0 && c % 4096 == 0);
+        assert!(a != 0 && a.is_multiple_of(256) && c.is_multiple_of(4096));
         assert!(b >= a + 10 + GUARD_BYTES && c > b);
         memory.write(a, &[1; 10]).unwrap();
         assert_eq!(memory.read(a + 9, 1).unwrap(), vec![1]);

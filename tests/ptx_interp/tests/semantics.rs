@@ -25,7 +25,9 @@ fn run(body: &str, grid: [u32; 3], block: [u32; 3], input: &[u32], words: usize)
     let out = memory.upload(&vec![u32::MAX; threads * words]).unwrap();
     let input = memory.upload(input).unwrap();
     let launch = Launch::new(grid, block).with_race_check();
-    module.launch(&mut memory, "k", &launch, &[Arg::U64(out), Arg::U64(input)]).unwrap();
+    module
+        .launch(&mut memory, "k", &launch, &[Arg::U64(out), Arg::U64(input)])
+        .unwrap();
     memory.download::<u32>(out, threads * words).unwrap()
 }
 
@@ -41,25 +43,52 @@ fn shuffle_modes_clamps_and_segments() {
         "shfl.sync.down.b32 %r3|%p1, %r2, 4, 0x181f, -1;",
         "shfl.sync.up.b32 %r3|%p1, %r2, 1, 0x1800, -1;",
     ];
-    let mut body = String::from("mov.u32 %r1, %laneid;\nmad.lo.s32 %r2, %r1, 10, 1;\nmul.wide.u32 %rd3, %r1, 56;\nadd.s64 %rd3, %rd1, %rd3;\n");
+    let mut body = String::from(
+        "mov.u32 %r1, %laneid;\nmad.lo.s32 %r2, %r1, 10, 1;\nmul.wide.u32 %rd3, %r1, 56;\nadd.s64 %rd3, %rd1, %rd3;\n",
+    );
     for (i, shuffle) in shuffles.iter().enumerate() {
-        body += &format!("{shuffle}\nselp.u32 %r4, 1, 0, %p1;\nst.global.u32 [%rd3+{}], %r3;\nst.global.u32 [%rd3+{}], %r4;\n", 8 * i, 8 * i + 4);
+        body += &format!(
+            "{shuffle}\nselp.u32 %r4, 1, 0, %p1;\nst.global.u32 [%rd3+{}], %r3;\nst.global.u32 [%rd3+{}], %r4;\n",
+            8 * i,
+            8 * i + 4
+        );
     }
     let out = run(&body, [1, 1, 1], [32, 1, 1], &[0], 14);
     let value = |lane: usize| 10 * lane as u32 + 1;
     for lane in 0..32 {
         let within = lane & 7;
         let expected: [(u32, bool); 7] = [
-            if lane < 31 { (value(lane + 1), true) } else { (value(lane), false) },
-            if lane >= 2 { (value(lane - 2), true) } else { (value(lane), false) },
+            if lane < 31 {
+                (value(lane + 1), true)
+            } else {
+                (value(lane), false)
+            },
+            if lane >= 2 {
+                (value(lane - 2), true)
+            } else {
+                (value(lane), false)
+            },
             (value(5), true),
             (value((lane & 24) | 3), true),
             (value(lane ^ 1), true),
-            if within < 4 { (value(lane + 4), true) } else { (value(lane), false) },
-            if within >= 1 { (value(lane - 1), true) } else { (value(lane), false) },
+            if within < 4 {
+                (value(lane + 4), true)
+            } else {
+                (value(lane), false)
+            },
+            if within >= 1 {
+                (value(lane - 1), true)
+            } else {
+                (value(lane), false)
+            },
         ];
         for (i, (v, p)) in expected.iter().enumerate() {
-            assert_eq!((out[lane * 14 + 2 * i], out[lane * 14 + 2 * i + 1]), (*v, *p as u32), "lane {lane}: {}", shuffles[i]);
+            assert_eq!(
+                (out[lane * 14 + 2 * i], out[lane * 14 + 2 * i + 1]),
+                (*v, *p as u32),
+                "lane {lane}: {}",
+                shuffles[i]
+            );
         }
     }
 }
@@ -87,7 +116,14 @@ fn three_dimensional_indices_lanes_and_warps() {
         for (tz, ty, tx) in (0..3).flat_map(|z| (0..4).flat_map(move |y| (0..5).map(move |x| (z, y, x)))) {
             let linear_thread = tx + 5 * (ty + 4 * tz);
             let g = (cx + 3 * (cy + 2 * cz)) * 60 + linear_thread;
-            assert_eq!(out[4 * g..4 * g + 3], [linear_thread as u32, (tx + 100 * ty + 10000 * tz) as u32, (cx + 100 * cy + 10000 * cz) as u32]);
+            assert_eq!(
+                out[4 * g..4 * g + 3],
+                [
+                    linear_thread as u32,
+                    (tx + 100 * ty + 10000 * tz) as u32,
+                    (cx + 100 * cy + 10000 * cz) as u32
+                ]
+            );
             seen += 1;
         }
     }
@@ -132,8 +168,13 @@ fn atomics_are_exempt_from_race_checks() {
     let out = memory.upload(&vec![0u32; 256]).unwrap();
     let counters = memory.upload(&[0u32, 0, 0, 0]).unwrap();
     let launch = Launch::new([4, 1, 1], [64, 1, 1]).with_race_check();
-    module.launch(&mut memory, "k", &launch, &[Arg::U64(out), Arg::U64(counters)]).unwrap();
+    module
+        .launch(&mut memory, "k", &launch, &[Arg::U64(out), Arg::U64(counters)])
+        .unwrap();
     let result = memory.download::<u32>(counters, 4).unwrap();
     assert_eq!(result[..3], [256, 255, 128.0f32.to_bits()]);
-    assert_eq!(result[3], 1, "the first compare-and-swap stores 1, every later one fails");
+    assert_eq!(
+        result[3], 1,
+        "the first compare-and-swap stores 1, every later one fails"
+    );
 }

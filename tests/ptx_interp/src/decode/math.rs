@@ -4,8 +4,8 @@ use super::mods::{type_bits, Mods};
 use super::{Decoder, Imm};
 use crate::error::ParseError;
 use crate::inst::{
-    BoolOp, CmpOp, CmpTy, Combine, FloatBinOp, FloatTy, FloatUnOp, IntBinOp, IntTy, IntUnOp, MulPart, Op, Rounding, Slot,
-    TestClass,
+    BoolOp, CmpOp, CmpTy, Combine, FloatBinOp, FloatTy, FloatUnOp, IntBinOp, IntTy, IntUnOp, MulPart, Op, Rounding,
+    Slot, TestClass,
 };
 use crate::lex::Token;
 
@@ -59,14 +59,34 @@ fn float(d: &mut Decoder, mods: &mut Mods, ty: FloatTy, operands: &[Vec<Token>])
     if ftz && ty == FloatTy::F64 {
         return Err(mods.error(".ftz is for f32"));
     }
-    let f32_only = |mods: &Mods| if ty == FloatTy::F32 { Ok(()) } else { Err(mods.error("f32 only")) };
+    let f32_only = |mods: &Mods| {
+        if ty == FloatTy::F32 {
+            Ok(())
+        } else {
+            Err(mods.error("f32 only"))
+        }
+    };
     let binary = |op, rnd, d: &mut Decoder, mods: &Mods| {
         let (dest, [a, b]) = operands_n(d, mods, operands, [imm; 2])?;
-        Ok(Op::FloatBin { op, ty, rnd, ftz, d: dest, a, b })
+        Ok(Op::FloatBin {
+            op,
+            ty,
+            rnd,
+            ftz,
+            d: dest,
+            a,
+            b,
+        })
     };
     let unary = |op, d: &mut Decoder, mods: &Mods| {
         let (dest, [a]) = operands_n(d, mods, operands, [imm])?;
-        Ok(Op::FloatUn { op, ty, ftz, d: dest, a })
+        Ok(Op::FloatUn {
+            op,
+            ty,
+            ftz,
+            d: dest,
+            a,
+        })
     };
     // What each instruction allows of rounding (`rounding`) and `.approx`.
     let exact = |mods: &Mods| match (rounding, approx) {
@@ -120,11 +140,26 @@ fn float(d: &mut Decoder, mods: &mut Mods, ty: FloatTy, operands: &[Vec<Token>])
         "fma" | "mad" => {
             exact(mods)?;
             let (dest, [a, b, c]) = operands_n(d, mods, operands, [imm; 3])?;
-            Ok(Op::Fma { ty, ftz, d: dest, a, b, c })
+            Ok(Op::Fma {
+                ty,
+                ftz,
+                d: dest,
+                a,
+                b,
+                c,
+            })
         }
         "neg" | "abs" => {
             plain(mods)?;
-            unary(if mods.name == "neg" { FloatUnOp::Neg } else { FloatUnOp::Abs }, d, mods)
+            unary(
+                if mods.name == "neg" {
+                    FloatUnOp::Neg
+                } else {
+                    FloatUnOp::Abs
+                },
+                d,
+                mods,
+            )
         }
         "sqrt" | "rcp" => {
             if !approx {
@@ -132,7 +167,15 @@ fn float(d: &mut Decoder, mods: &mut Mods, ty: FloatTy, operands: &[Vec<Token>])
             } else {
                 approximate(mods)?;
             }
-            unary(if mods.name == "sqrt" { FloatUnOp::Sqrt } else { FloatUnOp::Rcp }, d, mods)
+            unary(
+                if mods.name == "sqrt" {
+                    FloatUnOp::Sqrt
+                } else {
+                    FloatUnOp::Rcp
+                },
+                d,
+                mods,
+            )
         }
         "rsqrt" | "ex2" | "lg2" | "sin" | "cos" | "tanh" => {
             approximate(mods)?;
@@ -158,12 +201,23 @@ fn predicate(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Resul
         "xor" => IntBinOp::Xor,
         "not" => {
             let (dest, [a]) = operands_n(d, mods, operands, [Imm::Bits(1)])?;
-            return Ok(Op::IntUn { op: IntUnOp::Cnot, ty: IntTy::U64, d: dest, a });
+            return Ok(Op::IntUn {
+                op: IntUnOp::Cnot,
+                ty: IntTy::U64,
+                d: dest,
+                a,
+            });
         }
         _ => return Err(mods.error("not a predicate instruction")),
     };
     let (dest, [a, b]) = operands_n(d, mods, operands, bits)?;
-    Ok(Op::IntBin { op, ty: IntTy::U64, d: dest, a, b })
+    Ok(Op::IntBin {
+        op,
+        ty: IntTy::U64,
+        d: dest,
+        a,
+        b,
+    })
 }
 
 fn integer(d: &mut Decoder, mods: &mut Mods, ty_name: &str, operands: &[Vec<Token>]) -> Result<Op, ParseError> {
@@ -179,8 +233,20 @@ fn integer(d: &mut Decoder, mods: &mut Mods, ty_name: &str, operands: &[Vec<Toke
         Some("wide") => Some(MulPart::Wide),
         _ => None,
     };
-    let arithmetic = |mods: &Mods| if is_bits { Err(mods.error("needs a .s or .u type")) } else { Ok(()) };
-    let logic = |mods: &Mods| if is_bits { Ok(()) } else { Err(mods.error("needs a .b type")) };
+    let arithmetic = |mods: &Mods| {
+        if is_bits {
+            Err(mods.error("needs a .s or .u type"))
+        } else {
+            Ok(())
+        }
+    };
+    let logic = |mods: &Mods| {
+        if is_bits {
+            Ok(())
+        } else {
+            Err(mods.error("needs a .b type"))
+        }
+    };
     if part.is_some() && mods.name != "mul" && mods.name != "mad" {
         return Err(mods.error(".lo/.hi/.wide are for mul and mad"));
     }
@@ -200,12 +266,19 @@ fn integer(d: &mut Decoder, mods: &mut Mods, ty_name: &str, operands: &[Vec<Toke
     };
     if let Some((op, allowed)) = bin {
         allowed?;
-        let b_imm = if matches!(op, IntBinOp::Shl | IntBinOp::Shr) { Imm::Bits(32) } else { imm };
+        let b_imm = if matches!(op, IntBinOp::Shl | IntBinOp::Shr) {
+            Imm::Bits(32)
+        } else {
+            imm
+        };
         let (dest, [a, b]) = operands_n(d, mods, operands, [imm, b_imm])?;
         return Ok(Op::IntBin { op, ty, d: dest, a, b });
     }
     let un = match mods.name {
-        "neg" | "abs" => Some((if mods.name == "neg" { IntUnOp::Neg } else { IntUnOp::Abs }, arithmetic(mods))),
+        "neg" | "abs" => Some((
+            if mods.name == "neg" { IntUnOp::Neg } else { IntUnOp::Abs },
+            arithmetic(mods),
+        )),
         "not" => Some((IntUnOp::Not, logic(mods))),
         "cnot" => Some((IntUnOp::Cnot, logic(mods))),
         "popc" | "clz" | "brev" if ty.bits() >= 32 => {
@@ -232,23 +305,45 @@ fn integer(d: &mut Decoder, mods: &mut Mods, ty_name: &str, operands: &[Vec<Toke
         }
         ("mul", Some(MulPart::Lo)) => {
             let (dest, [a, b]) = operands_n(d, mods, operands, [imm; 2])?;
-            Ok(Op::IntBin { op: IntBinOp::MulLo, ty, d: dest, a, b })
+            Ok(Op::IntBin {
+                op: IntBinOp::MulLo,
+                ty,
+                d: dest,
+                a,
+                b,
+            })
         }
         ("mul", Some(MulPart::Hi)) => {
             let (dest, [a, b]) = operands_n(d, mods, operands, [imm; 2])?;
-            Ok(Op::IntBin { op: IntBinOp::MulHi, ty, d: dest, a, b })
+            Ok(Op::IntBin {
+                op: IntBinOp::MulHi,
+                ty,
+                d: dest,
+                a,
+                b,
+            })
         }
         ("mad", Some(part)) if part != MulPart::Wide || ty.bits() <= 32 => {
             let c_imm = if part == MulPart::Wide { wide_imm } else { imm };
             let (dest, [a, b, c]) = operands_n(d, mods, operands, [imm, imm, c_imm])?;
-            Ok(Op::Mad { ty, part, d: dest, a, b, c })
+            Ok(Op::Mad {
+                ty,
+                part,
+                d: dest,
+                a,
+                b,
+                c,
+            })
         }
         _ => Err(mods.error("not in the supported subset")),
     }
 }
 
 fn cmp_op(mods: &mut Mods) -> Result<CmpOp, ParseError> {
-    let names = ["eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"];
+    let names = [
+        "eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu", "gtu", "geu", "num",
+        "nan",
+    ];
     let name = mods.take(&names).ok_or_else(|| mods.error("missing comparison"))?;
     Ok(match name {
         "eq" => CmpOp::Eq,
@@ -295,12 +390,17 @@ fn setp(d: &mut Decoder, mods: &mut Mods, ty_name: &str, operands: &[Vec<Token>]
         _ if ftz => return Err(mods.error(".ftz is for f32")),
         _ => CmpTy::Int(mods.int_ty(ty_name)?),
     };
-    let float_only = matches!(cmp, CmpOp::Equ | CmpOp::Neu | CmpOp::Ltu | CmpOp::Leu | CmpOp::Gtu | CmpOp::Geu | CmpOp::Num | CmpOp::Nan);
+    let float_only = matches!(
+        cmp,
+        CmpOp::Equ | CmpOp::Neu | CmpOp::Ltu | CmpOp::Leu | CmpOp::Gtu | CmpOp::Geu | CmpOp::Num | CmpOp::Nan
+    );
     match ty {
         CmpTy::Int(int) if float_only || (unsigned_only.is_some() && int.signed()) => {
             return Err(mods.error("comparison does not fit the type"))
         }
-        CmpTy::F32 { .. } | CmpTy::F64 if unsigned_only.is_some() => return Err(mods.error("comparison does not fit the type")),
+        CmpTy::F32 { .. } | CmpTy::F64 if unsigned_only.is_some() => {
+            return Err(mods.error("comparison does not fit the type"))
+        }
         CmpTy::Int(int) if int.bits() < 16 => return Err(mods.error("8-bit setp is not supported")),
         _ => {}
     }
@@ -325,18 +425,33 @@ fn setp(d: &mut Decoder, mods: &mut Mods, ty_name: &str, operands: &[Vec<Token>]
                 [bang, rest @ ..] if bang.is('!') => (true, rest),
                 all => (false, all),
             };
-            Some(Combine { op, pred: d.src(pred, Imm::Bits(1), mods)?, negate })
+            Some(Combine {
+                op,
+                pred: d.src(pred, Imm::Bits(1), mods)?,
+                negate,
+            })
         }
         None => None,
     };
-    Ok(Op::Setp { cmp, ty, d: dest, a, b, combine })
+    Ok(Op::Setp {
+        cmp,
+        ty,
+        d: dest,
+        a,
+        b,
+        combine,
+    })
 }
 
 fn selp(d: &mut Decoder, mods: &mut Mods, ty: &str, operands: &[Vec<Token>]) -> Result<Op, ParseError> {
     let imm = match ty {
         "f32" => Imm::F32,
         "f64" => Imm::F64,
-        _ => Imm::Bits(type_bits(ty).filter(|&b| b >= 16).ok_or_else(|| mods.error("bad selp type"))?),
+        _ => Imm::Bits(
+            type_bits(ty)
+                .filter(|&b| b >= 16)
+                .ok_or_else(|| mods.error("bad selp type"))?,
+        ),
     };
     let (dest, [a, b, p]) = operands_n(d, mods, operands, [imm, imm, Imm::Bits(1)])?;
     Ok(Op::Selp { d: dest, a, b, p })
@@ -344,7 +459,15 @@ fn selp(d: &mut Decoder, mods: &mut Mods, ty: &str, operands: &[Vec<Token>]) -> 
 
 fn testp(d: &mut Decoder, mods: &mut Mods, ty: &str, operands: &[Vec<Token>]) -> Result<Op, ParseError> {
     let ty = mods.float_ty(ty)?;
-    let class = match mods.take(&["nan", "notanumber", "number", "finite", "infinite", "normal", "subnormal"]) {
+    let class = match mods.take(&[
+        "nan",
+        "notanumber",
+        "number",
+        "finite",
+        "infinite",
+        "normal",
+        "subnormal",
+    ]) {
         Some("nan") | Some("notanumber") => TestClass::NotANumber,
         Some("number") => TestClass::Number,
         Some("finite") => TestClass::Finite,

@@ -71,7 +71,11 @@ pub(crate) fn decode_entry(entry: &EntryDecl) -> Result<Kernel, ParseError> {
             texts.push(statement.text.clone());
         }
     }
-    let Decoder { slot_names, initial_values, .. } = decoder;
+    let Decoder {
+        slot_names,
+        initial_values,
+        ..
+    } = decoder;
     let mut initially_written = vec![false; slot_names.len()];
     initially_written[..special::COUNT as usize].fill(true);
     initially_written[first_constant..].fill(true);
@@ -101,10 +105,19 @@ fn layout_params(entry: &EntryDecl) -> Result<(Vec<Param>, u32), ParseError> {
             _ => ParamKind::Int,
         };
         if params.iter().any(|p| p.name == decl.name) {
-            return Err(ParseError { line: entry.line, message: format!("parameter `{}` declared twice", decl.name) });
+            return Err(ParseError {
+                line: entry.line,
+                message: format!("parameter `{}` declared twice", decl.name),
+            });
         }
         offset = offset.next_multiple_of(bytes);
-        params.push(Param { name: decl.name.clone(), ty: decl.ty.clone(), kind, bytes, offset });
+        params.push(Param {
+            name: decl.name.clone(),
+            ty: decl.ty.clone(),
+            kind,
+            bytes,
+            offset,
+        });
         offset += bytes;
     }
     Ok((params, offset))
@@ -117,10 +130,16 @@ fn layout_shared(entry: &EntryDecl) -> Result<(HashMap<&str, u64>, u64), ParseEr
         let offset = end.next_multiple_of(decl.align);
         end = offset + decl.bytes;
         if end > MAX_SHARED_BYTES {
-            return Err(ParseError { line: decl.line, message: format!("more than {MAX_SHARED_BYTES} bytes of shared memory") });
+            return Err(ParseError {
+                line: decl.line,
+                message: format!("more than {MAX_SHARED_BYTES} bytes of shared memory"),
+            });
         }
         if offsets.insert(decl.name.as_str(), offset).is_some() {
-            return Err(ParseError { line: decl.line, message: format!("shared variable `{}` declared twice", decl.name) });
+            return Err(ParseError {
+                line: decl.line,
+                message: format!("shared variable `{}` declared twice", decl.name),
+            });
         }
     }
     Ok((offsets, end))
@@ -130,7 +149,10 @@ impl<'a> Decoder<'a> {
     fn new_slot(&mut self, name: String, value: u64) -> Result<Slot, ParseError> {
         let slot = self.slot_names.len() as Slot;
         if slot == UNGUARDED {
-            return Err(ParseError { line: self.entry.line, message: "too many registers".into() });
+            return Err(ParseError {
+                line: self.entry.line,
+                message: "too many registers".into(),
+            });
         }
         self.slot_names.push(name);
         self.initial_values.push(value);
@@ -138,7 +160,12 @@ impl<'a> Decoder<'a> {
     }
 
     fn declare_registers(&mut self) -> Result<(), ParseError> {
-        for (dim, base) in [("tid", special::TID), ("ntid", special::NTID), ("ctaid", special::CTAID), ("nctaid", special::NCTAID)] {
+        for (dim, base) in [
+            ("tid", special::TID),
+            ("ntid", special::NTID),
+            ("ctaid", special::CTAID),
+            ("nctaid", special::NCTAID),
+        ] {
             for (i, axis) in ["x", "y", "z"].iter().enumerate() {
                 let name = format!("%{dim}.{axis}");
                 self.registers.insert(name.clone(), base + i as u32);
@@ -151,11 +178,17 @@ impl<'a> Decoder<'a> {
         }
         for decl in &self.entry.regs {
             if type_bits(decl.ty.trim_start_matches('.')).is_none() || !decl.ty.starts_with('.') {
-                return Err(ParseError { line: decl.line, message: format!("register type `{}` is not supported", decl.ty) });
+                return Err(ParseError {
+                    line: decl.line,
+                    message: format!("register type `{}` is not supported", decl.ty),
+                });
             }
             for name in &decl.names {
                 if !name.starts_with('%') || self.registers.contains_key(name) {
-                    return Err(ParseError { line: decl.line, message: format!("register `{name}` is not a fresh %name") });
+                    return Err(ParseError {
+                        line: decl.line,
+                        message: format!("register `{name}` is not a fresh %name"),
+                    });
                 }
                 let slot = self.new_slot(name.clone(), 0)?;
                 self.registers.insert(name.clone(), slot);
@@ -170,7 +203,10 @@ impl<'a> Decoder<'a> {
             match item {
                 BodyItem::Label(name, line) => {
                     if self.labels.insert(name, pc).is_some() {
-                        return Err(ParseError { line: *line, message: format!("label `{name}` defined twice") });
+                        return Err(ParseError {
+                            line: *line,
+                            message: format!("label `{name}` defined twice"),
+                        });
                     }
                 }
                 BodyItem::Instruction(_) => pc += 1,
@@ -194,16 +230,25 @@ impl<'a> Decoder<'a> {
             _ => math::decode(self, &mut mods, operands)?,
         };
         mods.finish()?;
-        Ok(Inst { op, guard, guard_negated })
+        Ok(Inst {
+            op,
+            guard,
+            guard_negated,
+        })
     }
 
     fn control(&mut self, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op, ParseError> {
         let op = match mods.name {
             "bra" => {
                 mods.flag("uni");
-                let [label] = operands else { return Err(mods.error("bra takes one label")) };
+                let [label] = operands else {
+                    return Err(mods.error("bra takes one label"));
+                };
                 let name = single_word(label).ok_or_else(|| mods.error("bra takes one label"))?;
-                let target = *self.labels.get(name).ok_or_else(|| mods.error(format!("no label `{name}`")))?;
+                let target = *self
+                    .labels
+                    .get(name)
+                    .ok_or_else(|| mods.error(format!("no label `{name}`")))?;
                 Op::Bra { target }
             }
             "ret" | "exit" if operands.is_empty() => Op::Exit,
@@ -213,7 +258,9 @@ impl<'a> Decoder<'a> {
                     return Err(mods.error("only bar.sync is supported"));
                 }
                 mods.flag("aligned");
-                let [id] = operands else { return Err(mods.error("only `bar.sync 0` is supported")) };
+                let [id] = operands else {
+                    return Err(mods.error("only `bar.sync 0` is supported"));
+                };
                 if single_word(id) != Some("0") {
                     return Err(mods.error("only barrier 0 is supported"));
                 }
@@ -221,12 +268,14 @@ impl<'a> Decoder<'a> {
             }
             "shfl" => self.shfl(mods, operands)?,
             "membar" => {
-                mods.take(&["cta", "gl", "sys"]).ok_or_else(|| mods.error("membar needs a scope"))?;
+                mods.take(&["cta", "gl", "sys"])
+                    .ok_or_else(|| mods.error("membar needs a scope"))?;
                 Op::Nop
             }
             "fence" => {
                 mods.take(&["sc", "acq_rel"]);
-                mods.take(&["cta", "gpu", "sys"]).ok_or_else(|| mods.error("fence needs a scope"))?;
+                mods.take(&["cta", "gpu", "sys"])
+                    .ok_or_else(|| mods.error("fence needs a scope"))?;
                 Op::Nop
             }
             _ => return Err(mods.error("unexpected operands")),
@@ -249,7 +298,9 @@ impl<'a> Decoder<'a> {
         if mods.take_last()? != "b32" {
             return Err(mods.error("shfl.sync is .b32 only"));
         }
-        let [dest, a, b, c, mask] = operands else { return Err(mods.error("shfl.sync takes 5 operands")) };
+        let [dest, a, b, c, mask] = operands else {
+            return Err(mods.error("shfl.sync takes 5 operands"));
+        };
         let (d, p) = match dest.iter().position(|t| t.is('|')) {
             Some(bar) => (self.dst(&dest[..bar], mods)?, Some(self.dst(&dest[bar + 1..], mods)?)),
             None => (self.dst(dest, mods)?, None),
@@ -267,7 +318,10 @@ impl<'a> Decoder<'a> {
 
     /// A declared register or special register by name.
     fn register(&self, name: &str, mods: &Mods) -> Result<Slot, ParseError> {
-        self.registers.get(name).copied().ok_or_else(|| mods.error(format!("`{name}` is not a declared register")))
+        self.registers
+            .get(name)
+            .copied()
+            .ok_or_else(|| mods.error(format!("`{name}` is not a declared register")))
     }
 
     /// A destination: a declared register (not a special register or immediate).
@@ -316,11 +370,19 @@ impl<'a> Decoder<'a> {
         let (base, offset) = match inner {
             [base] => (base, 0i64),
             [base, sign, value] if sign.is('+') || sign.is('-') => {
-                let value = value.word().and_then(parse_u64).and_then(|v| i64::try_from(v).ok()).ok_or_else(bad)?;
+                let value = value
+                    .word()
+                    .and_then(parse_u64)
+                    .and_then(|v| i64::try_from(v).ok())
+                    .ok_or_else(bad)?;
                 (base, if sign.is('-') { -value } else { value })
             }
             [base, plus, minus, value] if plus.is('+') && minus.is('-') => {
-                let value = value.word().and_then(parse_u64).and_then(|v| i64::try_from(v).ok()).ok_or_else(bad)?;
+                let value = value
+                    .word()
+                    .and_then(parse_u64)
+                    .and_then(|v| i64::try_from(v).ok())
+                    .ok_or_else(bad)?;
                 (base, -value)
             }
             _ => return Err(bad()),
@@ -330,7 +392,10 @@ impl<'a> Decoder<'a> {
             let offset = u32::try_from(param.offset as i64 + offset).map_err(|_| bad())?;
             return Ok((Base::Param(offset), 0));
         }
-        Ok((Base::Slot(self.src(std::slice::from_ref(base), Imm::Bits(64), mods)?), offset))
+        Ok((
+            Base::Slot(self.src(std::slice::from_ref(base), Imm::Bits(64), mods)?),
+            offset,
+        ))
     }
 
     /// The registers of a `{a, b, ...}` vector operand, or of a single register.
@@ -365,8 +430,12 @@ pub(crate) fn single_word(tokens: &[Token]) -> Option<&str> {
 /// An immediate's bits: integers (masked to the width), `0f`/`0d` float bit patterns.
 fn immediate(word: &str, negative: bool, imm: Imm) -> Option<u64> {
     let hex_float = |prefix: &str, digits: usize| {
-        let hex = word.strip_prefix(prefix).or_else(|| word.strip_prefix(&prefix.to_uppercase()))?;
-        (hex.len() == digits && !negative).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
+        let hex = word
+            .strip_prefix(prefix)
+            .or_else(|| word.strip_prefix(&prefix.to_uppercase()))?;
+        (hex.len() == digits && !negative)
+            .then(|| u64::from_str_radix(hex, 16).ok())
+            .flatten()
     };
     match imm {
         Imm::F32 => hex_float("0f", 8),
@@ -380,7 +449,11 @@ fn immediate(word: &str, negative: bool, imm: Imm) -> Option<u64> {
             }
             let magnitude = parse_u64(word)?;
             let value = if negative { magnitude.wrapping_neg() } else { magnitude };
-            Some(if bits >= 64 { value } else { value & ((1u64 << bits) - 1) })
+            Some(if bits >= 64 {
+                value
+            } else {
+                value & ((1u64 << bits) - 1)
+            })
         }
     }
 }

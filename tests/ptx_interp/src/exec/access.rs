@@ -7,13 +7,19 @@ use crate::inst::{AtomOp, AtomTy, MemTy};
 use crate::race::Conflict;
 
 /// The little-endian value of `bytes` (1, 2, 4 or 8 of them), extended as `ty` says.
+/// Fixed-size reads per width: a variable-length copy here costs a memcpy call and a
+/// store-forwarding stall on every load.
 #[inline(always)]
 fn decode(bytes: &[u8], ty: MemTy) -> u64 {
-    let mut buffer = [0u8; 8];
-    buffer[..bytes.len()].copy_from_slice(bytes);
-    let raw = u64::from_le_bytes(buffer);
-    if ty.signed && bytes.len() < 8 {
-        let shift = 64 - 8 * bytes.len() as u32;
+    let (raw, bits) = match *bytes {
+        [a] => (a as u64, 8),
+        [a, b] => (u16::from_le_bytes([a, b]) as u64, 16),
+        [a, b, c, d] => (u32::from_le_bytes([a, b, c, d]) as u64, 32),
+        [a, b, c, d, e, f, g, h] => return u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+        _ => return 0, // decoding admits no other width
+    };
+    if ty.signed {
+        let shift = 64 - bits;
         (((raw << shift) as i64) >> shift) as u64
     } else {
         raw
@@ -22,12 +28,16 @@ fn decode(bytes: &[u8], ty: MemTy) -> u64 {
 
 #[inline(always)]
 fn encode(value: u64, out: &mut [u8]) {
-    let len = out.len();
-    out.copy_from_slice(&value.to_le_bytes()[..len]);
+    match out.len() {
+        1 => out[0] = value as u8,
+        2 => out.copy_from_slice(&(value as u16).to_le_bytes()),
+        4 => out.copy_from_slice(&(value as u32).to_le_bytes()),
+        _ => out.copy_from_slice(&value.to_le_bytes()),
+    }
 }
 
 fn check_alignment(address: u64, bytes: u64) -> Result<(), ErrorKind> {
-    if address % bytes != 0 {
+    if !address.is_multiple_of(bytes) {
         return Err(ErrorKind::Misaligned { address, bytes });
     }
     Ok(())
@@ -42,9 +52,19 @@ impl Env<'_> {
         };
         let other_wrote = conflict.other_wrote;
         if shared {
-            ErrorKind::SharedRace { address, other_cta, other_thread, other_wrote }
+            ErrorKind::SharedRace {
+                address,
+                other_cta,
+                other_thread,
+                other_wrote,
+            }
         } else {
-            ErrorKind::GlobalRace { address, other_cta, other_thread, other_wrote }
+            ErrorKind::GlobalRace {
+                address,
+                other_cta,
+                other_thread,
+                other_wrote,
+            }
         }
     }
 
@@ -52,8 +72,10 @@ impl Env<'_> {
     #[inline(always)]
     fn global(&mut self, address: u64, bytes: u64, thread: u32, write: bool) -> Result<(usize, usize), ErrorKind> {
         check_alignment(address, bytes)?;
-        let (index, offset) =
-            self.memory.locate(address, bytes).map_err(|_| ErrorKind::OutOfBounds { address, bytes })?;
+        let (index, offset) = self
+            .memory
+            .locate(address, bytes)
+            .map_err(|_| ErrorKind::OutOfBounds { address, bytes })?;
         if let Some(races) = self.races.as_mut() {
             let len = self.memory.allocation_len(index);
             let id = self.first_global_thread + thread;
@@ -71,7 +93,11 @@ impl Env<'_> {
         check_alignment(address, bytes)?;
         let shared_bytes = self.shared.len() as u64;
         if address.checked_add(bytes).is_none_or(|end| end > shared_bytes) {
-            return Err(ErrorKind::SharedOutOfBounds { address, bytes, shared_bytes });
+            return Err(ErrorKind::SharedOutOfBounds {
+                address,
+                bytes,
+                shared_bytes,
+            });
         }
         if let Some(races) = self.races.as_mut() {
             if let Err(conflict) = races.shared.access(address as usize, bytes as usize, thread, write) {
@@ -83,7 +109,14 @@ impl Env<'_> {
 
     /// Loads `out.len()` consecutive elements (a vector access checks the whole span).
     #[inline(always)]
-    pub(super) fn load(&mut self, shared: bool, address: u64, ty: MemTy, out: &mut [u64], thread: u32) -> Result<(), ErrorKind> {
+    pub(super) fn load(
+        &mut self,
+        shared: bool,
+        address: u64,
+        ty: MemTy,
+        out: &mut [u64],
+        thread: u32,
+    ) -> Result<(), ErrorKind> {
         let size = ty.bytes as usize;
         let span = (size * out.len()) as u64;
         let (bytes, offset) = if shared {
@@ -101,7 +134,14 @@ impl Env<'_> {
     }
 
     #[inline(always)]
-    pub(super) fn store(&mut self, shared: bool, address: u64, size: usize, values: &[u64], thread: u32) -> Result<(), ErrorKind> {
+    pub(super) fn store(
+        &mut self,
+        shared: bool,
+        address: u64,
+        size: usize,
+        values: &[u64],
+        thread: u32,
+    ) -> Result<(), ErrorKind> {
         let span = (size * values.len()) as u64;
         let (bytes, offset) = if shared {
             let offset = self.shared(address, span, thread, true)?;
@@ -130,10 +170,18 @@ impl Env<'_> {
             AtomTy::Int(int) => int.bits() as u64 / 8,
         };
         check_alignment(address, size)?;
-        let (index, offset) =
-            self.memory.locate(address, size).map_err(|_| ErrorKind::OutOfBounds { address, bytes: size })?;
+        let (index, offset) = self
+            .memory
+            .locate(address, size)
+            .map_err(|_| ErrorKind::OutOfBounds { address, bytes: size })?;
         let cell = &mut self.memory.allocation_mut(index)[offset..offset + size as usize];
-        let old = decode(cell, MemTy { bytes: size as u8, signed: false });
+        let old = decode(
+            cell,
+            MemTy {
+                bytes: size as u8,
+                signed: false,
+            },
+        );
         let new = match (ty, op) {
             (_, AtomOp::Exch) => b,
             (_, AtomOp::Cas) => {

@@ -69,7 +69,9 @@ impl Registers<'_> {
     pub(crate) fn get(&self, slot: Slot, kernel: &Kernel) -> Result<u64, ErrorKind> {
         let index = slot as usize;
         if !self.written[index] {
-            return Err(ErrorKind::Uninitialised { register: kernel.slot_name(slot).to_string() });
+            return Err(ErrorKind::Uninitialised {
+                register: kernel.slot_name(slot).to_string(),
+            });
         }
         Ok(self.values[index])
     }
@@ -82,63 +84,132 @@ impl Registers<'_> {
 }
 
 /// Runs `thread` from `*pc` until it stops; `*pc` and `*steps` are kept up to date.
-pub(crate) fn run(env: &mut Env, regs: &mut Registers, thread: u32, pc: &mut u32, steps: &mut u64) -> Result<Stop, Fault> {
-    let mut at = *pc;
+pub(crate) fn run(
+    env: &mut Env,
+    regs: &mut Registers,
+    thread: u32,
+    pc: &mut u32,
+    steps: &mut u64,
+) -> Result<Stop, Fault> {
     let budget = env.step_limit.saturating_sub(*steps);
-    let mut ran = 0u64;
-    let result = run_inner(env, regs, thread, &mut at, budget, &mut ran);
+    let (result, at, ran) = run_inner(env, regs, thread, *pc, budget);
     *pc = at;
     *steps += ran;
     result.map_err(|kind| Fault { pc: at, kind })
 }
 
-fn run_inner(env: &mut Env, regs: &mut Registers, thread: u32, pc: &mut u32, budget: u64, ran: &mut u64) -> Result<Stop, ErrorKind> {
+/// The loop proper: `pc` and the step count live in locals (not behind references) so
+/// they stay in registers; returns them with the outcome.
+fn run_inner(
+    env: &mut Env,
+    regs: &mut Registers,
+    thread: u32,
+    start: u32,
+    budget: u64,
+) -> (Result<Stop, ErrorKind>, u32, u64) {
     let kernel = env.kernel;
     let code = &kernel.code[..];
-    macro_rules! get {
-        ($slot:expr) => {
-            regs.get($slot, kernel)?
-        };
-    }
-    loop {
-        let Some(inst) = code.get(*pc as usize) else { return Ok(Stop::Exit) };
-        if *ran == budget {
-            return Err(ErrorKind::StepLimit { limit: env.step_limit });
+    let mut pc = start;
+    let mut ran = 0u64;
+    let result = 'run: loop {
+        // Defined inside the loop so that their `break 'run` sees the label.
+        macro_rules! attempt {
+            ($result:expr) => {
+                match $result {
+                    Ok(value) => value,
+                    Err(kind) => break 'run Err(kind),
+                }
+            };
         }
-        *ran += 1;
+        macro_rules! get {
+            ($slot:expr) => {
+                attempt!(regs.get($slot, kernel))
+            };
+        }
+        let Some(inst) = code.get(pc as usize) else {
+            break Ok(Stop::Exit);
+        };
+        if ran == budget {
+            break Err(ErrorKind::StepLimit { limit: env.step_limit });
+        }
+        ran += 1;
         if inst.guard != UNGUARDED && (get!(inst.guard) != 0) == inst.guard_negated {
-            *pc += 1;
+            pc += 1;
             continue;
         }
         match inst.op {
             Op::Mov { d, a } => regs.set(d, get!(a)),
             Op::IntBin { op, ty, d, a, b } => {
-                let value = int::binary(op, ty, get!(a), get!(b)).ok_or(ErrorKind::DivisionByZero)?;
+                let value = attempt!(int::binary(op, ty, get!(a), get!(b)).ok_or(ErrorKind::DivisionByZero));
                 regs.set(d, value);
             }
-            Op::FloatBin { op, ty: FloatTy::F32, rnd, ftz, d, a, b } => {
-                regs.set(d, float::f32_binary(op, rnd, ftz, get!(a) as u32, get!(b) as u32) as u64)
-            }
-            Op::FloatBin { op, ty: FloatTy::F64, rnd, d, a, b, .. } => regs.set(d, float::f64_binary(op, rnd, get!(a), get!(b))),
+            Op::FloatBin {
+                op,
+                ty: FloatTy::F32,
+                rnd,
+                ftz,
+                d,
+                a,
+                b,
+            } => regs.set(
+                d,
+                float::f32_binary(op, rnd, ftz, get!(a) as u32, get!(b) as u32) as u64,
+            ),
+            Op::FloatBin {
+                op,
+                ty: FloatTy::F64,
+                rnd,
+                d,
+                a,
+                b,
+                ..
+            } => regs.set(d, float::f64_binary(op, rnd, get!(a), get!(b))),
             Op::Fma { ty, ftz, d, a, b, c } => regs.set(d, float::fma(ty, ftz, get!(a), get!(b), get!(c))),
-            Op::Ld { space, ty, d, count, addr, offset } => {
+            Op::Ld {
+                space,
+                ty,
+                d,
+                count,
+                addr,
+                offset,
+            } => {
                 let address = get!(addr).wrapping_add(offset as u64);
                 let mut values = [0u64; 4];
                 let values = &mut values[..count as usize];
-                env.load(space == Space::Shared, address, ty, values, thread)?;
+                attempt!(env.load(space == Space::Shared, address, ty, values, thread));
                 for (&slot, &value) in d.iter().zip(values.iter()) {
                     regs.set(slot, value);
                 }
             }
-            Op::St { space, bytes, src, count, addr, offset } => {
+            Op::St {
+                space,
+                bytes,
+                src,
+                count,
+                addr,
+                offset,
+            } => {
                 let address = get!(addr).wrapping_add(offset as u64);
                 let mut values = [0u64; 4];
                 for (value, &slot) in values.iter_mut().zip(&src[..count as usize]) {
                     *value = get!(slot);
                 }
-                env.store(space == Space::Shared, address, bytes as usize, &values[..count as usize], thread)?;
+                attempt!(env.store(
+                    space == Space::Shared,
+                    address,
+                    bytes as usize,
+                    &values[..count as usize],
+                    thread
+                ));
             }
-            Op::Setp { cmp, ty, d, a, b, combine } => {
+            Op::Setp {
+                cmp,
+                ty,
+                d,
+                a,
+                b,
+                combine,
+            } => {
                 let (x, y) = (get!(a), get!(b));
                 let mut result = match ty {
                     CmpTy::Int(int) => compare_int(cmp, int.extend(x), int.extend(y)),
@@ -166,16 +237,36 @@ fn run_inner(env: &mut Env, regs: &mut Registers, thread: u32, pc: &mut u32, bud
                 regs.set(d, value);
             }
             Op::Bra { target } => {
-                *pc = target;
+                pc = target;
                 continue;
             }
             Op::LdParam { d, offset, ty } => regs.set(d, env.load_param(offset, ty)),
             Op::Mad { ty, part, d, a, b, c } => regs.set(d, int::mad(ty, part, get!(a), get!(b), get!(c))),
             Op::MulWide { ty, d, a, b } => regs.set(d, int::mul_wide(ty, get!(a), get!(b))),
             Op::IntUn { op, ty, d, a } => regs.set(d, int::unary(op, ty, get!(a))),
-            Op::FloatUn { op, ty: FloatTy::F32, ftz, d, a } => regs.set(d, float::f32_unary(op, ftz, get!(a) as u32) as u64),
-            Op::FloatUn { op, ty: FloatTy::F64, d, a, .. } => regs.set(d, float::f64_unary(op, get!(a))),
-            Op::Cvt { to, from, rnd, sat, ftz, d, a } => regs.set(d, cvt::cvt(to, from, rnd, sat, ftz, get!(a))),
+            Op::FloatUn {
+                op,
+                ty: FloatTy::F32,
+                ftz,
+                d,
+                a,
+            } => regs.set(d, float::f32_unary(op, ftz, get!(a) as u32) as u64),
+            Op::FloatUn {
+                op,
+                ty: FloatTy::F64,
+                d,
+                a,
+                ..
+            } => regs.set(d, float::f64_unary(op, get!(a))),
+            Op::Cvt {
+                to,
+                from,
+                rnd,
+                sat,
+                ftz,
+                d,
+                a,
+            } => regs.set(d, cvt::cvt(to, from, rnd, sat, ftz, get!(a))),
             Op::Testp { class, ty, d, a } => regs.set(d, float::testp(class, ty, get!(a)) as u64),
             Op::Pack { d, lo, hi, half_bits } => {
                 let mask = (1u64 << half_bits) - 1;
@@ -187,18 +278,27 @@ fn run_inner(env: &mut Env, regs: &mut Registers, thread: u32, pc: &mut u32, bud
                 regs.set(lo, value & mask);
                 regs.set(hi, (value >> half_bits) & mask);
             }
-            Op::Atom { op, ty, d, addr, offset, b, c } => {
+            Op::Atom {
+                op,
+                ty,
+                d,
+                addr,
+                offset,
+                b,
+                c,
+            } => {
                 let address = get!(addr).wrapping_add(offset as u64);
-                let old = env.atomic(op, ty, address, get!(b), get!(c))?;
+                let old = attempt!(env.atomic(op, ty, address, get!(b), get!(c)));
                 regs.set(d, old);
             }
-            Op::Exit => return Ok(Stop::Exit),
-            Op::BarSync => return Ok(Stop::Barrier),
-            Op::Shfl { .. } => return Ok(Stop::Shuffle),
+            Op::Exit => break Ok(Stop::Exit),
+            Op::BarSync => break Ok(Stop::Barrier),
+            Op::Shfl { .. } => break Ok(Stop::Shuffle),
             Op::Nop => {}
         }
-        *pc += 1;
-    }
+        pc += 1;
+    };
+    (result, pc, ran)
 }
 
 #[inline(always)]
