@@ -108,6 +108,12 @@ impl Module {
         self.kernels.iter().map(|k| k.name.as_str())
     }
 
+    /// Entry `entry`'s parameters as (name, type without the dot), in order.
+    pub fn params(&self, entry: &str) -> Option<Vec<(&str, &str)>> {
+        let kernel = self.kernels.iter().find(|k| k.name == entry)?;
+        Some(kernel.params.iter().map(|p| (p.name.as_str(), p.ty.as_str())).collect())
+    }
+
     /// Runs entry `entry` over `launch.grid` with `args`, to completion or the first error.
     pub fn launch(&self, memory: &mut Memory, entry: &str, launch: &Launch, args: &[Arg]) -> Result<Stats, ExecError> {
         let fail = |message: String| ExecError {
@@ -124,11 +130,9 @@ impl Module {
         let params = pack_args(kernel, args).map_err(fail)?;
         let per_cta = launch.block.iter().product::<u32>() as u64;
         let ctas = launch.grid.iter().map(|&g| g as u64).product::<u64>();
-        if launch.check_races && ctas * per_cta >= u32::MAX as u64 {
-            return Err(fail(format!(
-                "race checking supports fewer than 2^32 threads, not {}",
-                ctas * per_cta
-            )));
+        let total_threads = ctas.saturating_mul(per_cta);
+        if launch.check_races && total_threads >= u32::MAX as u64 {
+            return Err(fail(format!("race checking supports fewer than 2^32 threads, not {total_threads}")));
         }
         let races = launch
             .check_races
@@ -149,7 +153,7 @@ impl Module {
         let mut stats = Stats {
             instructions: 0,
             ctas,
-            threads: ctas * per_cta,
+            threads: total_threads,
         };
         let [gx, gy, gz] = launch.grid;
         for (linear, cta) in (0..gz)
@@ -158,7 +162,7 @@ impl Module {
         {
             env.cta = cta;
             // Only used for race logs, where the thread count was checked to fit.
-            env.first_global_thread = (linear as u64 * per_cta) as u32;
+            env.first_global_thread = (linear as u64).wrapping_mul(per_cta) as u32;
             match run_cta(&mut env, &mut threads) {
                 Ok(instructions) => stats.instructions += instructions,
                 Err(CtaFault { thread, pc, kind }) => {
@@ -206,11 +210,11 @@ fn check_dims(kernel: &Kernel, launch: &Launch) -> Result<(), String> {
 /// The parameter buffer, after checking each argument against its `.param`.
 fn pack_args(kernel: &Kernel, args: &[Arg]) -> Result<Vec<u8>, String> {
     if args.len() != kernel.params.len() {
-        return Err(format!(
-            "{} arguments for {} parameters",
-            args.len(),
-            kernel.params.len()
-        ));
+        let which = match kernel.params.get(args.len()) {
+            Some(missing) => format!("first missing: `{}`", missing.name),
+            None => "too many".to_string(),
+        };
+        return Err(format!("{} arguments for {} parameters ({which})", args.len(), kernel.params.len()));
     }
     let mut buffer = vec![0u8; kernel.param_bytes as usize];
     for (param, &arg) in kernel.params.iter().zip(args) {

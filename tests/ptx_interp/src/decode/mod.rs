@@ -16,6 +16,9 @@ use mods::{type_bits, Mods};
 
 /// Static shared memory a CTA may declare (the hardware limit without opt-in).
 const MAX_SHARED_BYTES: u64 = 48 * 1024;
+/// Register-file slots per thread (registers, immediates, special registers): a CTA
+/// holds 1024 copies, and real kernels use a few hundred.
+const MAX_SLOTS: usize = 1 << 15;
 
 /// What an immediate operand is read as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,7 +131,7 @@ fn layout_shared(entry: &EntryDecl) -> Result<(HashMap<&str, u64>, u64), ParseEr
     let mut end = 0u64;
     for decl in &entry.shared {
         let offset = end.next_multiple_of(decl.align);
-        end = offset + decl.bytes;
+        end = offset.saturating_add(decl.bytes);
         if end > MAX_SHARED_BYTES {
             return Err(ParseError {
                 line: decl.line,
@@ -147,13 +150,11 @@ fn layout_shared(entry: &EntryDecl) -> Result<(HashMap<&str, u64>, u64), ParseEr
 
 impl<'a> Decoder<'a> {
     fn new_slot(&mut self, name: String, value: u64) -> Result<Slot, ParseError> {
-        let slot = self.slot_names.len() as Slot;
-        if slot == UNGUARDED {
-            return Err(ParseError {
-                line: self.entry.line,
-                message: "too many registers".into(),
-            });
+        if self.slot_names.len() >= MAX_SLOTS {
+            let message = format!("more than {MAX_SLOTS} registers and distinct immediates");
+            return Err(ParseError { line: self.entry.line, message });
         }
+        let slot = self.slot_names.len() as Slot;
         self.slot_names.push(name);
         self.initial_values.push(value);
         Ok(slot)
@@ -389,7 +390,7 @@ impl<'a> Decoder<'a> {
         };
         let name = base.word().ok_or_else(bad)?;
         if let Some(param) = self.params.get(name) {
-            let offset = u32::try_from(param.offset as i64 + offset).map_err(|_| bad())?;
+            let offset = (param.offset as i64).checked_add(offset).and_then(|o| u32::try_from(o).ok()).ok_or_else(bad)?;
             return Ok((Base::Param(offset), 0));
         }
         Ok((
