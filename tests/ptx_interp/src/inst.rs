@@ -303,7 +303,7 @@ pub(crate) enum Op {
         d: Slot,
         a: Slot,
     },
-    /// `mad.lo` (`wide: false`), `mad.hi`, `mad.wide` with `ty` the source type.
+    /// `mad.lo`, `mad.hi` or `mad.wide` (`part`); `ty` is the type of `a` and `b`.
     Mad {
         ty: IntTy,
         part: MulPart,

@@ -67,6 +67,9 @@
 //! - Shared memory starts zeroed in every CTA (on a GPU it is undefined); reads of shared
 //!   bytes no thread wrote are not reported.
 //! - No memory-model effects: a thread sees every store as soon as it is made.
+//! - CTAs run on one thread. Release builds run about 150-200 M instructions/s
+//!   (`examples/bench.rs`), unoptimised builds about 6 M/s.
+//! - The race check logs 12 bytes per byte of every global allocation a launch touches.
 
 mod cta;
 mod decode;

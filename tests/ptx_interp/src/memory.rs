@@ -80,7 +80,7 @@ impl Memory {
         Ok(())
     }
 
-    pub fn read(&mut self, address: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
+    pub fn read(&self, address: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
         Ok(self.bytes(address, len)?.to_vec())
     }
 
@@ -96,24 +96,20 @@ impl Memory {
     }
 
     /// `count` elements of type `T` at `address`.
-    pub fn download<T: Element>(&mut self, address: u64, count: usize) -> Result<Vec<T>, MemoryError> {
+    pub fn download<T: Element>(&self, address: u64, count: usize) -> Result<Vec<T>, MemoryError> {
         let bytes = self.bytes(address, (count * T::BYTES) as u64)?;
         Ok(bytes.chunks_exact(T::BYTES).map(T::from_le).collect())
     }
 
-    fn bytes(&mut self, address: u64, len: u64) -> Result<&[u8], MemoryError> {
-        let (index, offset) = self.locate(address, len)?;
+    fn bytes(&self, address: u64, len: u64) -> Result<&[u8], MemoryError> {
+        let (index, offset) = self.find(address, len)?;
         Ok(&self.allocations[index].bytes[offset..offset + len as usize])
     }
 
     /// The allocation holding all of `[address, address + len)` and the offset in it.
-    #[inline]
-    pub(crate) fn locate(&mut self, address: u64, len: u64) -> Result<(usize, usize), MemoryError> {
+    fn find(&self, address: u64, len: u64) -> Result<(usize, usize), MemoryError> {
         let fits = |a: &Allocation| {
-            address >= a.base
-                && address
-                    .checked_add(len)
-                    .is_some_and(|end| end <= a.base + a.bytes.len() as u64)
+            address >= a.base && address.checked_add(len).is_some_and(|end| end <= a.base + a.bytes.len() as u64)
         };
         if let Some(hit) = self.allocations.get(self.last_hit) {
             if fits(hit) {
@@ -126,8 +122,15 @@ impl Memory {
         if !fits(allocation) {
             return Err(MemoryError::OutOfBounds { address, len });
         }
-        self.last_hit = index;
         Ok((index, (address - allocation.base) as usize))
+    }
+
+    /// `find`, remembering the allocation for the next access.
+    #[inline]
+    pub(crate) fn locate(&mut self, address: u64, len: u64) -> Result<(usize, usize), MemoryError> {
+        let found = self.find(address, len)?;
+        self.last_hit = found.0;
+        Ok(found)
     }
 
     /// The bytes of allocation `index` (from `locate`).
