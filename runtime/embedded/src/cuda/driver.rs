@@ -68,7 +68,12 @@ impl Driver {
     }
 
     fn open() -> std::result::Result<Driver, String> {
-        let lib = DynLib::open(&["libcuda.so.1".into(), "libcuda.so".into()], false)
+        // $AOTC_CUDA_DRIVER names another driver library (a test double, an unusual install).
+        let names = match std::env::var("AOTC_CUDA_DRIVER") {
+            Ok(path) => vec![path],
+            Err(_) => vec!["libcuda.so.1".into(), "libcuda.so".into()],
+        };
+        let lib = DynLib::open(&names, false)
             .map_err(|why| format!("no CUDA driver on this machine (libcuda.so.1 could not be opened: {why}); install the NVIDIA driver, or load the model on \"cpu\" from a library compiled for it"))?;
         Ok(Driver {
             init: lib.get("cuInit")?,
