@@ -31,6 +31,35 @@ pub struct CudaKernel {
     /// Bytes of dynamic shared memory (static shared memory is in the PTX).
     pub shared_bytes: u32,
     pub params: Vec<CudaParam>,
+    /// For a matmul: the same product as a cuBLAS call, used when cuBLAS is there and the
+    /// operands' layout suits it; the entry runs otherwise.
+    #[serde(default)]
+    pub gemm: Option<CudaGemm>,
+}
+
+/// `out[b] = alpha * a[b] @ b[b] (+ out[b] when accumulating)`, row-major, as
+/// `ir::Matmul` has it: a is [batch, m, k], b is [batch, k, n] (element strides, offsets
+/// in elements), out is contiguous [batch, m, n].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CudaGemm {
+    pub dtype: crate::DType,
+    pub batch: SymExpr,
+    pub m: SymExpr,
+    pub n: SymExpr,
+    pub k: SymExpr,
+    pub a: GemmOperand,
+    pub b: GemmOperand,
+    pub out: usize,
+    pub alpha: f64,
+    pub accumulate: bool,
+}
+
+/// A strided operand of a [`CudaGemm`]: slot, element offset, strides of [batch, rows, cols].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GemmOperand {
+    pub slot: usize,
+    pub offset: SymExpr,
+    pub strides: [SymExpr; 3],
 }
 
 /// A kernel parameter, in `.param` order.
@@ -92,6 +121,7 @@ mod tests {
             grid: [SymExpr::floor_div(SymExpr::add([n.clone(), SymExpr::Int(255)]), SymExpr::Int(256)), SymExpr::Int(1), SymExpr::Int(1)],
             shared_bytes: 0,
             params: vec![CudaParam::Slot(1), CudaParam::Size(n)],
+            gemm: None,
         };
         let l = k.launch(&[Some(1000)], &[0x10, 0x20]).unwrap().unwrap();
         assert_eq!(l, Launch { grid: [4, 1, 1], block: 256, shared_bytes: 0, params: vec![ParamValue::Pointer(0x20), ParamValue::Int(1000)] });

@@ -9,6 +9,7 @@
 //! returns, so outputs are ready and a failed check is reported by that call.
 
 use super::driver::{self, CuFunction, CuModule, CuStream, Driver};
+use super::blas::{Blas, BlasHandle};
 use super::memory::{Current, DeviceBuf};
 use super::Gpu;
 use crate::descriptor::{Place, View};
@@ -39,6 +40,8 @@ pub struct CudaModel {
     scratch: Vec<DeviceBuf>,
     stream: CuStream,
     output_shapes: Vec<Vec<i64>>,
+    /// cuBLAS for the plan's matmuls, when the process has it.
+    blas: Option<BlasHandle>,
 }
 
 fn plan(program: &Program) -> Result<&CudaPlan> {
@@ -70,7 +73,10 @@ impl CudaModel {
         let driver = gpu.driver;
         let _current = Current::push(driver, gpu.context)?;
         let module = load_module(driver, &plan.ptx)?;
-        let mut model = CudaModel { program, gpu, module, functions: vec![], weights: vec![], buffers: vec![], scratch: vec![], stream: std::ptr::null_mut(), output_shapes: m.outputs.iter().map(|o| vec![0; o.sizes.len()]).collect() };
+        let mut model = CudaModel { program, gpu, module, functions: vec![], weights: vec![], buffers: vec![], scratch: vec![], stream: std::ptr::null_mut(), output_shapes: m.outputs.iter().map(|o| vec![0; o.sizes.len()]).collect(), blas: None };
+        if plan.kernels.iter().any(|k| k.gemm.is_some()) {
+            model.blas = Blas::find().map(BlasHandle::new).transpose()?;
+        }
         for k in &plan.kernels {
             let name = CString::new(k.entry.as_str()).map_err(|_| Error { code: status::INTERNAL, message: format!("kernel name {:?}", k.entry) })?;
             let mut f = std::ptr::null_mut();
@@ -207,6 +213,11 @@ impl CudaModel {
                 driver.check(unsafe { (driver.memset_d8_async)(slots[e.slot], 0, self.scratch[e.slot].len, self.stream) }, "cuMemsetD8Async")?;
             }
             for (k, (kernel, f)) in plan.kernels.iter().zip(&self.functions).enumerate().filter(|(k, _)| m.kernels.get(*k).is_some_and(|i| i.stage == stage)) {
+                if let (Some(blas), Some(gemm)) = (&self.blas, &kernel.gemm) {
+                    if blas.gemm(gemm, &syms, &slots, self.stream)? {
+                        continue;
+                    }
+                }
                 let Some(launch) = kernel.launch(&syms, &slots).map_err(|msg| Error { code: status::INTERNAL, message: msg })? else { continue };
                 let mut values: Vec<u64> = launch.params.iter().map(|p| match p { ParamValue::Pointer(a) => *a, ParamValue::Int(v) => *v as u64 }).collect();
                 let mut args: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
@@ -318,6 +329,7 @@ impl CudaModel {
 impl Drop for CudaModel {
     fn drop(&mut self) {
         let Ok(_current) = Current::push(self.gpu.driver, self.gpu.context) else { return };
+        self.blas = None;
         self.weights.clear();
         self.buffers.clear();
         self.scratch.clear();

@@ -2,6 +2,7 @@
 //! primary context (so device pointers interoperate with PyTorch's), the program's PTX
 //! module and its launch plan (`aotc_abi::cuda`).
 
+mod blas;
 mod driver;
 mod dynlib;
 mod instance;
