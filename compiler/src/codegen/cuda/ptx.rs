@@ -198,11 +198,12 @@ impl Body {
     }
 
     /// The entry's text: `.visible .entry name(params) .maxntid threads,1,1 { ... }`;
-    /// `params` are (PTX type, name) pairs.
+    /// `params` are (PTX type, name) pairs. `.minnctapersm 1` (no semantics) keeps
+    /// ptxas from capping registers for occupancy, which made it spill.
     pub fn finish(mut self, name: &str, params: &[(&str, String)], threads: u32) -> String {
         self.emit("ret", &[]);
         let params: Vec<String> = params.iter().map(|(ty, n)| format!("\t.param {ty} {n}")).collect();
-        let mut out = format!(".visible .entry {name}(\n{}\n)\n.maxntid {threads}, 1, 1\n{{\n", params.join(",\n"));
+        let mut out = format!(".visible .entry {name}(\n{}\n)\n.maxntid {threads}, 1, 1\n.minnctapersm 1\n{{\n", params.join(",\n"));
         for k in KINDS {
             let n = self.counts[k.slot()];
             if n > 0 {
@@ -234,7 +235,8 @@ mod tests {
         let p = b.def("setp.lt.f32", Kind::Pred, &[y.into(), Op::F32(0.0)]);
         let l = b.label();
         b.bra_if(p, true, l);
-        b.emit("mov.f64", &[Op::Reg(b_reg(&mut b)), Op::F64(0.5)]);
+        let d = b.reg(Kind::F64);
+        b.emit("mov.f64", &[d.into(), Op::F64(0.5)]);
         b.place(l);
         let text = b.finish("k", &[(".u64", "b0".into())], 256);
         assert!(text.contains(".reg .f32 %f<3>;"), "{text}");
@@ -243,9 +245,5 @@ mod tests {
         assert!(text.contains("@!%p1 bra L1;"), "{text}");
         assert!(text.contains("mov.f64 %fd1, 0d3FE0000000000000;"), "{text}");
         assert!(text.contains(".maxntid 256, 1, 1"), "{text}");
-    }
-
-    fn b_reg(b: &mut Body) -> Reg {
-        b.reg(Kind::F64)
     }
 }

@@ -59,7 +59,9 @@ pub fn reduction(kx: &mut Kx, out: BufId, ranges: &[SymExpr], reduce: &[SymExpr]
         let (vaddr, iaddr) = (add(kx, values, slot), add(kx, indices, slot));
         let st = format!("st.shared.{}", num.bits());
         kx.b.emit_if(lane0, false, &st, &[Op::At(vaddr, 0), acc.value.into()]);
-        kx.b.emit_if(lane0, false, "st.shared.b64", &[Op::At(iaddr, 0), acc.index.into()]);
+        if is_arg {
+            kx.b.emit_if(lane0, false, "st.shared.b64", &[Op::At(iaddr, 0), acc.index.into()]);
+        }
         kx.b.emit("bar.sync", &[Op::Int(0)]);
         let skip = kx.b.label();
         let not_warp0 = kx.b.def("setp.ne.u32", Kind::Pred, &[warp.into(), Op::Int(0)]);
@@ -68,7 +70,9 @@ pub fn reduction(kx: &mut Kx, out: BufId, ranges: &[SymExpr], reduce: &[SymExpr]
         let published = kx.b.def("setp.lt.u32", Kind::Pred, &[lane.into(), Op::Int((THREADS / 32) as i64)]);
         let (vaddr, iaddr) = (add(kx, values, lane_slot), add(kx, indices, lane_slot));
         kx.b.emit_if(published, false, &format!("ld.shared.{}", num.bits()), &[acc.value.into(), Op::At(vaddr, 0)]);
-        kx.b.emit_if(published, false, "ld.shared.b64", &[acc.index.into(), Op::At(iaddr, 0)]);
+        if is_arg {
+            kx.b.emit_if(published, false, "ld.shared.b64", &[acc.index.into(), Op::At(iaddr, 0)]);
+        }
         butterfly(kx, op, dtype, acc)?;
         let store = kx.b.label();
         let not_lane0 = kx.b.def("setp.ne.u32", Kind::Pred, &[lane.into(), Op::Int(0)]);
@@ -152,9 +156,10 @@ fn compute(d: DType) -> DType {
 fn butterfly(kx: &mut Kx, op: ReduceOp, dtype: DType, acc: Partial) -> R<()> {
     let num = Num::of(dtype);
     for offset in [16, 8, 4, 2, 1] {
-        let other = Partial { value: shuffle(kx, acc.value, offset), index: shuffle(kx, acc.index, offset) };
-        let take = match op {
+        let value = shuffle(kx, acc.value, offset);
+        match op {
             ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                let other = Partial { value, index: shuffle(kx, acc.index, offset) };
                 // The other lane's partial wins when better, or when neither is better
                 // (equal, or both NaN) and its index comes first.
                 let other_better = better(kx, op, num, other.value, acc.value);
@@ -162,11 +167,11 @@ fn butterfly(kx: &mut Kx, op: ReduceOp, dtype: DType, acc: Partial) -> R<()> {
                 let earlier = kx.b.def("setp.lt.s64", Kind::Pred, &[other.index.into(), acc.index.into()]);
                 let tie = kx.b.def("not.pred", Kind::Pred, &[mine_better.into()]);
                 let tie_earlier = kx.b.def("and.pred", Kind::Pred, &[tie.into(), earlier.into()]);
-                Some(kx.b.def("or.pred", Kind::Pred, &[other_better.into(), tie_earlier.into()]))
+                let take = kx.b.def("or.pred", Kind::Pred, &[other_better.into(), tie_earlier.into()]);
+                merge(kx, op, dtype, acc, other, Some(take))?;
             }
-            _ => None,
-        };
-        merge(kx, op, dtype, acc, other, take)?;
+            _ => merge(kx, op, dtype, acc, Partial { value, index: acc.index }, None)?,
+        }
     }
     Ok(())
 }
