@@ -100,12 +100,18 @@ pub fn atanh(m: &mut M, x: Reg) -> Reg {
     m.copysign(y, x)
 }
 
-/// erf |x| = 2/sqrt(pi) exp(-a^2) sum_n (2a^2)^n a / (1 3 5 ... (2n+1)): every term is
-/// positive, so the sum has no cancellation; it runs until a term falls below
-/// `tolerance` times the sum (at most 200 terms: a <= 6, where erf is 1 in f64).
+/// Beyond this, erf is 1 - erfc with erfc from its continued fraction.
+const ERFC_FROM: f64 = 2.5;
+
+/// erf |x|, signed like x. Up to 2.5: 2/sqrt(pi) exp(-a^2) sum_n (2a^2)^n a / (1 3 5 ...
+/// (2n+1)), every term positive (no cancellation), summed until a term falls below
+/// `tolerance` times the sum (at most 200 terms). Beyond: 1 - erfc(a), erfc(a) =
+/// exp(-a^2) / (sqrt(pi) (a + (1/2) / (a + 1 / (a + (3/2) / ...)))) to 40 levels (within
+/// 3e-16 of erfc there).
 pub fn erf(m: &mut M, x: Reg, tolerance: f64) -> Reg {
-    let a = m.abs(x);
-    let a = m.min(a, k(6.0));
+    let abs_x = m.abs(x);
+    let tail = one_minus_erfc(m, abs_x);
+    let a = m.min(abs_x, k(ERFC_FROM));
     let two_a2 = m.mul(a, a);
     let two_a2 = m.add(two_a2, two_a2);
     let (term, sum, den, count) = (m.b.reg(Kind::F64), m.b.reg(Kind::F64), m.b.reg(Kind::F64), m.b.reg(Kind::B32));
@@ -131,10 +137,27 @@ pub fn erf(m: &mut M, x: Reg, tolerance: f64) -> Reg {
     let e = exp(m, neg_a2);
     let scaled = m.mul(e, k(2.0 / std::f64::consts::PI.sqrt()));
     let y = m.mul(scaled, sum);
-    let y = m.min(y, k(1.0));
+    let far = m.test("gt", abs_x, k(ERFC_FROM));
+    let y = m.sel(far, tail, y);
     let y = m.copysign(y, x);
     let nan = m.is_nan(x);
     m.sel(nan, x, y)
+}
+
+/// 1 - erfc(a) for a >= 2.5 (1 for an infinite a).
+fn one_minus_erfc(m: &mut M, a: Reg) -> Reg {
+    let a = m.min(a, k(30.0));
+    let mut t = m.f("mov.f64", &[a.into()]);
+    for level in (1..=40).rev() {
+        let q = m.div(k(level as f64 / 2.0), t);
+        t = m.add(a, q);
+    }
+    let a2 = m.mul(a, a);
+    let neg_a2 = m.f("neg.f64", &[a2.into()]);
+    let e = exp(m, neg_a2);
+    let den = m.mul(t, k(std::f64::consts::PI.sqrt()));
+    let erfc = m.div(e, den);
+    m.sub(k(1.0), erfc)
 }
 
 /// C's pow: exp(b log|a|), negative bases for integral exponents only (signed by the
