@@ -34,7 +34,11 @@ pub struct CompileOptions {
     pub placement: WeightsPlacement,
     /// The external weights file (default: `<library stem>.weights.safetensors` beside it).
     pub weights_out: Option<PathBuf>,
+    /// The device lowered for (see [`Target`]).
+    pub device: Target,
 }
+
+pub use lower::Target;
 
 /// Where a compiled library's weights live.
 #[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,10 +71,21 @@ pub struct CompileReport {
 /// Parses and lowers `input` (no code generation): for inspection and tests.
 pub fn lower_file(input: &Path, opts: &CompileOptions) -> Result<(frontend::Source, lower::Lowered)> {
     let src = frontend::load(input, opts.weights.as_deref())?;
-    let mut lowered = lower::lower(&src)?;
+    let mut lowered = lower::lower(&src, opts.device)?;
     passes::fold::fold_weight_copies(&mut lowered);
-    passes::prepack::prepack_weights(&mut lowered);
+    // Packed GEMM operands are the CPU kernel's layout.
+    if opts.device == Target::Cpu {
+        passes::prepack::prepack_weights(&mut lowered);
+    }
     Ok((src, lowered))
+}
+
+/// The PTX module of `input` lowered for CUDA (`opts.device` is ignored): an error names
+/// the extern kernels that have no CUDA form.
+pub fn ptx_module(input: &Path, opts: &CompileOptions) -> Result<codegen::cuda::Module> {
+    let (_, lowered) = lower_file(input, &CompileOptions { device: Target::Cuda, ..opts.clone() })?;
+    codegen::cuda::require_no_extern(&lowered.program).map_err(Error::Unsupported)?;
+    codegen::cuda::emit_module(&lowered.program).map_err(Error::Codegen)
 }
 
 /// Compiles `input` into the shared library `output`.
@@ -88,7 +103,7 @@ pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<Com
     };
     let src = frontend::load(input, opts.weights.as_deref())?;
     lap("frontend", &mut stages);
-    let mut lowered = lower::lower(&src)?;
+    let mut lowered = lower::lower(&src, Target::Cpu)?;
     // The payloads now live in the program: with gigabytes of weights, a second copy matters.
     drop(src);
     lap("lower", &mut stages);

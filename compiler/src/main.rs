@@ -101,6 +101,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the PTX module of a program lowered for CUDA: one entry per kernel (sm_80,
+    /// PTX 7.8). Fails naming the extern kernels (FFT, nonzero) that have no CUDA form.
+    Ptx {
+        model: PathBuf,
+        #[arg(short, long)]
+        output: PathBuf,
+        /// safetensors file of weights keyed by FQN (overrides the archive's).
+        #[arg(long)]
+        weights: Option<PathBuf>,
+    },
     /// List the Core ATen operators and whether aotc supports each.
     Ops,
     /// Describe a program or a compiled library.
@@ -150,7 +160,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 (_, true) => WeightsPlacement::Embedded,
                 _ => WeightsPlacement::Auto,
             };
-            let report = compile(&model, &output, &CompileOptions { weights, placement, weights_out }).map_err(|e| e.to_string())?;
+            let report = compile(&model, &output, &CompileOptions { weights, placement, weights_out, ..Default::default() }).map_err(|e| e.to_string())?;
             let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
             println!("compiled {} -> {} in {:.1} ms ({} kernels, {} weight bytes, {} byte library)",
                 model.display(), output.display(), t.elapsed().as_secs_f64() * 1e3, report.kernels, report.weight_bytes, size);
@@ -215,6 +225,13 @@ fn run(cli: Cli) -> Result<(), String> {
                     }
                 }
             }
+            Ok(())
+        }
+        Command::Ptx { model, output, weights } => {
+            let module = aotc::ptx_module(&model, &CompileOptions { weights, ..Default::default() }).map_err(|e| e.to_string())?;
+            std::fs::write(&output, &module.text).map_err(|e| format!("{}: {e}", output.display()))?;
+            let entries = module.kernels.iter().filter(|k| matches!(k, aotc::codegen::cuda::PtxKernel::Entry { .. })).count();
+            println!("{} -> {} ({entries} kernels, {})", model.display(), output.display(), module.target.name());
             Ok(())
         }
         Command::Ops => {

@@ -20,6 +20,25 @@ pub fn fixture(name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("fixture {name} not found in {places:?}"))
 }
 
+/// The fixture folders (those holding a model.pt2) directly inside `folder`, sorted.
+pub fn fixture_dirs(folder: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(folder).map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.join("model.pt2").exists()).collect()).unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+/// The shared fixtures: (op fixtures of ../shared/fixtures/ops, model fixtures of
+/// ../shared/fixtures and its models/ folder), or None when ../shared/fixtures is absent.
+pub fn shared_fixture_dirs() -> Option<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let shared = repo_root().join("../shared/fixtures");
+    if !shared.exists() {
+        return None;
+    }
+    let mut models = fixture_dirs(&shared);
+    models.extend(fixture_dirs(&shared.join("models")));
+    Some((fixture_dirs(&shared.join("ops")), models))
+}
+
 /// Compiles `model` into a library inside a fresh temporary directory.
 pub fn compile(model: &Path) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temporary directory");

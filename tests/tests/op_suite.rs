@@ -7,7 +7,7 @@
 //! tests/known_failures.tsv. The test fails when any other fixture fails and when
 //! compiling or running anything panics; it prints the listed ones that pass now.
 
-use aotc_tests::{repo_root, verify_fixture};
+use aotc_tests::{repo_root, shared_fixture_dirs, verify_fixture};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -17,12 +17,6 @@ enum Outcome {
     Pass,
     Fail(String),
     Panic(String),
-}
-
-fn fixture_dirs(folder: &PathBuf) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(folder).map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.join("model.pt2").exists()).collect()).unwrap_or_default();
-    dirs.sort();
-    dirs
 }
 
 fn known_failures() -> BTreeMap<String, String> {
@@ -58,14 +52,11 @@ fn run_all(dirs: Vec<PathBuf>) -> BTreeMap<String, Outcome> {
 
 #[test]
 fn every_op_and_model_fixture_matches_pytorch() {
-    let shared = repo_root().join("../shared/fixtures");
-    if !shared.exists() {
+    let Some((mut dirs, models)) = shared_fixture_dirs() else {
         eprintln!("../shared/fixtures is not there: nothing to check");
         return;
-    }
-    let mut dirs = fixture_dirs(&shared.join("ops"));
-    dirs.extend(fixture_dirs(&shared));
-    dirs.extend(fixture_dirs(&shared.join("models")));
+    };
+    dirs.extend(models);
     let total = dirs.len();
     let outcomes = run_all(dirs);
     let known = known_failures();

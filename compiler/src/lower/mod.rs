@@ -79,6 +79,19 @@ pub struct Lowerer<'s> {
     rng: Option<aten::random::Rng>,
     /// The node being lowered: an index into `prog.nodes` (see origin.rs).
     node: Option<usize>,
+    /// The device the program is lowered for.
+    target: Target,
+}
+
+/// The device a program is lowered for. For `Cuda`, lowering never chooses a call into
+/// the CPU support library where a generic lowering exists (native convolution, max
+/// pooling, row softmax and layer norm, GELU): the program is pointwise, reduction and
+/// matmul kernels, plus the extern kernels that have no generic form (FFT, `nonzero`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Target {
+    #[default]
+    Cpu,
+    Cuda,
 }
 
 thread_local! {
@@ -103,14 +116,22 @@ pub fn is_bookkeeping(target: &str) -> bool {
         || target.starts_with("math.")
 }
 
-pub fn lower(src: &Source) -> Result<Lowered> {
+impl Lowerer<'_> {
+    /// May lowering call the CPU support library's fast paths (native convolution,
+    /// pooling, rows, GELU)?
+    pub fn native_calls(&self) -> bool {
+        self.target == Target::Cpu
+    }
+}
+
+pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
     let graph = &src.program.graph_module.graph;
     check_supported(graph)?;
     let mut lw = Lowerer {
         prog: Program::default(), src, env: HashMap::new(), symbols: vec![], hints: vec![], users: HashMap::new(),
         guards: vec![], guard_set: HashSet::new(), node_desc: String::new(),
         input_symbols: HashSet::new(), data_symbols: HashSet::new(), defs: HashMap::new(), rng: None,
-        node: None,
+        node: None, target,
     };
     for n in &graph.nodes {
         for a in &n.inputs {

@@ -15,7 +15,7 @@
 
 mod expr;
 mod extern_call;
-mod half;
+pub(crate) mod half;
 mod kernel;
 mod lanes;
 mod math;

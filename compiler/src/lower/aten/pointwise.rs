@@ -288,7 +288,7 @@ fn gelu(lw: &mut Lowerer, a: &Args) -> R {
     // library's 8-lane GELU over it, rather than a 4-lane pointwise kernel.
     let x = a.tensor(lw, "self")?;
     let in_memory = matches!(&x.repr, Repr::View(r) if r.offset == SymExpr::Int(0) && r.strides == contiguous_strides(&x.sizes));
-    if approximate == "none" && x.dtype == DType::F32 && !x.complex && in_memory {
+    if lw.native_calls() && approximate == "none" && x.dtype == DType::F32 && !x.complex && in_memory {
         let name = a.node_name();
         let input = lw.contiguous(&x, &format!("{name}.input"));
         let out = lw.prog.add_buffer(&name, DType::F32, x.sizes.clone(), BufKind::Scratch);

@@ -2,8 +2,9 @@
 //! convolution (`aotc_abi::conv`: a GEMM per image and group over the input's windows,
 //! gathered as the GEMM packs them, or a channels-last depthwise kernel), the bias added
 //! inside it.
-//! Other convolutions (transposed, 3-D, other dtypes, symbolic channel counts) take the
-//! general lowering of `conv.rs`.
+//! Other convolutions (transposed, 3-D, other dtypes, symbolic channel counts, and all
+//! of them when lowering for CUDA) take the general lowering of `conv.rs`; so do the
+//! epilogue folds of `epilogue.rs`, which apply only to this call.
 
 use super::Params;
 use crate::ir::{BufKind, ExternArg, ExternCall, Kernel};
@@ -20,7 +21,7 @@ use aotc_abi::DType;
 /// operands and computed the windows.
 pub fn lower(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bias: Option<&TensorValue>, p: &Params, w: &Windows, name: &str) -> Result<Option<TensorValue>, String> {
     let nd = w.rank();
-    if p.transposed || x.dtype != DType::F32 || !(1..=2).contains(&nd) {
+    if !lw.native_calls() || p.transposed || x.dtype != DType::F32 || !(1..=2).contains(&nd) {
         return Ok(None);
     }
     let statics = |v: &[SymExpr]| v.iter().map(|s| s.as_int().and_then(|i| usize::try_from(i).ok())).collect::<Option<Vec<usize>>>();

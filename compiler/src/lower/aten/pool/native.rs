@@ -13,7 +13,7 @@ use aotc_abi::DType;
 /// The pooled values of `x` ([C, H, W] or [N, C, H, W]), or None when the library's
 /// kernel does not apply (another dtype or rank).
 pub fn max_pool(lw: &mut Lowerer, x: &TensorValue, w: &Windows, name: &str) -> Option<TensorValue> {
-    if x.dtype != DType::F32 || w.rank() != 2 {
+    if !lw.native_calls() || x.dtype != DType::F32 || w.rank() != 2 {
         return None;
     }
     let (batch, channels) = match x.rank() {

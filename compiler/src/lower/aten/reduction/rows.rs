@@ -19,7 +19,7 @@ fn rows(x: &TensorValue, first: usize) -> (SymExpr, SymExpr) {
 
 /// Softmax (or log-softmax) of `x` along its last dimension `dim`.
 pub fn softmax(lw: &mut Lowerer, x: &TensorValue, dim: usize, log: bool, name: &str) -> Option<TensorValue> {
-    if x.dtype != DType::F32 || x.complex || dim + 1 != x.rank() {
+    if !lw.native_calls() || x.dtype != DType::F32 || x.complex || dim + 1 != x.rank() {
         return None;
     }
     let input = lw.contiguous(x, &format!("{name}.input"));
@@ -37,7 +37,7 @@ pub fn layer_norm(
     lw: &mut Lowerer, x: &TensorValue, first: usize, weight: Option<&TensorValue>, bias: Option<&TensorValue>, eps: f64, stats_read: bool, name: &str,
 ) -> Option<Vec<TensorValue>> {
     let f32_or_none = |t: Option<&TensorValue>| t.is_none_or(|t| t.dtype == DType::F32 && !t.complex);
-    if x.dtype != DType::F32 || x.complex || stats_read || !f32_or_none(weight) || !f32_or_none(bias) {
+    if !lw.native_calls() || x.dtype != DType::F32 || x.complex || stats_read || !f32_or_none(weight) || !f32_or_none(bias) {
         return None;
     }
     let input = lw.contiguous(x, &format!("{name}.input"));
