@@ -103,16 +103,26 @@ pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<Com
     };
     let src = frontend::load(input, opts.weights.as_deref())?;
     lap("frontend", &mut stages);
-    let mut lowered = lower::lower(&src, Target::Cpu)?;
+    let mut lowered = lower::lower(&src, opts.device)?;
     // The payloads now live in the program: with gigabytes of weights, a second copy matters.
     drop(src);
     lap("lower", &mut stages);
     passes::fold::fold_weight_copies(&mut lowered);
-    passes::prepack::prepack_weights(&mut lowered);
+    if opts.device == Target::Cpu {
+        passes::prepack::prepack_weights(&mut lowered);
+    }
     lap("fold+prepack", &mut stages);
     let mut plan = passes::plan::plan(&lowered, &input.display().to_string())?;
     let weights_file = weights_out::place(&mut plan, output, opts)?;
     lap("plan", &mut stages);
+    if opts.device == Target::Cuda {
+        // The library runs the PTX plan; its CPU code (still generated: the driver and
+        // data symbols come with it) is never called.
+        codegen::cuda::require_no_extern(&lowered.program).map_err(Error::Unsupported)?;
+        let module = codegen::cuda::emit_module(&lowered.program).map_err(Error::Codegen)?;
+        plan.manifest.cuda = Some(codegen::cuda::launch_plan(&lowered.program, &module, &plan).map_err(Error::Codegen)?);
+        lap("ptx", &mut stages);
+    }
     let object = codegen::cpu::emit_object(&lowered.program, &plan)?;
     lap("codegen", &mut stages);
     link::link(&object, output)?;

@@ -36,6 +36,10 @@ enum Command {
         /// the library, where the library looks for it); implies --external-weights.
         #[arg(long)]
         weights_out: Option<PathBuf>,
+        /// The device the library runs on: cpu, or cuda (a library that runs the program
+        /// as PTX kernels on an NVIDIA GPU, and only there).
+        #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
+        device: String,
         /// Print stage timings and the loop IR.
         #[arg(short, long)]
         verbose: bool,
@@ -153,14 +157,14 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Compile { model, output, weights, external_weights, embed_weights, weights_out, verbose } => {
+        Command::Compile { model, output, weights, external_weights, embed_weights, weights_out, device, verbose } => {
             let t = Instant::now();
             let placement = match (external_weights, embed_weights) {
                 (true, _) => WeightsPlacement::External,
                 (_, true) => WeightsPlacement::Embedded,
                 _ => WeightsPlacement::Auto,
             };
-            let report = compile(&model, &output, &CompileOptions { weights, placement, weights_out, ..Default::default() }).map_err(|e| e.to_string())?;
+            let report = compile(&model, &output, &CompileOptions { weights, placement, weights_out, device: if device == "cuda" { aotc::Target::Cuda } else { aotc::Target::Cpu } }).map_err(|e| e.to_string())?;
             let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
             println!("compiled {} -> {} in {:.1} ms ({} kernels, {} weight bytes, {} byte library)",
                 model.display(), output.display(), t.elapsed().as_secs_f64() * 1e3, report.kernels, report.weight_bytes, size);

@@ -15,6 +15,7 @@ mod kernel;
 mod math;
 mod matmul;
 mod num;
+mod plan;
 mod ptx;
 mod reduce;
 
@@ -22,6 +23,7 @@ use crate::ir::{BufId, Kernel, Program};
 use aotc_abi::sym::SymExpr;
 
 pub use kernel::THREADS;
+pub use plan::launch_plan;
 
 /// The PTX ISA version of every module.
 pub const PTX_VERSION: &str = "7.8";
