@@ -199,8 +199,18 @@ impl Parser<'_> {
                 self.expect(',')?;
             }
         }
-        while self.peek().and_then(|t| t.word()) == Some(".maxntid") {
-            self.at += 1;
+        // Performance directives: `.maxntid` bounds the launch; `.minnctapersm N` only
+        // guides ptxas's register allocation, so it is read and ignored.
+        loop {
+            match self.peek().and_then(|t| t.word()) {
+                Some(".minnctapersm") => {
+                    self.at += 1;
+                    self.number()?;
+                    continue;
+                }
+                Some(".maxntid") => self.at += 1,
+                _ => break,
+            }
             let mut dims = [1u32; 3];
             for (i, dim) in dims.iter_mut().enumerate() {
                 if i > 0 && !self.eat(',') {
