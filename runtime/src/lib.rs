@@ -11,6 +11,7 @@
 //! [`Model::call`] takes python-like `(args, kwargs)` trees instead and rebuilds the output
 //! tree with the program's call spec ([`pytree`]).
 
+mod cuda;
 pub mod pytree;
 mod raw;
 mod tensor;
@@ -135,6 +136,9 @@ pub struct Model {
     in_spec: String,
     out_spec: String,
     metadata: String,
+    device: Device,
+    /// For a CUDA instance: the driver that copies host tensors of [`Model::run`].
+    cuda: Option<cuda::Driver>,
     // Dropped last: the functions above point into it.
     _lib: Library,
 }
@@ -206,7 +210,10 @@ impl Model {
             // SAFETY: last_error returns a valid C string.
             return Err(Error::new(rc, owned(unsafe { (fns.last_error)() })));
         }
-        let mut model = Model { fns, handle, inputs: vec![], outputs: vec![], buffers: vec![], in_spec: String::new(), out_spec: String::new(), metadata: String::new(), _lib: lib };
+        let mut model = Model { fns, handle, inputs: vec![], outputs: vec![], buffers: vec![], in_spec: String::new(), out_spec: String::new(), metadata: String::new(), device, cuda: None, _lib: lib };
+        if let Device::Cuda(_) = device {
+            model.cuda = Some(cuda::Driver::open()?);
+        }
         model.inputs = model.infos(symbols::INPUT_COUNT, symbols::INPUT_INFO)?;
         model.outputs = model.infos(symbols::OUTPUT_COUNT, symbols::OUTPUT_INFO)?;
         model.buffers = model.infos(symbols::BUFFER_COUNT, symbols::BUFFER_INFO)?;
@@ -275,8 +282,13 @@ impl Model {
     }
 
     /// Runs one call on flat inputs (the leaves of in_spec). Tensors the program mutates
-    /// are updated in place; buffers keep their new values for the next call.
+    /// are updated in place; buffers keep their new values for the next call. On a CUDA
+    /// instance the loader copies the tensors to the device and the outputs (and inputs)
+    /// back: the C ABI takes device memory only ([`Model::run_raw`]).
     pub fn run(&mut self, inputs: &mut [Value]) -> Result<Vec<Tensor>, Error> {
+        if let Device::Cuda(n) = self.device {
+            return self.run_on_device(n, inputs);
+        }
         let described = Described::new(inputs)?;
         // SAFETY: each descriptor points at a checked tensor (or an 8-byte scalar) and its
         // shape, owned by `inputs` and `described`, alive until run_raw returns.
@@ -356,6 +368,41 @@ impl Model {
             return Err(self.last_error(rc));
         }
         Ok(())
+    }
+}
+
+impl Model {
+    /// [`Model::run`] on CUDA device `n`: host tensors staged on the device.
+    fn run_on_device(&mut self, n: i32, inputs: &mut [Value]) -> Result<Vec<Tensor>, Error> {
+        let driver = self.cuda.take().ok_or_else(|| Error::new(status::INTERNAL, "a CUDA instance without its driver"))?;
+        let result = (|| {
+            let mut staging = cuda::Staging::new(&driver, n)?;
+            let mut described = Described::new(inputs)?;
+            let mut on_device = vec![None; inputs.len()];
+            for (i, v) in inputs.iter().enumerate() {
+                if let Value::Tensor(t) = v {
+                    let ptr = staging.upload(&t.data)?;
+                    described.raw[i].data = ptr as *mut std::ffi::c_void;
+                    described.raw[i].device = DLDevice { device_type: aotc_abi::DL_CUDA, device_id: n };
+                    on_device[i] = Some(ptr);
+                }
+            }
+            // SAFETY: tensor descriptors point at device copies of the tensors' bytes, the
+            // rest at host scalars, all alive until this returns.
+            let outs = unsafe { self.run_descriptors(&described.raw) }?;
+            let outputs = outs.iter().zip(&self.outputs).map(|(t, info)| {
+                let (dtype, shape, bytes) = raw::output_layout(t, info)?;
+                Ok(Tensor { dtype, shape, data: staging.download(t.data as u64, bytes)? })
+            }).collect::<Result<Vec<Tensor>, Error>>()?;
+            for (v, ptr) in inputs.iter_mut().zip(on_device) {
+                if let (Value::Tensor(t), Some(ptr)) = (v, ptr) {
+                    t.data = staging.download(ptr, t.data.len())?;
+                }
+            }
+            Ok(outputs)
+        })();
+        self.cuda = Some(driver);
+        result
     }
 }
 

@@ -40,6 +40,19 @@ fn empty_descriptor() -> AotcTensor {
     }
 }
 
+/// An output descriptor's dtype, shape and byte length, checked against its metadata.
+pub(crate) fn output_layout(t: &AotcTensor, info: &crate::ValueInfo) -> Result<(DType, Vec<i64>, usize), Error> {
+    let bad = |what: &str| Error::new(status::INTERNAL, format!("output '{}': {what}", info.name));
+    let dtype = DType::from_dlpack(t.dtype).ok_or_else(|| bad("unknown dtype"))?;
+    if usize::try_from(t.ndim) != Ok(info.sizes.len()) {
+        return Err(bad(&format!("rank {}, expected {}", t.ndim, info.sizes.len())));
+    }
+    // SAFETY: on success each output's shape points to ndim sizes the instance owns.
+    let shape = if info.sizes.is_empty() { vec![] } else { unsafe { std::slice::from_raw_parts(t.shape, info.sizes.len()).to_vec() } };
+    let n = aotc_abi::layout::byte_len(&shape, dtype.size()).ok_or_else(|| bad(&format!("invalid shape {shape:?}")))?;
+    Ok((dtype, shape, n))
+}
+
 fn c_name(name: &str) -> Result<CString, Error> {
     CString::new(name).map_err(|_| Error::new(status::INVALID_ARGUMENT, "name holds a NUL byte"))
 }
@@ -57,6 +70,28 @@ impl Model {
     /// program mutates that input. The memory must stay valid, and no other thread may
     /// write it, until this returns.
     pub unsafe fn run_raw(&mut self, inputs: &[AotcTensor]) -> Result<Vec<OutputView<'_>>, Error> {
+        if let crate::Device::Cuda(_) = self.device {
+            return Err(Error::new(status::DEVICE, "run_raw reads outputs as host memory: on a CUDA instance use run_descriptors"));
+        }
+        // SAFETY: the caller's contract.
+        let outs = unsafe { self.run_descriptors(inputs) }?;
+        outs.iter().zip(&self.outputs).map(|(t, info)| {
+            let (dtype, shape, n) = output_layout(t, info)?;
+            // SAFETY: on success each output of a CPU instance points to n bytes of
+            // contiguous data owned by the instance, valid until its next call (the
+            // borrow of self ensures that).
+            let data: &[u8] = if n == 0 { &[] } else { unsafe { std::slice::from_raw_parts(t.data as *const u8, n) } };
+            Ok(OutputView { dtype, shape, data })
+        }).collect()
+    }
+
+    /// Runs one call as [`Model::run_raw`] does and returns the outputs' descriptors as the
+    /// library filled them: the instance's memory (device memory on a CUDA instance),
+    /// valid until its next call.
+    ///
+    /// # Safety
+    /// As [`Model::run_raw`] (device memory of the instance's GPU for CUDA tensors).
+    pub unsafe fn run_descriptors(&mut self, inputs: &[AotcTensor]) -> Result<Vec<AotcTensor>, Error> {
         let mut outs = vec![empty_descriptor(); self.outputs.len()];
         let n_in = i64::try_from(inputs.len()).map_err(|_| Error::new(status::INPUT_COUNT, "too many inputs"))?;
         // SAFETY: `inputs` and `outs` are arrays of the stated lengths; the caller vouches
@@ -65,20 +100,7 @@ impl Model {
         if rc != status::OK {
             return Err(self.last_error(rc));
         }
-        outs.iter().zip(&self.outputs).map(|(t, info)| {
-            let bad = |what: &str| Error::new(status::INTERNAL, format!("output '{}': {what}", info.name));
-            let dtype = DType::from_dlpack(t.dtype).ok_or_else(|| bad("unknown dtype"))?;
-            if usize::try_from(t.ndim) != Ok(info.sizes.len()) {
-                return Err(bad(&format!("rank {}, expected {}", t.ndim, info.sizes.len())));
-            }
-            // SAFETY: on success each output points to ndim sizes and contiguous data owned
-            // by the instance, valid until its next call (the borrow of self ensures that).
-            let shape = if info.sizes.is_empty() { vec![] } else { unsafe { std::slice::from_raw_parts(t.shape, info.sizes.len()).to_vec() } };
-            let n = aotc_abi::layout::byte_len(&shape, dtype.size()).ok_or_else(|| bad(&format!("invalid shape {shape:?}")))?;
-            // SAFETY: as above: n bytes of contiguous data.
-            let data: &[u8] = if n == 0 { &[] } else { unsafe { std::slice::from_raw_parts(t.data as *const u8, n) } };
-            Ok(OutputView { dtype, shape, data })
-        }).collect()
+        Ok(outs)
     }
 
     fn into_fns(&self) -> Result<&IntoFns, Error> {
