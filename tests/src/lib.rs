@@ -127,9 +127,43 @@ pub fn verify_fixture(dir: &Path) -> Result<usize, String> {
     let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
     let so = tmp.path().join("model.so");
     aotc::compile(&dir.join("model.pt2"), &so, &aotc::CompileOptions::default()).map_err(|e| format!("compile: {e}"))?;
-    let compared = verify_library(dir, &so, Outputs::Returned)?;
-    verify_library(dir, &so, Outputs::IntoCaller).map_err(|e| format!("through aotc_run_into: {e}"))?;
+    let compared = verify_library(dir, &so, aotc_runtime::Device::Cpu, Outputs::Returned)?;
+    verify_library(dir, &so, aotc_runtime::Device::Cpu, Outputs::IntoCaller).map_err(|e| format!("through aotc_run_into: {e}"))?;
     Ok(compared)
+}
+
+/// The fake CUDA driver (tests/fake_cuda: every launch executed by the PTX interpreter),
+/// built beside this test binary; built here first when missing.
+pub fn fake_cuda_driver() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
+    let lib = profile_dir.join("libaotc_fake_cuda.so");
+    if !lib.exists() {
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let mut cargo = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cargo.args(["build", "-p", "aotc-fake-cuda"]).current_dir(repo_root());
+        if release {
+            cargo.arg("--release");
+        }
+        let status = cargo.status().expect("cargo runs");
+        assert!(status.success() && lib.exists(), "building aotc-fake-cuda did not give {}", lib.display());
+    }
+    lib
+}
+
+/// [`verify_fixture`] for a library compiled for CUDA, run on `cuda:0` through whatever
+/// driver `$AOTC_CUDA_DRIVER` names (the tests' fake one executes the PTX in the
+/// interpreter); host tensors staged by the loader. `Err` starting with "unsupported:"
+/// when the program has no CUDA form.
+pub fn verify_fixture_cuda(dir: &Path) -> Result<usize, String> {
+    let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+    let so = tmp.path().join("model.so");
+    let opts = aotc::CompileOptions { device: aotc::Target::Cuda, ..Default::default() };
+    aotc::compile(&dir.join("model.pt2"), &so, &opts).map_err(|e| match e {
+        aotc::Error::Unsupported(m) => format!("unsupported: {m}"),
+        e => format!("compile: {e}"),
+    })?;
+    verify_library(dir, &so, aotc_runtime::Device::Cuda(0), Outputs::Returned)
 }
 
 /// One call of `model` on `inputs`, its outputs coming back as `how` says.
@@ -148,11 +182,11 @@ pub fn run_with(model: &mut aotc_runtime::Model, inputs: &mut [aotc_runtime::Val
 
 /// Every recorded call of the fixture in `dir` on a fresh instance of the library `so`,
 /// the outputs coming back as `how` says.
-fn verify_library(dir: &Path, so: &Path, how: Outputs) -> Result<usize, String> {
+fn verify_library(dir: &Path, so: &Path, device: aotc_runtime::Device, how: Outputs) -> Result<usize, String> {
     // One thread: the op suite loads ~1500 libraries into one process, and each library
     // that starts its worker pool costs a pthread key (glibc has 1024). tests/threads.rs
     // checks the threaded paths.
-    let mut model = aotc_runtime::Model::load_with_threads(so, aotc_runtime::Device::Cpu, 1).map_err(|e| format!("load: {e}"))?;
+    let mut model = aotc_runtime::Model::load_with_threads(so, device, 1).map_err(|e| format!("load: {e}"))?;
     let (rtol, atol) = tolerance(dir);
     let mut compared = 0;
     for call in 0..calls(dir) {
