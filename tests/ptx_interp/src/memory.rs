@@ -1,6 +1,7 @@
 //! The device's global memory: allocations at fixed, never-zero addresses, with an
 //! unmapped gap after each so that an access running past an allocation's end is caught
-//! (as compute-sanitizer's memcheck does) instead of landing in a neighbour.
+//! (as compute-sanitizer's memcheck does) instead of landing in a neighbour. Addresses
+//! are never handed out twice, so a freed allocation's stale pointer is an error too.
 
 use std::fmt;
 
@@ -17,6 +18,8 @@ pub enum MemoryError {
     OutOfBounds { address: u64, len: u64 },
     /// An allocation that does not fit the 64-bit address space or the host.
     TooLarge { bytes: u64 },
+    /// `free` of an address that is not the start of a live allocation.
+    NotAllocated { address: u64 },
 }
 
 impl fmt::Display for MemoryError {
@@ -26,6 +29,9 @@ impl fmt::Display for MemoryError {
                 write!(f, "{len} bytes at {address:#x} are not inside one allocation")
             }
             MemoryError::TooLarge { bytes } => write!(f, "cannot allocate {bytes} bytes"),
+            MemoryError::NotAllocated { address } => {
+                write!(f, "{address:#x} is not the start of a live allocation (freed already, or never allocated)")
+            }
         }
     }
 }
@@ -43,6 +49,9 @@ pub struct Memory {
     allocations: Vec<Allocation>,
     /// The allocation the last access hit: most accesses hit it again.
     last_hit: usize,
+    /// Where the next allocation may start (0 before the first): past every allocation
+    /// ever made, freed ones included.
+    next_free: u64,
 }
 
 impl Memory {
@@ -58,12 +67,13 @@ impl Memory {
             .max(MIN_ALIGN)
             .checked_next_power_of_two()
             .ok_or(too_large.clone())?;
-        let end = match self.allocations.last() {
-            Some(last) => last.base + last.bytes.len() as u64 + GUARD_BYTES,
-            None => FIRST_ADDRESS,
-        };
-        let base = end.checked_next_multiple_of(align).ok_or(too_large.clone())?;
-        base.checked_add(bytes)
+        let base = self
+            .next_free
+            .max(FIRST_ADDRESS)
+            .checked_next_multiple_of(align)
+            .ok_or(too_large.clone())?;
+        let next_free = base
+            .checked_add(bytes)
             .and_then(|e| e.checked_add(GUARD_BYTES))
             .ok_or(too_large.clone())?;
         let len = usize::try_from(bytes).map_err(|_| too_large.clone())?;
@@ -71,7 +81,24 @@ impl Memory {
         storage.try_reserve_exact(len).map_err(|_| too_large)?;
         storage.resize(len, 0);
         self.allocations.push(Allocation { base, bytes: storage });
+        self.next_free = next_free;
         Ok(base)
+    }
+
+    /// Releases the allocation starting at `address`: its size in bytes.
+    pub fn free(&mut self, address: u64) -> Result<u64, MemoryError> {
+        let index = self
+            .allocations
+            .binary_search_by_key(&address, |a| a.base)
+            .map_err(|_| MemoryError::NotAllocated { address })?;
+        Ok(self.allocations.remove(index).bytes.len() as u64)
+    }
+
+    /// The start and size of the allocation holding byte `address`, if one does.
+    pub fn allocation(&self, address: u64) -> Option<(u64, u64)> {
+        let (index, _) = self.find(address, 1).ok()?;
+        let allocation = &self.allocations[index];
+        Some((allocation.base, allocation.bytes.len() as u64))
     }
 
     pub fn write(&mut self, address: u64, data: &[u8]) -> Result<(), MemoryError> {
@@ -194,5 +221,23 @@ mod tests {
         assert!(memory.alloc(u64::MAX - 10, 1).is_err());
         let values = memory.upload(&[1.5f32, -2.0]).unwrap();
         assert_eq!(memory.download::<f32>(values, 2).unwrap(), vec![1.5, -2.0]);
+    }
+
+    #[test]
+    fn freed_memory_is_gone_and_never_reused() {
+        let mut memory = Memory::new();
+        let a = memory.alloc(16, 4).unwrap();
+        let b = memory.alloc(8, 4).unwrap();
+        assert_eq!(memory.allocation(a + 15), Some((a, 16)));
+        assert_eq!(memory.allocation(a + 16), None);
+        assert_eq!(memory.free(a + 4), Err(MemoryError::NotAllocated { address: a + 4 }));
+        assert_eq!(memory.free(b), Ok(8));
+        assert_eq!(memory.free(b), Err(MemoryError::NotAllocated { address: b }));
+        assert!(memory.read(b, 1).is_err());
+        assert_eq!(memory.allocation(b), None);
+        let c = memory.alloc(8, 4).unwrap();
+        assert!(c > b, "a freed address came back");
+        memory.write(a, &[7; 16]).unwrap();
+        assert_eq!(memory.read(a, 16).unwrap(), vec![7; 16]);
     }
 }
