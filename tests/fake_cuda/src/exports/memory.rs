@@ -13,7 +13,10 @@ use std::ffi::{c_int, c_void};
 pub const DEVICE_MEMORY_BYTES: u64 = 4 << 30;
 
 fn invalid(error: MemoryError) -> Failure {
-    Failure { code: status::INVALID_VALUE, message: error.to_string() }
+    Failure {
+        code: status::INVALID_VALUE,
+        message: error.to_string(),
+    }
 }
 
 /// `bytes` bytes of host memory at `host`, for reading.
@@ -35,16 +38,19 @@ pub extern "C" fn cuMemAlloc_v2(out: *mut CuDevicePtr, bytes: usize) -> CuResult
             return fail(status::INVALID_VALUE, "an allocation of 0 bytes");
         }
         if bytes > DEVICE_MEMORY_BYTES - state.live_bytes {
-            let message = format!("{bytes} bytes requested, {} of {DEVICE_MEMORY_BYTES} in use", state.live_bytes);
+            let message = format!(
+                "{bytes} bytes requested, {} of {DEVICE_MEMORY_BYTES} in use",
+                state.live_bytes
+            );
             return fail(status::OUT_OF_MEMORY, message);
         }
         if out.is_null() {
             return fail(status::INVALID_VALUE, "the out pointer is null");
         }
-        let address = state
-            .memory
-            .alloc(bytes, 256)
-            .map_err(|e| Failure { code: status::OUT_OF_MEMORY, message: e.to_string() })?;
+        let address = state.memory.alloc(bytes, 256).map_err(|e| Failure {
+            code: status::OUT_OF_MEMORY,
+            message: e.to_string(),
+        })?;
         state.owners.insert(address, device);
         state.live_bytes += bytes;
         write_out(out, address, "out")
@@ -96,7 +102,12 @@ pub extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CuDevicePtr, bytes: usi
 
 /// Synchronous, as every stream is here.
 #[no_mangle]
-pub extern "C" fn cuMemcpyDtoDAsync_v2(dst: CuDevicePtr, src: CuDevicePtr, bytes: usize, _stream: CuStream) -> CuResult {
+pub extern "C" fn cuMemcpyDtoDAsync_v2(
+    dst: CuDevicePtr,
+    src: CuDevicePtr,
+    bytes: usize,
+    _stream: CuStream,
+) -> CuResult {
     guarded("cuMemcpyDtoDAsync_v2", |state| {
         state.current_device()?;
         if bytes == 0 {
@@ -127,14 +138,18 @@ pub extern "C" fn cuPointerGetAttribute(data: *mut c_void, attribute: c_int, add
     guarded("cuPointerGetAttribute", |state| {
         state.device_count()?;
         let Some((base, _)) = state.memory.allocation(address) else {
-            return fail(status::INVALID_VALUE, format!("{address:#x} is not inside a device allocation"));
+            return fail(
+                status::INVALID_VALUE,
+                format!("{address:#x} is not inside a device allocation"),
+            );
         };
         match attribute {
             status::POINTER_ATTRIBUTE_MEMORY_TYPE => write_out(data.cast::<u32>(), status::MEMORYTYPE_DEVICE, "data"),
-            status::POINTER_ATTRIBUTE_DEVICE_ORDINAL => {
-                write_out(data.cast::<i32>(), state.owners[&base], "data")
-            }
-            _ => fail(status::INVALID_VALUE, format!("attribute {attribute} is not supported by the fake driver")),
+            status::POINTER_ATTRIBUTE_DEVICE_ORDINAL => write_out(data.cast::<i32>(), state.owners[&base], "data"),
+            _ => fail(
+                status::INVALID_VALUE,
+                format!("attribute {attribute} is not supported by the fake driver"),
+            ),
         }
     })
 }
