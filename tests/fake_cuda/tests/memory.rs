@@ -74,6 +74,7 @@ fn copies_and_sets_are_bounds_checked() {
         assert_eq!((api.memcpy_dtod_async)(b, a + 8, 12, null), 1, "source past the end");
         assert_eq!((api.memset_d8_async)(b + 12, 0, 5, null), 1);
         assert_eq!((api.memset_d8_async)(b + 4096, 0, 0, null), 0, "nothing to set");
+        assert_eq!((api.memset_d8_async)(b, 0, 1 << 62, null), 1, "a wild count");
     }
     assert_eq!(s.device.download::<u32>(b, 4).unwrap(), vec![2, 3, 4, 0xabab_abab]);
     let bytes = [0u8; 17];

@@ -68,12 +68,29 @@ pub extern "C" fn cuMemFree_v2(address: CuDevicePtr) -> CuResult {
     })
 }
 
+/// `[address, address + bytes)` must lie in one allocation.
+fn check_range(state: &State, address: CuDevicePtr, bytes: usize) -> Outcome {
+    let inside = state
+        .memory
+        .allocation(address)
+        .is_some_and(|(base, len)| bytes as u64 <= base + len - address);
+    if !inside {
+        return Err(invalid(MemoryError::OutOfBounds {
+            address,
+            len: bytes as u64,
+        }));
+    }
+    Ok(())
+}
+
 /// Copies `bytes` bytes from `host` to device address `dst`.
 fn host_to_device(state: &mut State, dst: CuDevicePtr, host: *const c_void, bytes: usize) -> Outcome {
     state.current_device()?;
     if bytes == 0 {
         return Ok(());
     }
+    // The host range is formed only for a size the device range can hold.
+    check_range(state, dst, bytes)?;
     state.memory.write(dst, host_bytes(host, bytes)?).map_err(invalid)
 }
 
@@ -124,6 +141,18 @@ pub extern "C" fn cuMemsetD8Async(dst: CuDevicePtr, value: u8, count: usize, _st
         state.current_device()?;
         if count == 0 {
             return Ok(());
+        }
+        // The range first: the fill is built in host memory, and a wild count must fail
+        // as an error, not as a failed host allocation.
+        let inside = state
+            .memory
+            .allocation(dst)
+            .is_some_and(|(base, len)| count as u64 <= base + len - dst);
+        if !inside {
+            return Err(invalid(MemoryError::OutOfBounds {
+                address: dst,
+                len: count as u64,
+            }));
         }
         let data = vec![value; count];
         host_to_device(state, dst, data.as_ptr().cast(), count)
