@@ -15,7 +15,8 @@ pub struct Api {
     pub primary_ctx_release: unsafe extern "C" fn(CuDevice) -> CuResult,
     pub ctx_push: unsafe extern "C" fn(CuContext) -> CuResult,
     pub ctx_pop: unsafe extern "C" fn(*mut CuContext) -> CuResult,
-    pub module_load_data_ex: unsafe extern "C" fn(*mut CuModule, *const c_void, c_uint, *mut c_int, *mut *mut c_void) -> CuResult,
+    pub module_load_data_ex:
+        unsafe extern "C" fn(*mut CuModule, *const c_void, c_uint, *mut c_int, *mut *mut c_void) -> CuResult,
     pub module_get_function: unsafe extern "C" fn(*mut CuFunction, CuModule, *const c_char) -> CuResult,
     pub module_unload: unsafe extern "C" fn(CuModule) -> CuResult,
     pub mem_alloc: unsafe extern "C" fn(*mut CuDevicePtr, usize) -> CuResult,
@@ -24,7 +25,19 @@ pub struct Api {
     pub memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
     pub memcpy_dtod_async: unsafe extern "C" fn(CuDevicePtr, CuDevicePtr, usize, CuStream) -> CuResult,
     pub memset_d8_async: unsafe extern "C" fn(CuDevicePtr, u8, usize, CuStream) -> CuResult,
-    pub launch_kernel: unsafe extern "C" fn(CuFunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CuStream, *mut *mut c_void, *mut *mut c_void) -> CuResult,
+    pub launch_kernel: unsafe extern "C" fn(
+        CuFunction,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        CuStream,
+        *mut *mut c_void,
+        *mut *mut c_void,
+    ) -> CuResult,
     pub stream_synchronize: unsafe extern "C" fn(CuStream) -> CuResult,
     pub pointer_get_attribute: unsafe extern "C" fn(*mut c_void, c_int, CuDevicePtr) -> CuResult,
     pub get_error_name: unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult,
@@ -44,7 +57,9 @@ impl Api {
         fn get<T: Copy>(library: &'static libloading::Library, name: &str) -> Result<T, String> {
             // SAFETY: each call below names T as the function's C signature, as exported
             // by src/exports; the library is never unloaded, so the pointer stays valid.
-            unsafe { library.get::<T>(name.as_bytes()) }.map(|f| *f).map_err(|e| format!("{name}: {e}"))
+            unsafe { library.get::<T>(name.as_bytes()) }
+                .map(|f| *f)
+                .map_err(|e| format!("{name}: {e}"))
         }
         Ok(Api {
             init: get(library, "cuInit")?,

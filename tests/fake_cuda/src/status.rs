@@ -34,6 +34,7 @@ pub const POINTER_ATTRIBUTE_DEVICE_ORDINAL: c_int = 9;
 pub const MEMORYTYPE_DEVICE: u32 = 2;
 
 /// Per code: its name and the driver's description, NUL-terminated for C callers.
+#[rustfmt::skip] // One row per code.
 const DESCRIPTIONS: &[(CuResult, &str, &str)] = &[
     (SUCCESS, "CUDA_SUCCESS\0", "no error\0"),
     (INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE\0", "invalid argument\0"),

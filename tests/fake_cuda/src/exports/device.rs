@@ -19,7 +19,9 @@ pub extern "C" fn cuInit(flags: c_uint) -> CuResult {
 
 #[no_mangle]
 pub extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CuResult {
-    guarded("cuDeviceGetCount", |state| write_out(count, state.device_count()?, "count"))
+    guarded("cuDeviceGetCount", |state| {
+        write_out(count, state.device_count()?, "count")
+    })
 }
 
 #[no_mangle]
@@ -63,7 +65,11 @@ pub extern "C" fn cuCtxPopCurrent_v2(popped: *mut CuContext) -> CuResult {
     })
 }
 
-fn error_text(error: CuResult, out: *mut *const c_char, pick: fn((&'static str, &'static str)) -> &'static str) -> CuResult {
+fn error_text(
+    error: CuResult,
+    out: *mut *const c_char,
+    pick: fn((&'static str, &'static str)) -> &'static str,
+) -> CuResult {
     match status::describe(error) {
         Some(texts) => {
             // Static NUL-terminated text, valid for the process.

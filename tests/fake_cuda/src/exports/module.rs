@@ -37,9 +37,11 @@ impl ErrorLog {
             }
         }
         Ok(match (buffer, size) {
-            (Some(buffer), Some((size, size_slot))) if !buffer.is_null() && size > 0 => {
-                Some(ErrorLog { buffer, size, size_slot })
-            }
+            (Some(buffer), Some((size, size_slot))) if !buffer.is_null() && size > 0 => Some(ErrorLog {
+                buffer,
+                size,
+                size_slot,
+            }),
             _ => None,
         })
     }
@@ -81,7 +83,10 @@ pub extern "C" fn cuModuleLoadDataEx(
             if let Some(log) = &log {
                 log.write(&message);
             }
-            Failure { code: status::INVALID_PTX, message }
+            Failure {
+                code: status::INVALID_PTX,
+                message,
+            }
         })?;
         if let Some(log) = &log {
             log.write("");
@@ -108,7 +113,13 @@ pub extern "C" fn cuModuleGetFunction(out: *mut CuFunction, module: CuModule, na
             return fail(status::NOT_FOUND, format!("the module has no entry `{name}`"));
         }
         let handle = state.new_handle();
-        state.functions.insert(handle, Function { module: module as usize, entry: name });
+        state.functions.insert(
+            handle,
+            Function {
+                module: module as usize,
+                entry: name,
+            },
+        );
         write_out(out, handle as CuFunction, "out")
     })
 }
