@@ -2,6 +2,7 @@
 //! outputs with PyTorch's recorded ones.
 
 pub mod fuzz;
+pub mod suite;
 
 use aotc_runtime::{DType, Tensor};
 use std::path::{Path, PathBuf};
