@@ -8,6 +8,7 @@ use crate::Error;
 use aotc_abi::status;
 use libloading::Library;
 use std::ffi::{c_int, c_uint, c_void};
+use std::sync::Arc;
 
 type CuResult = c_int;
 type Ctx = *mut c_void;
@@ -64,15 +65,15 @@ impl Driver {
 }
 
 /// Device memory of one GPU for one call's copies, freed on drop.
-pub struct Staging<'d> {
-    driver: &'d Driver,
+pub struct Staging {
+    driver: Arc<Driver>,
     device: c_int,
     context: Ctx,
     allocations: Vec<u64>,
 }
 
-impl<'d> Staging<'d> {
-    pub fn new(driver: &'d Driver, ordinal: i32) -> Result<Staging<'d>, Error> {
+impl Staging {
+    pub fn new(driver: Arc<Driver>, ordinal: i32) -> Result<Staging, Error> {
         let mut device = 0;
         // SAFETY: out pointers to one value each.
         driver.check(unsafe { (driver.device_get)(&mut device, ordinal) }, "cuDeviceGet")?;
@@ -94,7 +95,7 @@ impl<'d> Staging<'d> {
 
     /// A device copy of `bytes` (an allocation of at least one byte); its address.
     pub fn upload(&mut self, bytes: &[u8]) -> Result<u64, Error> {
-        let d = self.driver;
+        let d = self.driver.clone();
         let ptr = self.current(|| {
             let mut ptr = 0;
             // SAFETY: an out pointer; then a copy of bytes.len() bytes into the new allocation.
@@ -110,7 +111,7 @@ impl<'d> Staging<'d> {
 
     /// `len` bytes at device address `src`.
     pub fn download(&self, src: u64, len: usize) -> Result<Vec<u8>, Error> {
-        let d = self.driver;
+        let d = &self.driver;
         let mut out = vec![0u8; len];
         if len > 0 {
             // SAFETY: `src` holds len bytes on the device (the caller's contract), `out` len.
@@ -120,9 +121,9 @@ impl<'d> Staging<'d> {
     }
 }
 
-impl Drop for Staging<'_> {
+impl Drop for Staging {
     fn drop(&mut self) {
-        let d = self.driver;
+        let d = self.driver.clone();
         let allocations = std::mem::take(&mut self.allocations);
         let _ = self.current(|| {
             for a in allocations {

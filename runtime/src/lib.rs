@@ -28,6 +28,7 @@ use libloading::Library;
 use std::ffi::{c_char, CStr, CString};
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
@@ -138,7 +139,7 @@ pub struct Model {
     metadata: String,
     device: Device,
     /// For a CUDA instance: the driver that copies host tensors of [`Model::run`].
-    cuda: Option<cuda::Driver>,
+    cuda: Option<Arc<cuda::Driver>>,
     // Dropped last: the functions above point into it.
     _lib: Library,
 }
@@ -212,7 +213,7 @@ impl Model {
         }
         let mut model = Model { fns, handle, inputs: vec![], outputs: vec![], buffers: vec![], in_spec: String::new(), out_spec: String::new(), metadata: String::new(), device, cuda: None, _lib: lib };
         if let Device::Cuda(_) = device {
-            model.cuda = Some(cuda::Driver::open()?);
+            model.cuda = Some(Arc::new(cuda::Driver::open()?));
         }
         model.inputs = model.infos(symbols::INPUT_COUNT, symbols::INPUT_INFO)?;
         model.outputs = model.infos(symbols::OUTPUT_COUNT, symbols::OUTPUT_INFO)?;
@@ -286,8 +287,8 @@ impl Model {
     /// instance the loader copies the tensors to the device and the outputs (and inputs)
     /// back: the C ABI takes device memory only ([`Model::run_raw`]).
     pub fn run(&mut self, inputs: &mut [Value]) -> Result<Vec<Tensor>, Error> {
-        if let Device::Cuda(n) = self.device {
-            return self.run_on_device(n, inputs);
+        if let Device::Cuda(_) = self.device {
+            return self.run_on_device(inputs);
         }
         let described = Described::new(inputs)?;
         // SAFETY: each descriptor points at a checked tensor (or an 8-byte scalar) and its
@@ -371,38 +372,61 @@ impl Model {
     }
 }
 
+/// A call's inputs copied to a CUDA instance's device ([`Model::stage`]), freed on drop.
+pub struct Staged {
+    raw: Vec<AotcTensor>,
+    /// Per input: its device copy (tensors only).
+    on_device: Vec<Option<u64>>,
+    staging: cuda::Staging,
+    _described: Described,
+}
+
+impl Staged {
+    /// The inputs' descriptors: device memory for tensors, host scalars otherwise.
+    pub fn descriptors(&self) -> &[AotcTensor] {
+        &self.raw
+    }
+}
+
 impl Model {
-    /// [`Model::run`] on CUDA device `n`: host tensors staged on the device.
-    fn run_on_device(&mut self, n: i32, inputs: &mut [Value]) -> Result<Vec<Tensor>, Error> {
-        let driver = self.cuda.take().ok_or_else(|| Error::new(status::INTERNAL, "a CUDA instance without its driver"))?;
-        let result = (|| {
-            let mut staging = cuda::Staging::new(&driver, n)?;
-            let mut described = Described::new(inputs)?;
-            let mut on_device = vec![None; inputs.len()];
-            for (i, v) in inputs.iter().enumerate() {
-                if let Value::Tensor(t) = v {
-                    let ptr = staging.upload(&t.data)?;
-                    described.raw[i].data = ptr as *mut std::ffi::c_void;
-                    described.raw[i].device = DLDevice { device_type: aotc_abi::DL_CUDA, device_id: n };
-                    on_device[i] = Some(ptr);
-                }
+    /// Copies the tensors of `inputs` to this CUDA instance's device, for
+    /// [`Model::run_descriptors`] (what [`Model::run`] does on a CUDA instance).
+    pub fn stage(&self, inputs: &mut [Value]) -> Result<Staged, Error> {
+        let (Device::Cuda(n), Some(driver)) = (self.device, &self.cuda) else {
+            return Err(Error::new(status::DEVICE, "stage: this instance runs on the CPU"));
+        };
+        let mut staging = cuda::Staging::new(driver.clone(), n)?;
+        let described = Described::new(inputs)?;
+        let mut raw = described.raw.clone();
+        let mut on_device = vec![None; inputs.len()];
+        for (i, v) in inputs.iter().enumerate() {
+            if let Value::Tensor(t) = v {
+                let ptr = staging.upload(&t.data)?;
+                raw[i].data = ptr as *mut std::ffi::c_void;
+                raw[i].device = DLDevice { device_type: aotc_abi::DL_CUDA, device_id: n };
+                on_device[i] = Some(ptr);
             }
-            // SAFETY: tensor descriptors point at device copies of the tensors' bytes, the
-            // rest at host scalars, all alive until this returns.
-            let outs = unsafe { self.run_descriptors(&described.raw) }?;
-            let outputs = outs.iter().zip(&self.outputs).map(|(t, info)| {
-                let (dtype, shape, bytes) = raw::output_layout(t, info)?;
-                Ok(Tensor { dtype, shape, data: staging.download(t.data as u64, bytes)? })
-            }).collect::<Result<Vec<Tensor>, Error>>()?;
-            for (v, ptr) in inputs.iter_mut().zip(on_device) {
-                if let (Value::Tensor(t), Some(ptr)) = (v, ptr) {
-                    t.data = staging.download(ptr, t.data.len())?;
-                }
+        }
+        Ok(Staged { raw, on_device, staging, _described: described })
+    }
+
+    /// [`Model::run`] on a CUDA instance: host tensors staged on the device, outputs and
+    /// (possibly mutated) inputs copied back.
+    fn run_on_device(&mut self, inputs: &mut [Value]) -> Result<Vec<Tensor>, Error> {
+        let staged = self.stage(inputs)?;
+        // SAFETY: tensor descriptors point at device copies of the tensors' bytes, the
+        // rest at host scalars, all alive until `staged` drops.
+        let outs = unsafe { self.run_descriptors(staged.descriptors()) }?;
+        let outputs = outs.iter().zip(&self.outputs).map(|(t, info)| {
+            let (dtype, shape, bytes) = raw::output_layout(t, info)?;
+            Ok(Tensor { dtype, shape, data: staged.staging.download(t.data as u64, bytes)? })
+        }).collect::<Result<Vec<Tensor>, Error>>()?;
+        for (v, ptr) in inputs.iter_mut().zip(&staged.on_device) {
+            if let (Value::Tensor(t), Some(ptr)) = (v, ptr) {
+                t.data = staged.staging.download(*ptr, t.data.len())?;
             }
-            Ok(outputs)
-        })();
-        self.cuda = Some(driver);
-        result
+        }
+        Ok(outputs)
     }
 }
 
