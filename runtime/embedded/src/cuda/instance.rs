@@ -12,6 +12,7 @@ use super::driver::{self, CuFunction, CuModule, CuStream, Driver};
 use super::blas::{Blas, BlasHandle};
 use super::memory::{Current, DeviceBuf};
 use super::Gpu;
+use crate::arena::ArenaPlan;
 use crate::descriptor::{Place, View};
 use crate::error::{err, Error, Result};
 use crate::guards::{check_guards, check_index_errors};
@@ -36,7 +37,11 @@ pub struct CudaModel {
     weights: Vec<Option<DeviceBuf>>,
     /// State buffers, on the device.
     buffers: Vec<DeviceBuf>,
-    /// Per scratch slot, its memory (grown as a call needs).
+    /// The scratch slots whose values matter only between kernels share one device
+    /// allocation, laid out by lifetime as on the CPU.
+    arena: ArenaPlan,
+    arena_memory: DeviceBuf,
+    /// Per other scratch slot, its memory (grown as a call needs).
     scratch: Vec<DeviceBuf>,
     stream: CuStream,
     output_shapes: Vec<Vec<i64>>,
@@ -73,7 +78,7 @@ impl CudaModel {
         let driver = gpu.driver;
         let _current = Current::push(driver, gpu.context)?;
         let module = load_module(driver, &plan.ptx)?;
-        let mut model = CudaModel { program, gpu, module, functions: vec![], weights: vec![], buffers: vec![], scratch: vec![], stream: std::ptr::null_mut(), output_shapes: m.outputs.iter().map(|o| vec![0; o.sizes.len()]).collect(), blas: None };
+        let mut model = CudaModel { program, gpu, module, functions: vec![], weights: vec![], buffers: vec![], arena: ArenaPlan::new(&m.arena, &m.slots), arena_memory: DeviceBuf::empty(driver), scratch: vec![], stream: std::ptr::null_mut(), output_shapes: m.outputs.iter().map(|o| vec![0; o.sizes.len()]).collect(), blas: None };
         if plan.kernels.iter().any(|k| k.gemm.is_some()) {
             model.blas = Blas::find().map(BlasHandle::new).transpose()?;
         }
@@ -191,7 +196,7 @@ impl CudaModel {
         let bound = bind_inputs(m, inputs, place)?;
         let _current = Current::push(driver, self.gpu.context)?;
         self.check_device_memory(&bound.views)?;
-        let owned = |span: &std::ops::Range<usize>| self.scratch.iter().chain(&self.buffers).any(|b| b.len > 0 && (span.start as u64) < b.ptr + b.len as u64 && b.ptr < span.end as u64);
+        let owned = |span: &std::ops::Range<usize>| self.scratch.iter().chain(&self.buffers).chain([&self.arena_memory]).any(|b| b.len > 0 && (span.start as u64) < b.ptr + b.len as u64 && b.ptr < span.end as u64);
         let caller = match &outputs {
             crate::model::Outputs::Into(t) => Some(CallerOutputs::check(m, t, place, &bound.views, owned)?),
             crate::model::Outputs::Describe(_) => None,
@@ -279,9 +284,10 @@ impl CudaModel {
     }
 
     /// The slots whose sizes `stage` knows: weights, state, inputs (the caller's device
-    /// memory), the caller's outputs written in place, and scratch.
+    /// memory), the caller's outputs written in place, scratch of its own, and the arena.
     fn bind_slots(&mut self, stage: usize, syms: &[Option<i64>], views: &[View], caller: Option<&CallerOutputs>, slots: &mut [u64]) -> Result<()> {
         let m = &self.program.manifest;
+        let mut scratch_bytes = vec![None; m.slots.len()];
         for (k, slot) in m.slots.iter().enumerate() {
             slots[k] = match slot {
                 Slot::Weight { .. } if stage == 0 => self.weights[k].as_ref().map_or(0, |b| b.ptr),
@@ -289,13 +295,23 @@ impl CudaModel {
                 Slot::Input(i) if stage == 0 => views[*i].data as u64,
                 Slot::Scratch { bytes } if m.stage_of(bytes) == stage => {
                     let n = eval_size(bytes, syms, || format!("the size of scratch slot {k} ({bytes})"))?;
+                    scratch_bytes[k] = Some(n);
                     match caller.and_then(|c| c.slot_memory(m, k, n)) {
+                        _ if self.arena.holds(k) => continue,
                         Some(memory) => memory as u64,
                         None => self.scratch[k].ensure(n.max(1))?,
                     }
                 }
                 _ => continue,
             };
+        }
+        if stage == 0 {
+            // Arena slots are sized before the first stage (the compiler keeps later ones out).
+            let layout = self.arena.layout(&m.arena, &scratch_bytes)?;
+            let base = self.arena_memory.ensure(layout.bytes.max(1))?;
+            for (s, &offset) in m.arena.slots.iter().zip(&layout.offsets) {
+                slots[s.slot] = base + offset as u64;
+            }
         }
         Ok(())
     }
@@ -333,6 +349,7 @@ impl Drop for CudaModel {
         self.weights.clear();
         self.buffers.clear();
         self.scratch.clear();
+        self.arena_memory = DeviceBuf::empty(self.gpu.driver);
         // SAFETY: loaded in new, unloaded once, its functions no longer used.
         let _ = unsafe { (self.gpu.driver.module_unload)(self.module) };
     }
