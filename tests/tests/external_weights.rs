@@ -10,7 +10,7 @@ use aotc_tests::{calls, check_call, compare, fixture, recorded, tolerance};
 use std::path::Path;
 
 fn compile(model: &Path, so: &Path, weights: Option<&Path>, placement: WeightsPlacement, weights_out: Option<&Path>) {
-    let opts = CompileOptions { weights: weights.map(Path::to_path_buf), placement, weights_out: weights_out.map(Path::to_path_buf) };
+    let opts = CompileOptions { weights: weights.map(Path::to_path_buf), placement, weights_out: weights_out.map(Path::to_path_buf), ..Default::default() };
     if let Err(e) = aotc::compile(model, so, &opts) {
         panic!("compiling {}: {e}", model.display());
     }
