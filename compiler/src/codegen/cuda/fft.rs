@@ -81,7 +81,7 @@ pub fn fft(kx: &mut Kx, call: &ExternCall) -> R<Work> {
     let total = kx.product(&ranges)?;
     let (first, step) = kx.global_thread();
     kx.strided_loop(first, total, step, &mut |kx, flat| {
-        let [o, k, i] = <[Reg; 3]>::try_from(kx.unflatten(flat, &ranges)?).map_err(|_| "three output coordinates".to_string())?;
+        let [o, k, i] = <[Reg; 3]>::try_from(kx.unflatten(flat, &ranges)?).map_err(|_| "an output index without its three coordinates".to_string())?;
         let (re, im) = lines.dft(kx, o, i, k, n, terms, angle_step)?;
         let out_width = if shape.real_out { 1 } else { 2 };
         let at = kx.b.def("mul.lo.s64", Kind::B64, &[flat.into(), Op::Int(out_width)]);
@@ -118,7 +118,7 @@ struct Lines<'a> {
 
 impl Lines<'_> {
     /// Output `k` of line (o, i) before scaling: the sum over `terms` values `x_j` of
-    /// `x_j e^(sign 2 pi i jk / n)`, as f64 (re, im). For c2r, `x_j` stands for itself
+    /// `x_j e^(sign 2 pi i jk / n)`, as f64 (re, im; only re for c2r). For c2r, `x_j` stands for itself
     /// and its mirror `x_(n-j) = conj(x_j)` (twice its real part's contribution), except
     /// x_0 and, n even, x_(n/2), whose imaginary parts a real signal's spectrum cannot
     /// have: they are dropped, as the CPU's transform drops them.
@@ -158,8 +158,10 @@ impl Lines<'_> {
             let neg_b = m.mul(b, Op::F64(-1.0));
             kx.b.set("fma.rn.f64", re, &[a.into(), cos.into(), re.into()]);
             kx.b.set("fma.rn.f64", re, &[neg_b.into(), sin.into(), re.into()]);
-            kx.b.set("fma.rn.f64", im, &[a.into(), sin.into(), im.into()]);
-            kx.b.set("fma.rn.f64", im, &[b.into(), cos.into(), im.into()]);
+            if !self.shape.real_out {
+                kx.b.set("fma.rn.f64", im, &[a.into(), sin.into(), im.into()]);
+                kx.b.set("fma.rn.f64", im, &[b.into(), cos.into(), im.into()]);
+            }
             kx.b.set("add.s64", at, &[at.into(), stride.into()]);
             kx.b.set("add.s64", jk, &[jk.into(), k.into()]);
             let wrapped = kx.b.def("setp.ge.s64", Kind::Pred, &[jk.into(), n.into()]);
