@@ -243,6 +243,13 @@ pub mod internal_symbols {
 
 /// The FFT kernel of the support library, which the generated code calls (hidden from the
 /// `.so`'s dynamic symbol table like every internal symbol):
+/// `void __aotc_nonzero(int64_t *out, const uint8_t *mask, const int64_t *sizes, int64_t
+/// ndim, int64_t rows)` (an IR `Extern` call): the row-major coordinates of the first
+/// `rows` nonzero elements of the bool `mask` of shape `sizes`.
+pub mod nonzero {
+    pub const SYMBOL: &str = "__aotc_nonzero";
+}
+
 /// `void __aotc_fft(float *out, const float *in, int64_t in_offset, int64_t kind,
 ///                  int64_t norm, int64_t outer, int64_t len_in, int64_t len_out,
 ///                  int64_t inner)` (an IR `Extern` call) transforms along the middle

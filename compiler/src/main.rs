@@ -106,7 +106,8 @@ enum Command {
         json: bool,
     },
     /// Print the PTX module of a program lowered for CUDA: one entry per kernel (sm_80,
-    /// PTX 7.8). Fails naming the extern kernels (FFT, nonzero) that have no CUDA form.
+    /// PTX 7.8). Fails naming any extern kernel with no CUDA form (the FFT and nonzero's
+    /// scan have one).
     Ptx {
         model: PathBuf,
         #[arg(short, long)]

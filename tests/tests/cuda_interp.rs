@@ -2,8 +2,8 @@
 //! slot table, launch plan, mutations) on a fake driver that executes every launch in the
 //! PTX interpreter (tests/fake_cuda on tests/ptx_interp, race checks on), compared with
 //! PyTorch's recorded outputs: the model fixtures here, the op fixtures in
-//! `cuda_op_suite.rs`. Programs with an extern kernel that has no CUDA form (FFT,
-//! nonzero) are listed, not failures.
+//! `cuda_op_suite.rs`. Programs with an extern kernel that has no CUDA form (none
+//! left: FFT and nonzero have one) are listed, not failures.
 
 use aotc_tests::{fake_cuda_driver, shared_fixture_dirs, fixture_dirs, repo_root, verify_fixture_cuda};
 

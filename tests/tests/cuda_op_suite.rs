@@ -2,8 +2,8 @@
 //! CUDA runtime on the fake driver, which executes each launch in the PTX interpreter
 //! with race checks (see cuda_interp.rs), compared with PyTorch's recorded outputs.
 //!
-//! Programs with an extern kernel that has no CUDA form (FFT, nonzero) are counted as
-//! unsupported; fixtures that fail for a known reason are listed in
+//! Programs with an extern kernel that has no CUDA form (none left: FFT and nonzero have
+//! one) are counted as unsupported; fixtures that fail for a known reason are listed in
 //! tests/known_failures_cuda.tsv. Anything else failing fails the test.
 
 use aotc_tests::suite::{known_failures, run_all, Outcome};

@@ -2,7 +2,8 @@
 //! ../shared/fixtures/ops, the model fixtures of ../shared/fixtures, its models/ folder and
 //! tests/fixtures) gives a PTX module that ptxas assembles for sm_80 and for sm_90, and
 //! the model fixtures' kernels spill no registers. Programs whose only obstacle is an
-//! extern kernel with no CUDA form (FFT, nonzero) are listed, not failures.
+//! extern kernel with no CUDA form (none left: FFT and nonzero have one) are listed,
+//! not failures.
 //!
 //! ptxas comes from `scripts/install_ptxas.sh` (.tools/ptxas) or $AOTC_PTXAS.
 

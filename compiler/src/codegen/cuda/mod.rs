@@ -2,18 +2,22 @@
 //! [`PtxKernel`] descriptor from which a launch plan is built. Pointwise kernels run one
 //! thread per output element, reductions one CTA per output element, matmuls one CTA per
 //! 32x32 output tile, all as grid-stride loops, so any grid size is correct; blocks are
-//! [`kernel::THREADS`] threads. Extern kernels (calls into the CPU support library) have
-//! no PTX form: their descriptor says so, and [`require_no_extern`] names them.
+//! [`kernel::THREADS`] threads. Of the extern kernels (calls into the CPU support library),
+//! the FFT and nonzero's scan have a PTX form (`extern_call.rs`); any other has none: its
+//! descriptor says so, and [`require_no_extern`] names it.
 //!
 //! The emitted PTX stays within the subset the test interpreter implements
 //! (tests/ptx_interp; ARCHITECTURE.md lists it); float semantics
 //! follow the CPU backend, which is the reference.
 
 mod expr;
+mod extern_call;
+mod fft;
 mod intmath;
 mod kernel;
 mod math;
 mod matmul;
+mod nonzero;
 mod num;
 mod plan;
 mod ptx;
@@ -69,7 +73,7 @@ pub enum Work {
 #[derive(Clone, Debug, PartialEq)]
 pub enum PtxKernel {
     Entry { entry: String, params: Vec<Param>, block: u32, work: Work, target: Sm },
-    /// An extern call (FFT, nonzero's scan) with no PTX form.
+    /// An extern call with no PTX form.
     Extern { name: &'static str },
 }
 
@@ -85,9 +89,12 @@ pub fn emit_module(program: &Program) -> Result<Module, String> {
     let mut entries = vec![];
     let mut kernels = vec![];
     for (i, k) in program.kernels.iter().enumerate() {
-        if let Kernel::Extern(call) = k {
-            kernels.push(PtxKernel::Extern { name: call.name });
-            continue;
+        match k {
+            Kernel::Extern(call) if !extern_call::has_ptx_form(call) => {
+                kernels.push(PtxKernel::Extern { name: call.name });
+                continue;
+            }
+            _ => {}
         }
         let entry = format!("aotc_kernel_{i}");
         let (mut kx, params) = kernel::enter(program, k);
@@ -101,7 +108,7 @@ pub fn emit_module(program: &Program) -> Result<Module, String> {
                 reduce::reduction(&mut kx, *out, ranges, reduce, *op, body).map(|_| Work::Ctas(SymExpr::product(ranges.iter())))
             }
             Kernel::Matmul(m) => matmul::matmul(&mut kx, m).map(|_| Work::Ctas(matmul::tiles(m))),
-            Kernel::Extern(_) => unreachable!("handled above"),
+            Kernel::Extern(call) => extern_call::emit(&mut kx, call),
         }
         .map_err(|e| format!("kernel {i} ({}, {}): {e}", k.kind(), describe_nodes(program, i)))?;
         entries.push(kx.b.finish(&entry, &params, THREADS));
@@ -124,11 +131,11 @@ fn describe_nodes(program: &Program, i: usize) -> String {
     if names.is_empty() { "no graph node".into() } else { format!("nodes {}", names.join(", ")) }
 }
 
-/// An error naming every extern kernel of `program` (which has no CUDA form) and its
-/// graph nodes, or Ok when there is none.
+/// An error naming every extern kernel of `program` that has no CUDA form, and its graph
+/// nodes, or Ok when there is none.
 pub fn require_no_extern(program: &Program) -> Result<(), String> {
     let externs: Vec<String> = program.kernels.iter().enumerate().filter_map(|(i, k)| match k {
-        Kernel::Extern(call) => Some(format!("kernel {i} ({}, {})", call.name, describe_nodes(program, i))),
+        Kernel::Extern(call) if !extern_call::has_ptx_form(call) => Some(format!("kernel {i} ({}, {})", call.name, describe_nodes(program, i))),
         _ => None,
     }).collect();
     if externs.is_empty() {
@@ -142,7 +149,7 @@ pub fn require_no_extern(program: &Program) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::ir::expr::{binary, load, unary, Affine};
-    use crate::ir::{BufKind, ExternCall, Matmul, Prim, ReduceOp, StridedRef};
+    use crate::ir::{BufKind, ExternArg, ExternCall, Matmul, Prim, ReduceOp, StridedRef};
     use aotc_abi::DType;
 
     /// x: f16[n, 8] (n symbolic); y = exp(x) + x; s = sum over the rows of y; m = x @ w.
@@ -164,7 +171,8 @@ mod tests {
             out: mm, dtype: DType::F32, batch: SymExpr::Int(1), m: n.clone(), n: SymExpr::Int(4), k: SymExpr::Int(8),
             a: strided(s, [0, 1, 0]), b: strided(w, [0, 4, 1]), alpha: 1.0, accumulate: false, packed_b: false,
         })));
-        p.kernels.push(Kernel::Extern(Box::new(ExternCall { name: "__aotc_fft", out: mm, args: vec![], flops: SymExpr::Int(0) })));
+        // An extern with no PTX form (CUDA lowering never makes this one).
+        p.kernels.push(Kernel::Extern(Box::new(ExternCall { name: aotc_abi::conv::MAX_POOL_SYMBOL, out: mm, args: vec![], flops: SymExpr::Int(0) })));
         p.kernel_nodes = vec![vec![]; 4];
         p
     }
@@ -185,11 +193,55 @@ mod tests {
         assert!(params.contains(&Param::Size(n.clone())));
         assert!(matches!(&module.kernels[1], PtxKernel::Entry { work: Work::Ctas(c), .. } if *c == n));
         assert!(matches!(&module.kernels[2], PtxKernel::Entry { work: Work::Ctas(_), .. }));
-        assert_eq!(module.kernels[3], PtxKernel::Extern { name: "__aotc_fft" });
+        assert_eq!(module.kernels[3], PtxKernel::Extern { name: aotc_abi::conv::MAX_POOL_SYMBOL });
         // float16 stored in 16 bits, computed in f32; the reduction shuffles and syncs.
         assert!(module.text.contains("cvt.f32.f16") && module.text.contains("cvt.rn.f16.f32"));
         assert!(module.text.contains("shfl.sync.bfly.b32") && module.text.contains("bar.sync 0;"));
         let err = require_no_extern(&p).unwrap_err();
-        assert!(err.contains("kernel 3 (__aotc_fft"), "{err}");
+        assert!(err.contains("kernel 3 (__aotc_max_pool2d_f32"), "{err}");
+    }
+
+    /// x: f32[n, 6]; its r2c FFT along dimension 1 (4 outputs) and nonzero's scan of a
+    /// mask of the same shape into `rows` (a data symbol) rows.
+    fn extern_program(fft_args: Vec<ExternArg>) -> Program {
+        let mut p = Program::default();
+        let n = SymExpr::Sym(0);
+        let x = p.add_buffer("x", DType::F32, vec![n.clone(), SymExpr::Int(6)], BufKind::Input(0));
+        let f = p.add_buffer("f", DType::F32, vec![n.clone(), SymExpr::Int(4), SymExpr::Int(2)], BufKind::Scratch);
+        let mask = p.add_buffer("mask", DType::Bool, vec![n.clone(), SymExpr::Int(6)], BufKind::Input(1));
+        let rows = p.add_buffer("rows", DType::I64, vec![SymExpr::Sym(1), SymExpr::Int(2)], BufKind::Scratch);
+        let args = fft_args.into_iter().map(|a| match a { ExternArg::Buf(_) => ExternArg::Buf(x), a => a }).collect();
+        p.kernels.push(Kernel::Extern(Box::new(ExternCall { name: aotc_abi::fft::SYMBOL, out: f, args, flops: SymExpr::Int(0) })));
+        let args = vec![ExternArg::Buf(mask), ExternArg::Sizes(vec![n, SymExpr::Int(6)]), ExternArg::Size(SymExpr::Sym(1))];
+        p.kernels.push(Kernel::Extern(Box::new(ExternCall { name: aotc_abi::nonzero::SYMBOL, out: rows, args, flops: SymExpr::Int(0) })));
+        p.kernel_nodes = vec![vec![]; 2];
+        p
+    }
+
+    #[test]
+    fn fft_and_nonzero_have_entries_and_a_bad_call_is_an_error_naming_its_kernel() {
+        use aotc_abi::fft;
+        let n = SymExpr::Sym(0);
+        let size = |v: i64| ExternArg::Size(SymExpr::Int(v));
+        let args = vec![ExternArg::Buf(BufId::from_u32(0)), size(0), size(fft::REAL_TO_COMPLEX), size(fft::NORM_BY_N), ExternArg::Size(n.clone()), size(6), size(4), size(1)];
+        let p = extern_program(args.clone());
+        require_no_extern(&p).expect("both have a CUDA form");
+        let module = emit_module(&p).expect("emits");
+        assert_eq!(module.text.matches(".visible .entry").count(), 2);
+        let (x, f, mask, rows) = (BufId::from_u32(0), BufId::from_u32(1), BufId::from_u32(2), BufId::from_u32(3));
+        let PtxKernel::Entry { params, work, .. } = &module.kernels[0] else { panic!("the FFT has an entry") };
+        assert_eq!(params, &[Param::Buffer(f), Param::Buffer(x), Param::Size(n.clone())]);
+        assert_eq!(work, &Work::Threads(SymExpr::product([&n, &SymExpr::Int(4), &SymExpr::Int(1)])));
+        let PtxKernel::Entry { params, work, .. } = &module.kernels[1] else { panic!("nonzero has an entry") };
+        assert_eq!(params, &[Param::Buffer(rows), Param::Buffer(mask), Param::Size(n), Param::Size(SymExpr::Sym(1))]);
+        assert_eq!(work, &Work::Ctas(SymExpr::Int(1)));
+        assert!(module.text.contains("shfl.sync.up.b32"));
+        // A transform kind the support library does not know.
+        let mut bad = args;
+        bad[2] = size(9);
+        let err = emit_module(&extern_program(bad)).err().expect("refused");
+        assert!(err.starts_with("kernel 0 (extern __aotc_fft") && err.contains("kind 9"), "{err}");
+        let err = emit_module(&extern_program(vec![])).err().expect("refused");
+        assert!(err.starts_with("kernel 0 (extern __aotc_fft"), "{err}");
     }
 }

@@ -85,6 +85,6 @@ fn nonzero(lw: &mut Lowerer, a: &Args) -> R {
     let sizes = vec![SymExpr::Sym(rows), SymExpr::Int(x.rank() as i64)];
     let out_buf = lw.prog.add_buffer(name.as_str(), DType::I64, sizes.clone(), BufKind::Scratch);
     let args = vec![ExternArg::Buf(mask), ExternArg::Sizes(x.sizes.clone()), ExternArg::Size(SymExpr::Sym(rows))];
-    lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: "__aotc_nonzero", out: out_buf, args, flops: SymExpr::Int(0) })));
+    lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: aotc_abi::nonzero::SYMBOL, out: out_buf, args, flops: SymExpr::Int(0) })));
     Ok(vec![TensorValue::view_of(out_buf, DType::I64, sizes)])
 }

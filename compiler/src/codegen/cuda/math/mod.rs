@@ -135,6 +135,11 @@ pub(super) fn taylor(from: u32, count: usize, step: u32, alternate: bool) -> Vec
     }).collect()
 }
 
+/// sin and cos of an f64 `x`, sharing one range reduction.
+pub(super) fn sin_cos(b: &mut Body, x: Reg) -> (Reg, Reg) {
+    trig::sin_and_cos(&mut M { b }, x)
+}
+
 /// A float primitive of one operand (`num` F32 or F64).
 pub fn unary(kx: &mut Kx, op: Prim, x: Reg, num: Num) -> R<Reg> {
     let f32 = num == Num::F32;

@@ -17,9 +17,18 @@ pub enum Trig {
     Tan,
 }
 
-/// `x = n pi/2 + r`, `|r| <= pi/4`; sin(r) and cos(r) by their Taylor series (to r^17
-/// and r^18), then the quadrant `n mod 4` picks and signs them.
-pub fn sin_cos_tan(m: &mut M, x: Reg, which: Trig) -> Reg {
+/// `x = n pi/2 + r`, `|r| <= pi/4`: sin(r) and cos(r) by their Taylor series (to r^17
+/// and r^18), with the quadrant `n mod 4` that picks and signs them.
+struct Reduced {
+    sin: Reg,
+    cos: Reg,
+    /// `n` odd: sin and cos trade places.
+    odd: Reg,
+    /// `n mod 4` is 2 or 3: sin x is negated (cos x for quadrants 1 and 2).
+    high: Reg,
+}
+
+fn reduce(m: &mut M, x: Reg) -> Reduced {
     let scaled = m.mul(x, k(2.0 / PI));
     let n = m.rint(scaled);
     let neg_n = m.f("neg.f64", &[n.into()]);
@@ -38,22 +47,45 @@ pub fn sin_cos_tan(m: &mut M, x: Reg, which: Trig) -> Reg {
     let q = m.b.def("and.b64", Kind::B64, &[n_int.into(), Op::Int(3)]);
     let odd_bit = m.b.def("and.b64", Kind::B64, &[q.into(), Op::Int(1)]);
     let odd = m.b.def("setp.ne.s64", Kind::Pred, &[odd_bit.into(), Op::Int(0)]);
-    let neg_sin = m.f("neg.f64", &[sin.into()]);
-    let neg_cos = m.f("neg.f64", &[cos.into()]);
+    let high_bit = m.b.def("and.b64", Kind::B64, &[q.into(), Op::Int(2)]);
+    let high = m.b.def("setp.ne.s64", Kind::Pred, &[high_bit.into(), Op::Int(0)]);
+    Reduced { sin, cos, odd, high }
+}
+
+/// sin x: q = 0 sin r, 1 cos r, 2 -sin r, 3 -cos r.
+fn pick_sin(m: &mut M, r: &Reduced) -> Reg {
+    let pos = m.sel(r.odd, r.cos, r.sin);
+    let neg = m.f("neg.f64", &[pos.into()]);
+    m.sel(r.high, neg, pos)
+}
+
+/// cos x: q = 0 cos r, 1 -sin r, 2 -cos r, 3 sin r.
+fn pick_cos(m: &mut M, r: &Reduced) -> Reg {
+    let base = m.sel(r.odd, r.sin, r.cos);
+    let neg = m.f("neg.f64", &[base.into()]);
+    // Negated in quadrants 1 and 2: exactly one of odd and high.
+    let negate = m.b.def("xor.pred", Kind::Pred, &[r.odd.into(), r.high.into()]);
+    m.sel(negate, neg, base)
+}
+
+pub fn sin_cos_tan(m: &mut M, x: Reg, which: Trig) -> Reg {
+    let r = reduce(m, x);
     match which {
+        Trig::Sin => pick_sin(m, &r),
+        Trig::Cos => pick_cos(m, &r),
         Trig::Tan => {
-            let even = m.div(sin, cos);
-            let odd_value = m.div(neg_cos, sin);
-            m.sel(odd, odd_value, even)
-        }
-        Trig::Sin | Trig::Cos => {
-            // sin: q = 0 sin, 1 cos, 2 -sin, 3 -cos; cos: q = 0 cos, 1 -sin, 2 -cos, 3 sin.
-            let high_bit = m.b.def("and.b64", Kind::B64, &[q.into(), Op::Int(2)]);
-            let negate = m.b.def("setp.ne.s64", Kind::Pred, &[high_bit.into(), Op::Int(0)]);
-            let (pos, neg) = if which == Trig::Sin { (m.sel(odd, cos, sin), m.sel(odd, neg_cos, neg_sin)) } else { (m.sel(odd, neg_sin, cos), m.sel(odd, sin, neg_cos)) };
-            m.sel(negate, neg, pos)
+            let even = m.div(r.sin, r.cos);
+            let neg_cos = m.f("neg.f64", &[r.cos.into()]);
+            let odd_value = m.div(neg_cos, r.sin);
+            m.sel(r.odd, odd_value, even)
         }
     }
+}
+
+/// sin x and cos x from one range reduction.
+pub fn sin_and_cos(m: &mut M, x: Reg) -> (Reg, Reg) {
+    let r = reduce(m, x);
+    (pick_sin(m, &r), pick_cos(m, &r))
 }
 
 /// atan of `a` in [0, inf]: 1/a above 1 (then pi/2 minus), the identity
