@@ -37,8 +37,8 @@ enum Command {
         #[arg(long)]
         weights_out: Option<PathBuf>,
         /// The device the library runs on: cpu, or cuda (a library that runs the program
-        /// as PTX kernels on an NVIDIA GPU, and only there).
-        #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
+        /// as PTX kernels on an NVIDIA GPU, and only there). Default: $AOTC_DEVICE, else cpu.
+        #[arg(long, env = "AOTC_DEVICE", default_value = "cpu", value_parser = ["cpu", "cuda"])]
         device: String,
         /// Print stage timings and the loop IR.
         #[arg(short, long)]
