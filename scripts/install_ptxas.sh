@@ -8,10 +8,16 @@ dest="$root/.tools/ptxas"
 if [ -x "$dest" ] && "$dest" --version >/dev/null 2>&1; then
   exit 0
 fi
-command -v python3 >/dev/null || { echo "install_ptxas: python3 with pip is required" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "install_ptxas: python3 is required" >&2; exit 1; }
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-python3 -m pip download --quiet --no-deps --dest "$work" nvidia-cuda-nvcc-cu12
+# The system python may lack pip (Debian's python3 without python3-pip): use a venv's then.
+pip=(python3 -m pip)
+if ! python3 -m pip --version >/dev/null 2>&1; then
+  python3 -m venv "$work/venv"
+  pip=("$work/venv/bin/python" -m pip)
+fi
+"${pip[@]}" download --quiet --no-deps --dest "$work" nvidia-cuda-nvcc-cu12
 wheel="$(ls "$work"/nvidia_cuda_nvcc_cu12-*.whl | head -n 1)"
 # A wheel is a zip file; Python reads it wherever unzip is missing.
 python3 - "$wheel" "$work/ptxas" <<'PY'
