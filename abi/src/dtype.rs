@@ -77,6 +77,18 @@ impl DType {
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::F32 | DType::F64 | DType::BF16)
     }
+
+    /// The lowest and highest value of an integer (or bool) dtype; int64's for the rest.
+    pub fn int_range(self) -> (i64, i64) {
+        match self {
+            DType::Bool => (0, 1),
+            DType::U8 => (0, u8::MAX as i64),
+            DType::I8 => (i8::MIN as i64, i8::MAX as i64),
+            DType::I16 => (i16::MIN as i64, i16::MAX as i64),
+            DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+            _ => (i64::MIN, i64::MAX),
+        }
+    }
 }
 
 impl std::fmt::Display for DType {

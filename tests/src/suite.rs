@@ -13,7 +13,7 @@ pub enum Outcome {
 }
 
 /// The known failures listed in `file` (missing file: none).
-pub fn known_failures(file: &Path) -> BTreeMap<String, String> {
+fn known_failures(file: &Path) -> BTreeMap<String, String> {
     let text = std::fs::read_to_string(file).unwrap_or_default();
     text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| l.split_once('\t').map_or((l.to_string(), String::new()), |(n, r)| (n.to_string(), r.to_string())))
@@ -42,4 +42,47 @@ pub fn run_all(dirs: Vec<PathBuf>, verify: fn(&Path) -> Result<usize, String>) -
     });
     let _ = std::panic::take_hook();
     results.into_inner().unwrap()
+}
+
+/// The outcomes of a suite counted against its known-failures list.
+pub struct Tally {
+    pub passed: usize,
+    /// Failures whose error starts with "unsupported:" (no form for this device yet).
+    pub unsupported: usize,
+    pub failed: usize,
+    /// How many fixtures the list names.
+    pub known: usize,
+    /// Failures the list does not name, and every panic.
+    pub problems: Vec<String>,
+}
+
+impl Tally {
+    /// Counts `outcomes` against the known failures listed in `list` (a file of the
+    /// repository); prints the listed fixtures that pass now.
+    pub fn of(outcomes: &BTreeMap<String, Outcome>, list: &str) -> Tally {
+        let known = known_failures(&crate::repo_root().join(list));
+        let mut t = Tally { passed: 0, unsupported: 0, failed: 0, known: known.len(), problems: vec![] };
+        for (name, outcome) in outcomes {
+            match outcome {
+                Outcome::Pass => {
+                    t.passed += 1;
+                    if known.contains_key(name) {
+                        println!("{name} passes now: take it off {list}");
+                    }
+                }
+                Outcome::Fail(e) if e.starts_with("unsupported:") => t.unsupported += 1,
+                Outcome::Fail(e) => {
+                    t.failed += 1;
+                    if !known.contains_key(name) {
+                        t.problems.push(format!("{name}: {}", e.chars().take(300).collect::<String>()));
+                    }
+                }
+                Outcome::Panic(p) => {
+                    t.failed += 1;
+                    t.problems.push(format!("{name}: PANIC {}", p.chars().take(300).collect::<String>()));
+                }
+            }
+        }
+        t
+    }
 }

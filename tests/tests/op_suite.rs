@@ -7,8 +7,8 @@
 //! tests/known_failures.tsv. The test fails when any other fixture fails and when
 //! compiling or running anything panics; it prints the listed ones that pass now.
 
-use aotc_tests::suite::{known_failures, run_all, Outcome};
-use aotc_tests::{repo_root, shared_fixture_dirs, verify_fixture};
+use aotc_tests::suite::{run_all, Tally};
+use aotc_tests::{shared_fixture_dirs, verify_fixture};
 
 #[test]
 fn every_op_and_model_fixture_matches_pytorch() {
@@ -19,29 +19,7 @@ fn every_op_and_model_fixture_matches_pytorch() {
     dirs.extend(models);
     let total = dirs.len();
     let outcomes = run_all(dirs, verify_fixture);
-    let known = known_failures(&repo_root().join("tests/known_failures.tsv"));
-    let mut problems = vec![];
-    let (mut passed, mut failed) = (0, 0);
-    for (name, outcome) in &outcomes {
-        match outcome {
-            Outcome::Pass => {
-                passed += 1;
-                if known.contains_key(name) {
-                    println!("{name} passes now: take it off tests/known_failures.tsv");
-                }
-            }
-            Outcome::Fail(e) => {
-                failed += 1;
-                if !known.contains_key(name) {
-                    problems.push(format!("{name}: {}", e.chars().take(300).collect::<String>()));
-                }
-            }
-            Outcome::Panic(p) => {
-                failed += 1;
-                problems.push(format!("{name}: PANIC {}", p.chars().take(300).collect::<String>()));
-            }
-        }
-    }
-    println!("op suite and models: {passed} of {total} fixtures pass, {failed} fail ({} listed as known failures)", known.len());
-    assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
+    let t = Tally::of(&outcomes, "tests/known_failures.tsv");
+    println!("op suite and models: {} of {total} fixtures pass, {} fail ({} listed as known failures)", t.passed, t.failed, t.known);
+    assert!(t.problems.is_empty(), "{} problem(s):\n{}", t.problems.len(), t.problems.join("\n"));
 }

@@ -257,14 +257,7 @@ fn pointwise(cx: &mut Cx, out: BufId, ranges: &[SymExpr], body: &E) -> R<()> {
 /// The identity of a reduction, as a constant of type `ty`.
 fn init_value(cx: &mut Cx, op: ReduceOp, dtype: DType, ty: Type) -> Value {
     let float = |cx: &mut Cx, v: f64| if ty == types::F32 { cx.b.ins().f32const(v as f32) } else { cx.b.ins().f64const(v) };
-    let (lo, hi) = match dtype {
-        DType::Bool => (0, 1),
-        DType::U8 => (0, 255),
-        DType::I8 => (i8::MIN as i64, i8::MAX as i64),
-        DType::I16 => (i16::MIN as i64, i16::MAX as i64),
-        DType::I32 => (i32::MIN as i64, i32::MAX as i64),
-        _ => (i64::MIN, i64::MAX),
-    };
+    let (lo, hi) = dtype.int_range();
     match (op, ty.is_float()) {
         (ReduceOp::Sum, true) => float(cx, 0.0),
         (ReduceOp::Prod, true) => float(cx, 1.0),

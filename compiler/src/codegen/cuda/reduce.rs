@@ -93,14 +93,7 @@ fn add(kx: &mut Kx, base: Reg, offset: Reg) -> Reg {
 /// The identity: 0, 1, or the lowest/highest value of the dtype (index 0).
 fn init(kx: &mut Kx, acc: Partial, op: ReduceOp, dtype: DType) {
     let num = Num::of(dtype);
-    let (lo, hi) = match dtype {
-        DType::Bool => (0, 1),
-        DType::U8 => (0, 255),
-        DType::I8 => (i8::MIN as i64, i8::MAX as i64),
-        DType::I16 => (i16::MIN as i64, i16::MAX as i64),
-        DType::I32 => (i32::MIN as i64, i32::MAX as i64),
-        _ => (i64::MIN, i64::MAX),
-    };
+    let (lo, hi) = dtype.int_range();
     let v = match op {
         ReduceOp::Sum => num.imm(0.0, 0),
         ReduceOp::Prod => num.imm(1.0, 1),

@@ -34,14 +34,7 @@ fn extreme(dtype: DType, highest: bool) -> Scalar {
     if dtype.is_float() {
         return Scalar::F(if highest { f64::INFINITY } else { f64::NEG_INFINITY });
     }
-    let (lo, hi) = match dtype {
-        DType::Bool => (0, 1),
-        DType::U8 => (0, u8::MAX as i64),
-        DType::I8 => (i8::MIN as i64, i8::MAX as i64),
-        DType::I16 => (i16::MIN as i64, i16::MAX as i64),
-        DType::I32 => (i32::MIN as i64, i32::MAX as i64),
-        _ => (i64::MIN, i64::MAX),
-    };
+    let (lo, hi) = dtype.int_range();
     Scalar::I(if highest { hi } else { lo })
 }
 
