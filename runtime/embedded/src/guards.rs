@@ -2,7 +2,7 @@
 //! on every call once the inputs have bound the symbols, before any memory is touched.
 
 use crate::error::{err, Result};
-use aotc_abi::manifest::Guard;
+use aotc_abi::manifest::{Guard, Manifest};
 use aotc_abi::status;
 
 /// Fails with `AOTC_ERR_SHAPE` on the first guard that does not hold for `syms` (or
@@ -19,6 +19,12 @@ pub fn check_guards<'g>(guards: impl IntoIterator<Item = &'g Guard>, syms: &[Opt
         }
     }
     Ok(())
+}
+
+/// [`check_guards`] for the guards of `m` that stage `stage` can evaluate (those whose
+/// data symbols earlier stages bound).
+pub fn check_stage_guards(m: &Manifest, stage: usize, syms: &[Option<i64>]) -> Result<()> {
+    check_guards(m.guards.iter().filter(|g| m.stage_of(&g.lhs).max(m.stage_of(&g.rhs)) == stage), syms)
 }
 
 /// Reads the index error record the generated code fills (site + 1, index, dimension

@@ -4,9 +4,9 @@
 use crate::cuda::{self, CudaModel};
 use crate::descriptor::Place;
 use crate::error::{err, Result};
-use crate::guards::check_guards;
+use crate::guards::check_stage_guards;
 use crate::inputs::bind_inputs;
-use crate::model::{eval_size, Model, Outputs};
+use crate::model::{output_dim, Model, Outputs};
 use crate::profile::Profile;
 use crate::program::{program, Program};
 use crate::weights::Source;
@@ -55,10 +55,10 @@ impl Instance {
     pub fn output_shapes(&self, inputs: &[AotcTensor]) -> Result<Vec<Vec<i64>>> {
         let m = &self.program().manifest;
         let bound = bind_inputs(m, inputs, self.place())?;
-        check_guards(m.guards.iter().filter(|g| m.stage_of(&g.lhs).max(m.stage_of(&g.rhs)) == 0), &bound.syms)?;
+        check_stage_guards(m, 0, &bound.syms)?;
         m.outputs.iter().enumerate().map(|(o, spec)| {
             spec.sizes.iter().enumerate().map(|(d, e)| match m.stage_of(e) {
-                0 => eval_size(e, &bound.syms, || format!("output {o} ('{}') dimension {d} ({e})", spec.name)).map(|n| n as i64),
+                0 => output_dim(m, o, d, &bound.syms),
                 _ => Ok(-1),
             }).collect()
         }).collect()

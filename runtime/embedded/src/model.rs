@@ -3,7 +3,7 @@
 use crate::arena::ScratchArena;
 use crate::descriptor::{check_view, dtype_of, Place, View};
 use crate::error::{err, Error, Result};
-use crate::guards::{check_guards, check_index_errors};
+use crate::guards::{check_index_errors, check_stage_guards};
 use crate::inputs::bind_inputs;
 use crate::memory::{ensure_len, strided_copy, AlignedBuf, Direction};
 use crate::outputs::CallerOutputs;
@@ -11,7 +11,7 @@ use crate::pool::{with_threads, PoolUser};
 use crate::profile::Profile;
 use crate::program::Program;
 use crate::weights::{Source, Weights};
-use aotc_abi::manifest::{InputSpec, Slot};
+use aotc_abi::manifest::{InputSpec, Manifest, Slot};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::{status, AotcTensor, DType, DL_CPU};
 
@@ -77,6 +77,18 @@ pub(crate) fn eval_size(e: &SymExpr, syms: &[Option<i64>], what: impl Fn() -> St
 fn scratch_prefix(scratch: &[AlignedBuf], slot: usize, len: usize) -> Result<&[u8]> {
     scratch.get(slot).and_then(|b| b.as_slice().get(..len))
         .ok_or_else(|| Error { code: status::INTERNAL, message: format!("scratch slot {slot} holds fewer than the {len} bytes of a mutated value") })
+}
+
+/// Output `o`'s dimension `d` for the symbols `syms`.
+pub(crate) fn output_dim(m: &Manifest, o: usize, d: usize, syms: &[Option<i64>]) -> Result<i64> {
+    let spec = &m.outputs[o];
+    let e = &spec.sizes[d];
+    eval_size(e, syms, || format!("output {o} ('{}') dimension {d} ({e})", spec.name)).map(|n| n as i64)
+}
+
+/// Output `o`'s shape for the symbols `syms`.
+pub(crate) fn output_shape(m: &Manifest, o: usize, syms: &[Option<i64>]) -> Result<Vec<i64>> {
+    (0..m.outputs[o].sizes.len()).map(|d| output_dim(m, o, d, syms)).collect()
 }
 
 /// Fresh state: every buffer holding its initial value from `weights`.
@@ -222,7 +234,7 @@ impl Model {
         }
         match outputs {
             Outputs::Describe(descriptors) => {
-                let output_sizes = (0..m.outputs.len()).map(|o| self.output_shape(o, &syms)).collect::<Result<Vec<_>>>()?;
+                let output_sizes = (0..m.outputs.len()).map(|o| output_shape(m, o, &syms)).collect::<Result<Vec<_>>>()?;
                 self.apply_mutations(&bound.views)?;
                 for (o, spec) in m.outputs.iter().enumerate() {
                     self.output_shapes[o].copy_from_slice(&output_sizes[o]);
@@ -256,7 +268,7 @@ impl Model {
     /// The guards, dims and scratch sizes that become known at `stage`.
     fn evaluate_stage(&self, stage: usize, syms: &[Option<i64>], sizes: &mut Sizes, caller: Option<&CallerOutputs>) -> Result<()> {
         let m = &self.program.manifest;
-        check_guards(m.guards.iter().filter(|g| m.stage_of(&g.lhs).max(m.stage_of(&g.rhs)) == stage), syms)?;
+        check_stage_guards(m, stage, syms)?;
         for (d, e) in m.dims.iter().enumerate().filter(|(_, e)| m.stage_of(e) == stage) {
             sizes.dims[d] = eval(e, syms, || format!("size {e}"))?;
         }
@@ -270,8 +282,7 @@ impl Model {
             }
         }
         if let Some(c) = caller {
-            let at_stage = |o: usize| m.outputs[o].sizes.iter().map(|e| m.stage_of(e)).max().unwrap_or(0) == stage;
-            c.check_shapes(m, |o| if at_stage(o) { self.output_shape(o, syms).map(Some) } else { Ok(None) })?;
+            c.check_shapes(m, stage, syms)?;
         }
         Ok(())
     }
@@ -289,16 +300,6 @@ impl Model {
             syms[d.sym as usize] = Some(v);
         }
         Ok(())
-    }
-
-    fn output_shape(&self, o: usize, syms: &[Option<i64>]) -> Result<Vec<i64>> {
-        (0..self.program.manifest.outputs[o].sizes.len()).map(|d| self.output_dim(o, d, syms)).collect()
-    }
-
-    fn output_dim(&self, o: usize, d: usize, syms: &[Option<i64>]) -> Result<i64> {
-        let spec = &self.program.manifest.outputs[o];
-        let e = &spec.sizes[d];
-        eval_size(e, syms, || format!("output {o} ('{}') dimension {d} ({e})", spec.name)).map(|n| n as i64)
     }
 
     /// Keeps what this call writes out of its inputs. An input may live in memory this

@@ -11,6 +11,7 @@
 use crate::descriptor::{check_view, dtype_of, Place, View};
 use crate::error::{err, Result};
 use crate::memory::{strided_copy, Direction};
+use crate::model::output_shape;
 use aotc_abi::manifest::Manifest;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::{status, AotcTensor, DType};
@@ -69,11 +70,12 @@ impl CallerOutputs {
         Ok(CallerOutputs { views, in_place })
     }
 
-    /// Checks the shapes of the outputs whose sizes `shape_of` evaluates now (`None`: a
-    /// later stage will), against the caller's tensors.
-    pub fn check_shapes(&self, m: &Manifest, mut shape_of: impl FnMut(usize) -> Result<Option<Vec<i64>>>) -> Result<()> {
+    /// Checks the shapes of the outputs whose sizes stage `stage` evaluates (for the
+    /// symbols `syms`) against the caller's tensors.
+    pub fn check_shapes(&self, m: &Manifest, stage: usize, syms: &[Option<i64>]) -> Result<()> {
         for (o, view) in self.views.iter().enumerate() {
-            if let Some(shape) = shape_of(o)? {
+            if m.outputs[o].sizes.iter().map(|e| m.stage_of(e)).max().unwrap_or(0) == stage {
+                let shape = output_shape(m, o, syms)?;
                 if shape != view.shape {
                     return err(status::SHAPE, format!("{}: this call computes shape {shape:?}, the caller's tensor has shape {:?}", output_name(m, o), view.shape));
                 }

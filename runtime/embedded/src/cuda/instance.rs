@@ -15,10 +15,10 @@ use super::Gpu;
 use crate::arena::ArenaPlan;
 use crate::descriptor::{Place, View};
 use crate::error::{err, Error, Result};
-use crate::guards::{check_guards, check_index_errors};
+use crate::guards::{check_index_errors, check_stage_guards};
 use crate::inputs::bind_inputs;
 use crate::memory::{strided_copy, Direction};
-use crate::model::{check_buffer_tensor, eval_size};
+use crate::model::{check_buffer_tensor, eval_size, output_shape};
 use crate::outputs::CallerOutputs;
 use crate::program::Program;
 use crate::weights::{Source, Weights};
@@ -204,13 +204,9 @@ impl CudaModel {
         let mut syms = bound.syms;
         let mut slots = vec![0u64; m.slots.len()];
         for stage in 0..m.stages() {
-            check_guards(m.guards.iter().filter(|g| m.stage_of(&g.lhs).max(m.stage_of(&g.rhs)) == stage), &syms)?;
+            check_stage_guards(m, stage, &syms)?;
             if let Some(c) = &caller {
-                let at_stage = |o: usize| m.outputs[o].sizes.iter().map(|e| m.stage_of(e)).max().unwrap_or(0) == stage;
-                c.check_shapes(m, |o| match at_stage(o) {
-                    true => m.outputs[o].sizes.iter().enumerate().map(|(d, e)| eval_size(e, &syms, || format!("output {o} dimension {d} ({e})")).map(|n| n as i64)).collect::<Result<Vec<i64>>>().map(Some),
-                    false => Ok(None),
-                })?;
+                c.check_shapes(m, stage, &syms)?;
             }
             self.bind_slots(stage, &syms, &bound.views, caller.as_ref(), &mut slots)?;
             if let (0, Some(e)) = (stage, &m.index_errors) {
@@ -252,9 +248,7 @@ impl CudaModel {
         match outputs {
             crate::model::Outputs::Describe(descriptors) => {
                 for (o, spec) in m.outputs.iter().enumerate() {
-                    for (d, e) in spec.sizes.iter().enumerate() {
-                        self.output_shapes[o][d] = eval_size(e, &syms, || format!("output {o} ('{}') dimension {d} ({e})", spec.name))? as i64;
-                    }
+                    self.output_shapes[o].copy_from_slice(&output_shape(m, o, &syms)?);
                     descriptors[o] = AotcTensor {
                         data: slots[spec.slot] as *mut c_void,
                         device: DLDevice { device_type: DL_CUDA, device_id: self.gpu.ordinal },
