@@ -75,20 +75,6 @@ fn namedtuple_types(support: &Bound<'_, PyAny>, metadata: &str) -> PyResult<Hash
     }).collect()
 }
 
-/// The inputs the manifest says the program writes back into.
-fn mutated_inputs(metadata: &str, n: usize) -> Vec<bool> {
-    let mut out = vec![false; n];
-    let json: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
-    for pair in json.get("input_mutations").and_then(|m| m.as_array()).into_iter().flatten() {
-        if let Some(i) = pair.get(1).and_then(|i| i.as_u64()).and_then(|i| usize::try_from(i).ok()) {
-            if let Some(m) = out.get_mut(i) {
-                *m = true;
-            }
-        }
-    }
-    out
-}
-
 fn info_dict<'py>(py: Python<'py>, info: &ValueInfo) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("name", &info.name)?;
@@ -156,7 +142,7 @@ impl Model {
         let all_static = model.outputs().iter().all(|o| o.sizes.iter().all(|&n| n >= 0));
         Ok(Model {
             static_output_shapes: (all_static && model.can_run_into()).then(|| model.outputs().iter().map(|o| o.sizes.clone()).collect()),
-            mutated: mutated_inputs(model.metadata_json(), model.inputs().len()),
+            mutated: model.mutated_inputs().to_vec(),
             inputs: model.inputs().to_vec(),
             outputs: model.outputs().to_vec(),
             buffers: model.buffers().to_vec(),

@@ -137,6 +137,8 @@ pub struct Model {
     in_spec: String,
     out_spec: String,
     metadata: String,
+    /// Per input: the program writes it back (mutates it in place).
+    mutated: Vec<bool>,
     device: Device,
     /// For a CUDA instance: the driver that copies host tensors of [`Model::run`].
     cuda: Option<Arc<cuda::Driver>>,
@@ -211,7 +213,7 @@ impl Model {
             // SAFETY: last_error returns a valid C string.
             return Err(Error::new(rc, owned(unsafe { (fns.last_error)() })));
         }
-        let mut model = Model { fns, handle, inputs: vec![], outputs: vec![], buffers: vec![], in_spec: String::new(), out_spec: String::new(), metadata: String::new(), device, cuda: None, _lib: lib };
+        let mut model = Model { fns, handle, inputs: vec![], outputs: vec![], buffers: vec![], in_spec: String::new(), out_spec: String::new(), metadata: String::new(), mutated: vec![], device, cuda: None, _lib: lib };
         if let Device::Cuda(_) = device {
             model.cuda = Some(Arc::new(cuda::Driver::open()?));
         }
@@ -228,6 +230,7 @@ impl Model {
         let meta: unsafe extern "C" fn() -> *const c_char = sym(&model._lib, symbols::METADATA_JSON)?;
         // SAFETY: no arguments; returns a library-owned string.
         model.metadata = owned(unsafe { meta() });
+        model.mutated = mutated_inputs(&model.metadata, model.inputs.len());
         Ok(model)
     }
 
@@ -275,6 +278,11 @@ impl Model {
 
     pub fn out_spec(&self) -> &str {
         &self.out_spec
+    }
+
+    /// Per input (in flat order): whether the program writes it back (mutates it).
+    pub fn mutated_inputs(&self) -> &[bool] {
+        &self.mutated
     }
 
     /// The manifest the compiler embedded (JSON).
@@ -411,7 +419,7 @@ impl Model {
     }
 
     /// [`Model::run`] on a CUDA instance: host tensors staged on the device, outputs and
-    /// (possibly mutated) inputs copied back.
+    /// mutated inputs copied back.
     fn run_on_device(&mut self, inputs: &mut [Value]) -> Result<Vec<Tensor>, Error> {
         let staged = self.stage(inputs)?;
         // SAFETY: tensor descriptors point at device copies of the tensors' bytes, the
@@ -421,13 +429,27 @@ impl Model {
             let (dtype, shape, bytes) = raw::output_layout(t, info)?;
             Ok(Tensor { dtype, shape, data: staged.staging.download(t.data as u64, bytes)? })
         }).collect::<Result<Vec<Tensor>, Error>>()?;
-        for (v, ptr) in inputs.iter_mut().zip(&staged.on_device) {
+        for ((v, ptr), _) in inputs.iter_mut().zip(&staged.on_device).zip(&self.mutated).filter(|(_, &m)| m) {
             if let (Value::Tensor(t), Some(ptr)) = (v, ptr) {
                 t.data = staged.staging.download(*ptr, t.data.len())?;
             }
         }
         Ok(outputs)
     }
+}
+
+/// The inputs the manifest says the program writes back into.
+fn mutated_inputs(metadata: &str, n: usize) -> Vec<bool> {
+    let mut out = vec![false; n];
+    let json: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
+    for pair in json.get("input_mutations").and_then(|m| m.as_array()).into_iter().flatten() {
+        if let Some(i) = pair.get(1).and_then(|i| i.as_u64()).and_then(|i| usize::try_from(i).ok()) {
+            if let Some(m) = out.get_mut(i) {
+                *m = true;
+            }
+        }
+    }
+    out
 }
 
 /// Descriptors of flat inputs, pointing into the values and into shapes and scalar bytes
