@@ -7,8 +7,38 @@
 //! These are the panels the AVX2 kernel's inner loop reads, so a call reads the weight in
 //! order and never repacks it.
 
-/// `__aotc_sgemm_packed_b(m, k, n, alpha, a, rsa, csa, b, beta, c, rsc, csc)`: B packed.
+/// `__aotc_sgemm_packed_b(m, k, n, alpha, a, rsa, csa, b, beta, c, rsc, csc, bias,
+/// activation)`: B packed; `bias` (null for none) holds one float per column of C, added
+/// to the product, then the [`Activation`] of that code is applied as C is written.
 pub const PACKED_SGEMM_SYMBOL: &str = "__aotc_sgemm_packed_b";
+
+/// The function applied to every element of a GEMM's (or convolution's) result in its
+/// output pass, after the bias and any residual: the graph's activation, fused. Each is
+/// computed as the graph's decomposition computes it (NaN stays NaN).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Activation {
+    #[default]
+    None,
+    /// `max(x, 0)`.
+    Relu,
+    /// `(x * 0.5) * (1 + erf(x * (1 / sqrt 2)))`.
+    Gelu,
+    /// `x * min(max(x + 3, 0), 6) / 6`.
+    Hardswish,
+}
+
+impl Activation {
+    pub const ALL: [Activation; 4] = [Activation::None, Activation::Relu, Activation::Gelu, Activation::Hardswish];
+
+    /// Its code in a call's arguments.
+    pub fn code(self) -> i64 {
+        self as i64
+    }
+
+    pub fn from_code(code: i64) -> Option<Activation> {
+        Self::ALL.into_iter().find(|a| a.code() == code)
+    }
+}
 
 /// Depth per block: the kernel's depth block.
 pub const KC: usize = 256;

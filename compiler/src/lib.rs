@@ -72,11 +72,7 @@ pub struct CompileReport {
 pub fn lower_file(input: &Path, opts: &CompileOptions) -> Result<(frontend::Source, lower::Lowered)> {
     let src = frontend::load(input, opts.weights.as_deref())?;
     let mut lowered = lower::lower(&src, opts.device)?;
-    passes::fold::fold_weight_copies(&mut lowered);
-    // Packed GEMM operands are the CPU kernel's layout.
-    if opts.device == Target::Cpu {
-        passes::prepack::prepack_weights(&mut lowered);
-    }
+    passes::optimize(&mut lowered, opts.device);
     Ok((src, lowered))
 }
 
@@ -107,11 +103,8 @@ pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<Com
     // The payloads now live in the program: with gigabytes of weights, a second copy matters.
     drop(src);
     lap("lower", &mut stages);
-    passes::fold::fold_weight_copies(&mut lowered);
-    if opts.device == Target::Cpu {
-        passes::prepack::prepack_weights(&mut lowered);
-    }
-    lap("fold+prepack", &mut stages);
+    passes::optimize(&mut lowered, opts.device);
+    lap("optimize", &mut stages);
     let mut plan = passes::plan::plan(&lowered, &input.display().to_string())?;
     let weights_file = weights_out::place(&mut plan, output, opts)?;
     lap("plan", &mut stages);

@@ -1,10 +1,12 @@
 //! Compile-time work on weights: transformer_block's output projection weight, transposed
 //! and expanded for its batched product, becomes a weight of the library (no copy kernel
-//! per call), and the Linear layers read their weights packed; the library still gives
-//! PyTorch's results.
+//! per call), the Linear layers read their weights packed, and their biases and the GELU
+//! after ff1 are applied in the GEMMs' output pass; the library still gives PyTorch's
+//! results.
 
 use aotc::ir::expr::ExprKind;
 use aotc::ir::{BufKind, Kernel};
+use aotc_abi::gemm::Activation;
 use aotc_runtime::{Device, Model};
 use aotc_tests::{check_call, compile, fixture, recorded, tolerance};
 
@@ -25,6 +27,13 @@ fn weight_copies_fold_and_linear_weights_are_packed() {
     }
     let packed = prog.kernels.iter().filter(|k| matches!(k, Kernel::Matmul(m) if m.packed_b)).count();
     assert_eq!(packed, 3, "qkv, ff1 and ff2 read their weights packed");
+    let fused: Vec<_> = prog.kernels.iter().filter_map(|k| match k {
+        Kernel::Matmul(m) if m.packed_b => Some((m.bias.map(|b| prog.buffers[b].name.clone()), m.activation, m.accumulate)),
+        _ => None,
+    }).collect();
+    let bias = |name: &str| Some(name.to_string());
+    assert_eq!(fused, [(bias("qkv.bias"), Activation::None, false), (bias("ff1.bias"), Activation::Gelu, false), (bias("ff2.bias"), Activation::None, false)]);
+    assert!(!prog.kernels.iter().any(|k| matches!(k, Kernel::Extern(call) if call.name == aotc_abi::internal_symbols::GELU)), "the GELU kernel is gone");
 
     let (_tmp, so) = compile(&dir.join("model.pt2"));
     let mut model = Model::load(&so, Device::Cpu).expect("load");

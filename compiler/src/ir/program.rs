@@ -1,6 +1,7 @@
 //! Buffers and kernels: the lowered program.
 
 use super::expr::{visit, ExprKind, E};
+use aotc_abi::gemm::Activation;
 use aotc_abi::manifest::GraphNode;
 use aotc_abi::sym::{SymExpr, SymId};
 use aotc_abi::DType;
@@ -62,8 +63,9 @@ pub struct StridedRef {
     pub strides: Vec<SymExpr>,
 }
 
-/// `out[b] = alpha * a[b] @ b[b] (+ out[b] if accumulate)` for b in 0..batch; a is
-/// [batch, m, k], b is [batch, k, n] (strided), out is contiguous [batch, m, n].
+/// `out[b] = activation(alpha * a[b] @ b[b] (+ out[b] if accumulate) (+ bias))` for b in
+/// 0..batch; a is [batch, m, k], b is [batch, k, n] (strided), out is contiguous
+/// [batch, m, n], bias a contiguous [n] added to every row.
 #[derive(Clone, Debug)]
 pub struct Matmul {
     pub out: BufId,
@@ -80,6 +82,10 @@ pub struct Matmul {
     /// `aotc_abi::gemm`'s packed layout (`b`'s offset and strides are then 0): see
     /// `passes::prepack`.
     pub packed_b: bool,
+    /// The output pass fused into a packed-B float32 GEMM (`passes::epilogue`): a bias per
+    /// column and an activation.
+    pub bias: Option<BufId>,
+    pub activation: Activation,
 }
 
 /// A call into the support library, `name(out, args...)`: each buffer passed as its base
@@ -148,7 +154,7 @@ impl Kernel {
                 body_inputs(body, &mut bufs, &mut syms);
             }
             Kernel::Matmul(m) => {
-                for b in [m.a.buf, m.b.buf] {
+                for b in [m.a.buf, m.b.buf].into_iter().chain(m.bias) {
                     if !bufs.contains(&b) { bufs.push(b) }
                 }
                 for s in [&m.batch, &m.m, &m.n, &m.k, &m.a.offset, &m.b.offset].into_iter().chain(&m.a.strides).chain(&m.b.strides) {
@@ -237,6 +243,21 @@ pub struct Program {
     pub data_symbols: Vec<DataBinding>,
 }
 
+impl Program {
+    /// Removes kernel `i` (a pass folded or fused its work elsewhere), keeping the kernels'
+    /// graph nodes and the data symbols' binding points in step; returns its graph nodes.
+    pub fn remove_kernel(&mut self, i: usize) -> Vec<usize> {
+        self.kernels.remove(i);
+        let nodes = if i < self.kernel_nodes.len() { self.kernel_nodes.remove(i) } else { vec![] };
+        for d in &mut self.data_symbols {
+            if d.after > i {
+                d.after -= 1;
+            }
+        }
+        nodes
+    }
+}
+
 /// The elements (of `elem` bytes each) of the strided window `offset`, `sizes`, `strides`
 /// (in elements) on `bytes`, in row-major order, or None when one lies outside `bytes` or
 /// the arithmetic overflows: how compile-time work reads a view of a weight.
@@ -308,10 +329,12 @@ impl fmt::Display for Program {
                     writeln!(f, "reduce.{op:?} {out}[{}] over [{}] = {body}", list(ranges), list(reduce))?
                 }
                 Kernel::Matmul(m) => writeln!(
-                    f, "matmul {} [{}x{}x{}x{}] = {} * {}{:?} @ {}{}{}",
+                    f, "matmul {} [{}x{}x{}x{}] = {} * {}{:?} @ {}{}{}{}{}",
                     m.out, m.batch, m.m, m.k, m.n, m.alpha, m.a.buf, m.a.strides, m.b.buf,
                     if m.packed_b { " (packed)".to_string() } else { format!("{:?}", m.b.strides) },
-                    if m.accumulate { " + out" } else { "" }
+                    if m.accumulate { " + out" } else { "" },
+                    m.bias.map(|b| format!(" + {b}[j]")).unwrap_or_default(),
+                    if m.activation == Activation::None { String::new() } else { format!(", then {:?}", m.activation) },
                 )?,
                 Kernel::Extern(call) => writeln!(f, "call {}({}, {:?})", call.name, call.out, call.args)?,
             }

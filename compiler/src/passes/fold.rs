@@ -29,15 +29,7 @@ pub fn fold_weight_copies(lowered: &mut Lowered) {
         let w = prog.weights.len();
         prog.weights.push(data);
         prog.buffers[out].kind = BufKind::Weight(w);
-        prog.kernels.remove(i);
-        if i < prog.kernel_nodes.len() {
-            prog.kernel_nodes.remove(i);
-        }
-        for d in &mut prog.data_symbols {
-            if d.after > i {
-                d.after -= 1;
-            }
-        }
+        prog.remove_kernel(i);
     }
 }
 

@@ -7,7 +7,7 @@ use aotc_abi::manifest::{BufferSpec, DataSymbol, GraphNode, IndexErrors, InputSp
 use aotc_abi::weights::{WeightEntry, WeightsTable};
 use aotc_abi::DType;
 use aotc_abi::sym::SymExpr;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Weights are 64-byte aligned inside the blob (and the blob itself is 64-byte aligned).
 pub const WEIGHT_ALIGN: usize = aotc_abi::weights::ALIGN;
@@ -39,7 +39,11 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
     }
     let (table, entry_of) = weights_table(p, &offsets, &weights_blob)?;
     let state_index = |b: BufId| l.buffers.iter().position(|x| x.buf == b).expect("state buffers are listed");
+    // Scratch that a pass left unused (a GEMM now writing its activation's result
+    // directly) gets no memory.
+    let used: HashSet<BufId> = p.kernels.iter().flat_map(|k| k.inputs().0).chain(l.outputs.iter().map(|(_, b)| *b)).collect();
     let slots = p.buffers.iter().map(|(id, b)| match b.kind {
+        BufKind::Scratch if !used.contains(&id) => Slot::Scratch { bytes: SymExpr::Int(0) },
         BufKind::Weight(w) => Slot::Weight { offset: offsets[w], entry: entry_of[w] },
         BufKind::State(_) => Slot::Buffer(state_index(id)),
         BufKind::Input(i) => Slot::Input(i),

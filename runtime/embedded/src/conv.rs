@@ -16,6 +16,7 @@ pub use max_pool::__aotc_max_pool2d_f32;
 use crate::gemm::{gemm_packed, Operands, Packed, Problem, Rows};
 use crate::pool::{self, for_items};
 use aotc_abi::conv::{Algorithm, Conv2d};
+use aotc_abi::gemm::Activation;
 
 /// `out = relu?(conv(x, weight) (+ bias) (+ residual))`, the geometry `geometry[..count]`
 /// in [`Conv2d::to_list`]'s order (its flags say which parts exist). `bias` and `residual`
@@ -172,7 +173,8 @@ fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate:
         c: out.as_mut_ptr(), rsc: n_, csc: 1,
     };
     let windows = |r: usize, start: usize, row: &mut [f32]| columns::segment(g, planes, r, start, row);
-    let mut operands = Operands { relu: g.relu, ..Operands::default() };
+    let activation = if g.relu { Activation::Relu } else { Activation::None };
+    let mut operands = Operands { activation, ..Operands::default() };
     if g.algorithm() == Algorithm::Columns {
         operands.b_rows = Some(Rows { fill: &windows, start: 0 });
     }

@@ -34,8 +34,13 @@ fn gelu(x: &[f32], out: &mut [f32]) {
         return unsafe { avx2::gelu(x, out) };
     }
     for (o, &v) in out.iter_mut().zip(x) {
-        *o = v * 0.5 * (1.0 + erf_scalar(v * std::f32::consts::FRAC_1_SQRT_2));
+        *o = gelu_scalar(v);
     }
+}
+
+/// One value's GELU, with libm's erf.
+pub fn gelu_scalar(x: f32) -> f32 {
+    x * 0.5 * (1.0 + erf_scalar(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
 /// libm's erf, for CPUs without AVX2.
@@ -48,7 +53,7 @@ fn erf_scalar(x: f32) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
     /// vmath.rs's coefficients (highest degree first).
@@ -96,7 +101,7 @@ mod avx2 {
 
     /// `0.5 x (1 + erf(x / sqrt 2))`, as the IR computes it: `(x * 0.5) * (1 + erf(x * c))`.
     #[inline(always)]
-    unsafe fn gelu8(x: __m256) -> __m256 {
+    pub(crate) unsafe fn gelu8(x: __m256) -> __m256 {
         unsafe {
             let e = erf8(_mm256_mul_ps(x, splat(std::f32::consts::FRAC_1_SQRT_2)));
             _mm256_mul_ps(_mm256_mul_ps(x, splat(0.5)), _mm256_add_ps(splat(1.0), e))

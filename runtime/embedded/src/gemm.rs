@@ -12,6 +12,7 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 
+use aotc_abi::gemm::Activation;
 use std::ops::{Add, Mul};
 
 /// Runs `f(0)`, ..., `f(chunks - 1)` spread over up to `threads` threads, the caller's
@@ -139,16 +140,42 @@ impl Rows<'_> {
     }
 }
 
+/// A float32 bias added to the product in the GEMM's first depth block: one value per
+/// row of C (a convolution's output channels) or per column (a Linear layer's outputs).
+#[derive(Clone, Copy, Default)]
+pub enum Bias {
+    #[default]
+    None,
+    Rows(*const f32),
+    Cols(*const f32),
+}
+
+impl Bias {
+    /// The bias of the block of C at (`row0`, `col0`).
+    fn skip(self, row0: usize, col0: usize) -> Self {
+        match self {
+            Bias::None => Bias::None,
+            Bias::Rows(b) => Bias::Rows(b.wrapping_add(row0)),
+            Bias::Cols(b) => Bias::Cols(b.wrapping_add(col0)),
+        }
+    }
+}
+
 /// How a float32 GEMM gets its operands when not through `Problem`'s pointers and strides
 /// (which are then not read for that operand): A or B packed, or B filled row by row; and
-/// whether C is clamped at 0 as it is written (a ReLU after the product).
+/// its output pass: a bias added and an activation applied as C is written.
 #[derive(Clone, Copy, Default)]
 pub struct Operands<'a> {
     pub a: Option<Packed>,
     pub b: Option<Packed>,
     pub b_rows: Option<Rows<'a>>,
-    pub relu: bool,
+    pub bias: Bias,
+    pub activation: Activation,
 }
+
+// SAFETY: the bias pointer is only read (by the threads of `gemm_packed`).
+unsafe impl Sync for Operands<'_> {}
+unsafe impl Send for Operands<'_> {}
 
 impl Operands<'_> {
     /// The operands of the block of C at (`row0`, `col0`) (a method, so that closures
@@ -158,7 +185,8 @@ impl Operands<'_> {
             a: self.a.map(|a| a.skip(row0)),
             b: self.b.map(|b| b.skip(col0)),
             b_rows: self.b_rows.map(|r| Rows { start: r.start + col0, ..r }),
-            relu: self.relu,
+            bias: self.bias.skip(row0, col0),
+            activation: self.activation,
         }
     }
 
@@ -182,6 +210,11 @@ pub unsafe fn gemm_packed(p: Problem<f32>, packed: Operands, threads: usize, par
     let (rsa, csa) = if packed.a.is_some() { (0, 0) } else { (p.rsa, p.csa) };
     let (rsb, csb) = if packed.b_given() { (0, 0) } else { (p.rsb, p.csb) };
     let p = Problem { rsa, csa, rsb, csb, ..p };
+    if p.k == 0 {
+        // No depth block to apply the output pass in: C = activation(beta * C + bias).
+        // SAFETY: the caller's contract (C, and the bias's rows or columns).
+        return unsafe { empty_product(p, packed) };
+    }
     // SAFETY: the caller's contract; each block reads the panels of its own rows and columns.
     unsafe {
         p.run_blocks(tile, threads, parallel_for, &|part, row0, col0| {
@@ -202,6 +235,19 @@ pub unsafe fn gemm_packed(p: Problem<f32>, packed: Operands, threads: usize, par
 /// As [`gemm_packed`], for the operands' `start` on.
 unsafe fn portable_packed(p: Problem<f32>, packed: Operands) {
     use aotc_abi::gemm::{KC, MR, NR};
+    if p.k == 0 {
+        // SAFETY: the caller's contract.
+        return unsafe { empty_product(p, packed) };
+    }
+    // The bias first, then the products accumulate onto it.
+    let p = match packed.bias {
+        Bias::None => p,
+        bias => {
+            // SAFETY: C's m x n elements and the bias's m or n values (the caller's contract).
+            unsafe { add_bias(p, bias) };
+            Problem { beta: 1.0, ..p }
+        }
+    };
     for pc in (0..p.k).step_by(KC) {
         let kc = KC.min(p.k - pc);
         let beta = if pc == 0 { p.beta } else { 1.0 };
@@ -233,32 +279,70 @@ unsafe fn portable_packed(p: Problem<f32>, packed: Operands) {
         }
     }
     // SAFETY: as above.
+    unsafe { activate(p, packed.activation) }
+}
+
+/// `C = activation(beta * C + bias)`: the whole GEMM when the depth is 0.
+///
+/// # Safety
+/// As [`add_bias`].
+unsafe fn empty_product(p: Problem<f32>, packed: Operands) {
+    // SAFETY: the caller's contract.
     unsafe {
-        if p.k == 0 {
-            // C = beta * C reads no operand.
-            f32::PORTABLE(p);
-        }
-        if packed.relu {
-            clamp_at_zero(p);
+        add_bias(p, packed.bias);
+        activate(p, packed.activation);
+    }
+}
+
+/// `C = beta * C + bias` (`beta == 0` ignoring C), for a product that adds onto it.
+///
+/// # Safety
+/// C's m x n elements lie where its pointer and strides say; the bias holds m (rows) or n
+/// (columns) floats.
+unsafe fn add_bias(p: Problem<f32>, bias: Bias) {
+    for i in 0..p.m {
+        for j in 0..p.n {
+            // SAFETY: (i, j) is inside C, i and j inside the bias.
+            unsafe {
+                let c = p.c.offset(i as isize * p.rsc + j as isize * p.csc);
+                let b = match bias {
+                    Bias::None => 0.0,
+                    Bias::Rows(b) => *b.add(i),
+                    Bias::Cols(b) => *b.add(j),
+                };
+                *c = if p.beta == 0.0 { b } else { p.beta * *c + b };
+            }
         }
     }
 }
 
-/// `C = max(C, 0)`, NaN kept.
+/// `C = activation(C)` element by element.
 ///
 /// # Safety
 /// C's m x n elements lie where its pointer and strides say.
-unsafe fn clamp_at_zero<T: Element>(p: Problem<T>) {
+unsafe fn activate(p: Problem<f32>, activation: Activation) {
+    if activation == Activation::None {
+        return;
+    }
     for i in 0..p.m as isize {
         for j in 0..p.n as isize {
             // SAFETY: (i, j) is inside C.
             unsafe {
                 let c = p.c.offset(i * p.rsc + j * p.csc);
-                if *c < T::ZERO {
-                    *c = T::ZERO;
-                }
+                *c = activation_scalar(activation, *c);
             }
         }
+    }
+}
+
+/// One element's activation, as the graph's decomposition computes it.
+pub fn activation_scalar(activation: Activation, x: f32) -> f32 {
+    match activation {
+        Activation::None => x,
+        // `<`: NaN stays.
+        Activation::Relu => if x < 0.0 { 0.0 } else { x },
+        Activation::Gelu => crate::gelu::gelu_scalar(x),
+        Activation::Hardswish => x * (x + 3.0).max(0.0).min(6.0) / 6.0,
     }
 }
 

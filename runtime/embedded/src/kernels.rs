@@ -2,7 +2,8 @@
 //! compiled by rustc with runtime AVX2/FMA dispatch: Cranelift has no 256-bit vectors) and
 //! the sequential scan of `nonzero`.
 
-use crate::gemm::{gemm, gemm_packed, Packed, Operands, Problem};
+use crate::gemm::{gemm, gemm_packed, Bias, Operands, Packed, Problem};
+use aotc_abi::gemm::Activation;
 use crate::pool;
 
 /// Defines `$name(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)`:
@@ -35,23 +36,30 @@ macro_rules! gemm_entry {
 gemm_entry!(__aotc_sgemm, f32);
 gemm_entry!(__aotc_dgemm, f64);
 
-/// `C = alpha * A @ B + beta * C` for float32 with B (k x n) in `aotc_abi::gemm`'s packed
-/// layout, packed by the compiler from a weight (`aotc_abi::gemm::PACKED_SGEMM_SYMBOL`).
+/// `C = activation(alpha * A @ B + beta * C + bias)` for float32 with B (k x n) in
+/// `aotc_abi::gemm`'s packed layout, packed by the compiler from a weight
+/// (`aotc_abi::gemm::PACKED_SGEMM_SYMBOL`); `bias` is null or one float per column of C,
+/// `activation` an `aotc_abi::gemm::Activation` code (an unknown one applies none).
 ///
 /// # Safety
-/// `b` holds `aotc_abi::gemm::packed_len(k, n)` floats; A and C as for `__aotc_sgemm`.
+/// `b` holds `aotc_abi::gemm::packed_len(k, n)` floats, a non-null `bias` n floats; A and C
+/// as for `__aotc_sgemm`.
 #[no_mangle]
+#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn __aotc_sgemm_packed_b(
     m: i64, k: i64, n: i64, alpha: f32,
     a: *const f32, rsa: i64, csa: i64,
     b: *const f32,
     beta: f32, c: *mut f32, rsc: i64, csc: i64,
+    bias: *const f32, activation: i64,
 ) {
     let (m, k, n) = (m.max(0) as usize, k.max(0) as usize, n.max(0) as usize);
     let Some(packed_b) = Packed::new(b, n, aotc_abi::gemm::NR) else { return };
     let (rsa, csa, rsc, csc) = (rsa as isize, csa as isize, rsc as isize, csc as isize);
     let p = Problem { m, k, n, alpha, a, rsa, csa, b, rsb: 0, csb: 0, beta, c, rsc, csc };
-    let packed = Operands { b: Some(packed_b), ..Operands::default() };
+    let bias = if bias.is_null() { Bias::None } else { Bias::Cols(bias) };
+    let activation = Activation::from_code(activation).unwrap_or_default();
+    let packed = Operands { b: Some(packed_b), bias, activation, ..Operands::default() };
     // SAFETY: forwarded from the caller's contract.
     unsafe { gemm_packed(p, packed, pool::threads(), &pool::parallel_for) }
 }

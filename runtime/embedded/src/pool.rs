@@ -78,7 +78,23 @@ struct Shared {
     wake: Condvar,
     /// Callers currently inside a parallel region (each holds a core).
     callers: AtomicUsize,
+    /// The cores the pool was started for (asking the OS reads cgroup files: too slow
+    /// for every region).
+    cores: usize,
+    /// Jobs posted so far: a worker that has just finished one watches this for a while
+    /// before it sleeps (see [`SPIN`]).
+    posted: AtomicUsize,
+    /// Workers waiting on `wake` (changed under `state`'s lock): a region wakes them only
+    /// when there are some, as the futex call costs as much as a small region.
+    sleeping: AtomicUsize,
 }
+
+/// How long a worker watches for the next region before it sleeps. A model's kernels
+/// follow each other microseconds apart, and waking a sleeping thread takes tens of
+/// microseconds (more on a virtual machine), which small regions (a depthwise layer, a
+/// GEMM of a few hundred microseconds) do not recover; spinning this briefly keeps the
+/// worker at hand between them, as OpenMP runtimes do (their blocktime).
+const SPIN: std::time::Duration = std::time::Duration::from_micros(200);
 
 struct State {
     /// Jobs waiting for workers (most recent last).
@@ -130,8 +146,16 @@ impl Drop for PoolUser {
 }
 
 fn start() -> Pool {
-    let shared = Arc::new(Shared { state: Mutex::new(State { jobs: vec![], stop: false }), wake: Condvar::new(), callers: AtomicUsize::new(0) });
-    let workers = (1..available_cores()).filter_map(|i| {
+    let cores = available_cores();
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State { jobs: vec![], stop: false }),
+        wake: Condvar::new(),
+        callers: AtomicUsize::new(0),
+        cores,
+        posted: AtomicUsize::new(0),
+        sleeping: AtomicUsize::new(0),
+    });
+    let workers = (1..cores).filter_map(|i| {
         let shared = shared.clone();
         std::thread::Builder::new().name(format!("aotc-worker-{i}")).spawn(move || worker(&shared)).ok()
     }).collect();
@@ -154,9 +178,29 @@ fn worker(shared: &Shared) {
                 drop(state);
                 with_threads(1, || job.work());
                 drop(job);
+                spin_for_next(shared);
                 state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
             }
-            None => state = shared.wake.wait(state).unwrap_or_else(|e| e.into_inner()),
+            None => {
+                shared.sleeping.fetch_add(1, Ordering::Relaxed);
+                state = shared.wake.wait(state).unwrap_or_else(|e| e.into_inner());
+                shared.sleeping.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Watches for a new job for up to [`SPIN`], while no other caller holds the cores (a
+/// spinning worker would then only take time from them).
+fn spin_for_next(shared: &Shared) {
+    let seen = shared.posted.load(Ordering::Acquire);
+    let start = std::time::Instant::now();
+    while shared.posted.load(Ordering::Acquire) == seen && shared.callers.load(Ordering::Relaxed) < shared.cores {
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
+        if start.elapsed() > SPIN {
+            return;
         }
     }
 }
@@ -170,7 +214,7 @@ pub fn parallel_for(threads: usize, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
     let Some(shared) = pool.filter(|_| threads > 1 && chunks > 1) else { return serial() };
     // Cores not held by other callers, less the caller's own.
     let others = shared.callers.fetch_add(1, Ordering::AcqRel);
-    let helpers = (threads - 1).min(chunks - 1).min(available_cores().saturating_sub(others + 1));
+    let helpers = (threads - 1).min(chunks - 1).min(shared.cores.saturating_sub(others + 1));
     if helpers == 0 {
         shared.callers.fetch_sub(1, Ordering::AcqRel);
         return serial();
@@ -179,9 +223,14 @@ pub fn parallel_for(threads: usize, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
     // chunk is done and every worker has dropped its reference to the job (see below).
     let f_static: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) };
     let job = Arc::new(Job { f: f_static, chunks, next: AtomicUsize::new(0), done: AtomicUsize::new(0), seats: AtomicUsize::new(helpers), panicked: Default::default() });
-    shared.state.lock().unwrap_or_else(|e| e.into_inner()).jobs.push(job.clone());
-    for _ in 0..helpers {
-        shared.wake.notify_one();
+    {
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.jobs.push(job.clone());
+        shared.posted.fetch_add(1, Ordering::Release);
+        // Under the lock: a worker counts itself sleeping under it too, so none is missed.
+        for _ in 0..helpers.min(shared.sleeping.load(Ordering::Relaxed)) {
+            shared.wake.notify_one();
+        }
     }
     with_threads(1, || job.work());
     // No new worker may join now; then wait for those that did to finish their chunks

@@ -3,6 +3,7 @@
 
 use super::kernel::{Cx, R};
 use crate::ir::Matmul;
+use aotc_abi::gemm::Activation;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Value};
@@ -11,6 +12,9 @@ use cranelift_module::{Linkage, Module};
 pub fn emit(cx: &mut Cx, m: &Matmul) -> R<()> {
     if m.packed_b {
         return emit_packed_b(cx, m);
+    }
+    if m.bias.is_some() || m.activation != Activation::None {
+        return Err("a fused output pass needs the packed-B GEMM".into());
     }
     let (name, fty) = match m.dtype {
         DType::F32 => ("__aotc_sgemm", types::F32),
@@ -49,12 +53,12 @@ pub fn emit(cx: &mut Cx, m: &Matmul) -> R<()> {
     Ok(())
 }
 
-/// `__aotc_sgemm_packed_b(m, k, n, alpha, a, rsa, csa, b, beta, c, rsc, csc)` per batch,
-/// every batch reading the same packed B.
+/// `__aotc_sgemm_packed_b(m, k, n, alpha, a, rsa, csa, b, beta, c, rsc, csc, bias,
+/// activation)` per batch, every batch reading the same packed B and bias.
 fn emit_packed_b(cx: &mut Cx, m: &Matmul) -> R<()> {
     let mut sig = cx.module.make_signature();
     let (i, f) = (AbiParam::new(types::I64), AbiParam::new(types::F32));
-    sig.params.extend([i, i, i, f, i, i, i, i, f, i, i, i]);
+    sig.params.extend([i, i, i, f, i, i, i, i, f, i, i, i, i, i]);
     let id = cx.module.declare_function(aotc_abi::gemm::PACKED_SGEMM_SYMBOL, Linkage::Import, &sig).map_err(|e| e.to_string())?;
     let gemm = cx.module.declare_func_in_func(id, cx.b.func);
     let (mm, nn, kk) = (cx.sym(&m.m), cx.sym(&m.n), cx.sym(&m.k));
@@ -66,13 +70,18 @@ fn emit_packed_b(cx: &mut Cx, m: &Matmul) -> R<()> {
     let one = cx.b.ins().iconst(types::I64, 1);
     let zero = cx.b.ins().iconst(types::I64, 0);
     let pb = cx.elem_addr(m.b.buf, zero);
+    let bias = match m.bias {
+        Some(buf) => cx.elem_addr(buf, zero),
+        None => zero,
+    };
+    let activation = cx.b.ins().iconst(types::I64, m.activation.code());
     let (first, end) = cx.loop_bounds(0, &m.batch);
     cx.for_loop(first, end, 1, &mut |cx, bi| {
         let s = cx.b.ins().imul(bi, a_bs);
         let ai = cx.b.ins().iadd(a_off, s);
         let ci = cx.b.ins().imul(bi, c_bs);
         let (pa, pc) = (cx.elem_addr(m.a.buf, ai), cx.elem_addr(m.out, ci));
-        cx.b.ins().call(gemm, &[mm, kk, nn, alpha, pa, a_rs, a_cs, pb, beta, pc, nn, one]);
+        cx.b.ins().call(gemm, &[mm, kk, nn, alpha, pa, a_rs, a_cs, pb, beta, pc, nn, one, bias, activation]);
         Ok(())
     })?;
     Ok(())

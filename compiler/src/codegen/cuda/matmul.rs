@@ -21,8 +21,8 @@ pub fn tiles(m: &Matmul) -> SymExpr {
 }
 
 pub fn matmul(kx: &mut Kx, m: &Matmul) -> R<()> {
-    if m.packed_b {
-        return Err("a matmul with a packed operand has no CUDA form (packing is CPU-only)".into());
+    if m.packed_b || m.bias.is_some() || m.activation != aotc_abi::gemm::Activation::None {
+        return Err("a matmul with a packed operand or a fused output pass has no CUDA form (both are CPU-only)".into());
     }
     if !matches!(m.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
         return Err(format!("no GEMM for {}", m.dtype));

@@ -169,7 +169,8 @@ mod tests {
         let strided = |buf, strides: [i64; 3]| StridedRef { buf, offset: SymExpr::Int(0), strides: strides.iter().map(|&v| SymExpr::Int(v)).collect() };
         p.kernels.push(Kernel::Matmul(Box::new(Matmul {
             out: mm, dtype: DType::F32, batch: SymExpr::Int(1), m: n.clone(), n: SymExpr::Int(4), k: SymExpr::Int(8),
-            a: strided(s, [0, 1, 0]), b: strided(w, [0, 4, 1]), alpha: 1.0, accumulate: false, packed_b: false,
+            a: strided(s, [0, 1, 0]), b: strided(w, [0, 4, 1]), alpha: 1.0, accumulate: false, packed_b: false, bias: None,
+            activation: aotc_abi::gemm::Activation::None,
         })));
         // An extern with no PTX form (CUDA lowering never makes this one).
         p.kernels.push(Kernel::Extern(Box::new(ExternCall { name: aotc_abi::conv::MAX_POOL_SYMBOL, out: mm, args: vec![], flops: SymExpr::Int(0) })));

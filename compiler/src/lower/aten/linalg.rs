@@ -11,6 +11,7 @@ use crate::ir::{BufKind, Kernel, Matmul, Prim, ReduceOp, Scalar, StridedRef};
 use crate::lower::args::Args;
 use crate::lower::tensor::{vars, TensorValue};
 use crate::lower::Lowerer;
+use aotc_abi::gemm::Activation;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 
@@ -92,7 +93,7 @@ fn gemm(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValue, addend: 
         None => lw.prog.add_buffer(name, dtype, sizes.clone(), BufKind::Scratch),
     };
     let accumulate = addend.is_some();
-    lw.prog.kernels.push(Kernel::Matmul(Box::new(Matmul { out, dtype, batch, m, n, k, a: sa, b: sb, alpha, accumulate, packed_b: false })));
+    lw.prog.kernels.push(Kernel::Matmul(Box::new(Matmul { out, dtype, batch, m, n, k, a: sa, b: sb, alpha, accumulate, packed_b: false, bias: None, activation: Activation::None })));
     Ok(TensorValue::view_of(out, dtype, sizes))
 }
 

@@ -15,7 +15,8 @@
 //! Cranelift emits no 256-bit vectors, hence this kernel compiled by rustc; runtime
 //! detection picks it ([`available`]) and the whole loop nest is compiled for AVX2 + FMA.
 
-use super::{Element, Operands, Problem};
+use super::{Bias, Element, Operands, Problem};
+use aotc_abi::gemm::Activation;
 use std::arch::x86_64::*;
 
 /// Rows of the register tile.
@@ -41,15 +42,15 @@ pub trait Simd: Element {
     unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn vmul(a: Self::V, b: Self::V) -> Self::V;
     unsafe fn vadd(a: Self::V, b: Self::V) -> Self::V;
-    /// `max(v, 0)` lane by lane, NaN kept.
-    unsafe fn relu(v: Self::V) -> Self::V;
+    /// The activation lane by lane ([`super::activation_scalar`]'s values).
+    unsafe fn activate(v: Self::V, activation: Activation) -> Self::V;
 }
 
 // The methods are `inline(always)` so that they are compiled inside `blocked`, with its
 // target features; the intrinsics need AVX (and FMA), which `available` checked.
 macro_rules! simd {
     ($t:ty, $v:ty, $lanes:expr, ($mc:expr, $kc:expr, $nc:expr, $ns:expr),
-     $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident, $add:ident, $max:ident) => {
+     $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident, $add:ident, $activate:path) => {
         impl Simd for $t {
             type V = $v;
             const LANES: usize = $lanes;
@@ -93,19 +94,58 @@ macro_rules! simd {
                 unsafe { $add(a, b) }
             }
             #[inline(always)]
-            unsafe fn relu(v: $v) -> $v {
-                // SAFETY: AVX, checked by `available`. max(0, v) returns its second
-                // operand when either is NaN: v.
-                unsafe { $max($zero(), v) }
+            unsafe fn activate(v: $v, activation: Activation) -> $v {
+                // SAFETY: AVX2 and FMA, checked by `available`.
+                unsafe { $activate(v, activation) }
             }
         }
     };
 }
 
 simd!(f32, __m256, 8, (120, 256, 4080, 256),
-    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_max_ps);
+    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_add_ps, activate_f32);
 simd!(f64, __m256d, 4, (120, 256, 2040, 128),
-    _mm256_setzero_pd, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_mul_pd, _mm256_add_pd, _mm256_max_pd);
+    _mm256_setzero_pd, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_mul_pd, _mm256_add_pd, activate_f64);
+
+/// [`Simd::activate`] for 8 floats.
+#[inline(always)]
+unsafe fn activate_f32(v: __m256, activation: Activation) -> __m256 {
+    // SAFETY (all): AVX2 and FMA, checked by `available`. max(a, v) and min(a, v) return
+    // their second operand, v, when either is NaN: NaN stays.
+    unsafe {
+        match activation {
+            Activation::None => v,
+            Activation::Relu => _mm256_max_ps(_mm256_setzero_ps(), v),
+            Activation::Gelu => crate::gelu::avx2::gelu8(v),
+            Activation::Hardswish => {
+                let t = _mm256_add_ps(v, _mm256_set1_ps(3.0));
+                let t = _mm256_min_ps(_mm256_set1_ps(6.0), _mm256_max_ps(_mm256_setzero_ps(), t));
+                _mm256_div_ps(_mm256_mul_ps(v, t), _mm256_set1_ps(6.0))
+            }
+        }
+    }
+}
+
+/// [`Simd::activate`] for 4 doubles: ReLU in the vector (the compiler fuses activations
+/// only into float32 products), the others lane by lane.
+#[inline(always)]
+unsafe fn activate_f64(v: __m256d, activation: Activation) -> __m256d {
+    // SAFETY: AVX, checked by `available`; `lanes` holds 4 doubles.
+    unsafe {
+        match activation {
+            Activation::None => v,
+            Activation::Relu => _mm256_max_pd(_mm256_setzero_pd(), v),
+            _ => {
+                let mut lanes = [0f64; 4];
+                _mm256_storeu_pd(lanes.as_mut_ptr(), v);
+                for x in &mut lanes {
+                    *x = super::activation_scalar(activation, *x as f32) as f64;
+                }
+                _mm256_loadu_pd(lanes.as_ptr())
+            }
+        }
+    }
+}
 
 /// Whether this CPU runs the kernel.
 pub fn available() -> bool {
@@ -167,10 +207,8 @@ unsafe fn blocked<T: Simd>(p: Problem<T>, packed: Operands) {
     // SAFETY: the caller's contract.
     unsafe {
         if p.k == 0 {
+            // (`gemm_packed` gives an empty product's output pass before this.)
             scale(p);
-            if packed.relu {
-                super::clamp_at_zero(p);
-            }
         } else if p.m <= T::MC {
             short(p, packed)
         } else {
@@ -239,8 +277,7 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
                 let a_block = unsafe { a_panels(&p, packed, a_pack, ic, pc, mc, kc) };
                 for jr in (0..nc).step_by(nr) {
                     let c = unsafe { p.c.offset(ic as isize * p.rsc + (jc + jr) as isize * p.csc) };
-                    let relu = packed.relu && pc + kc == p.k;
-                    let out = Out { c, rsc: p.rsc, csc: p.csc, cols: nr.min(nc - jr), alpha: p.alpha, beta, relu };
+                    let out = Out { c, rsc: p.rsc, csc: p.csc, cols: nr.min(nc - jr), alpha: p.alpha, beta, pass: pass(&p, packed, pc, kc, ic, jc + jr) };
                     unsafe { panel(mc, kc, a_block, b_block.add(jr * kc), nr as isize, out) };
                 }
             }
@@ -281,11 +318,20 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
                     (b_pack.cast_const(), nr as isize)
                 };
                 let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
-                let relu = packed.relu && pc + kc == p.k;
-                let out = Out { c, rsc: p.rsc, csc: p.csc, cols, alpha: p.alpha, beta, relu };
+                let out = Out { c, rsc: p.rsc, csc: p.csc, cols, alpha: p.alpha, beta, pass: pass(&p, packed, pc, kc, 0, jc + jr) };
                 unsafe { panel(p.m, kc, a_block, b, brs, out) };
             }
         }
+    }
+}
+
+/// The output pass of depth block `pc..pc + kc` for the tiles from C's (`row`, `col`): the
+/// bias in the first block, the activation in the last.
+#[inline(always)]
+fn pass<T>(p: &Problem<T>, packed: Operands, pc: usize, kc: usize, row: usize, col: usize) -> Pass {
+    Pass {
+        bias: if pc == 0 { packed.bias.skip(row, col) } else { Bias::None },
+        activation: if pc + kc == p.k { packed.activation } else { Activation::None },
     }
 }
 
@@ -295,7 +341,8 @@ unsafe fn panel<T: Simd>(mc: usize, kc: usize, a_pack: *const T, b: *const T, br
     for ir in (0..mc).step_by(MR) {
         // SAFETY: row ir of the block is inside C and the packed A.
         unsafe {
-            let out = Out { c: out.c.offset(ir as isize * out.rsc), ..out };
+            let pass = Pass { bias: out.pass.bias.skip(ir, 0), ..out.pass };
+            let out = Out { c: out.c.offset(ir as isize * out.rsc), pass, ..out };
             tile_rows(MR.min(mc - ir), kc, a_pack.add(ir * kc), b, brs, out);
         }
     }
@@ -428,8 +475,8 @@ unsafe fn step<T: Simd, const R: usize>(acc: &mut [[T::V; 2]; R], a: *const T, b
 }
 
 /// Where a register tile goes: C at its top-left element, how many of its columns exist,
-/// and `C = alpha * tile + beta * C`, clamped at 0 with `relu` (the last depth block of a
-/// GEMM asked for it).
+/// and `C = activation(alpha * tile + beta * C + bias)` with the [`Pass`] of its depth
+/// block.
 #[derive(Clone, Copy)]
 struct Out<T> {
     c: *mut T,
@@ -438,7 +485,30 @@ struct Out<T> {
     cols: usize,
     alpha: T,
     beta: T,
-    relu: bool,
+    pass: Pass,
+}
+
+/// The output pass of one depth block's tile: the bias (float32, only ever given to the
+/// float32 kernel) from the tile's first row and column, and the activation.
+#[derive(Clone, Copy)]
+struct Pass {
+    bias: Bias,
+    activation: Activation,
+}
+
+impl Pass {
+    /// The bias of element (r, j) of the tile, as a `T`.
+    ///
+    /// # Safety
+    /// (r, j) is inside the tile, so inside the bias.
+    #[inline(always)]
+    unsafe fn bias<T: Simd>(&self, r: usize, j: usize) -> Option<*const T> {
+        match self.bias {
+            Bias::None => None,
+            Bias::Rows(b) => Some(b.wrapping_add(r).cast()),
+            Bias::Cols(b) => Some(b.wrapping_add(j).cast()),
+        }
+    }
 }
 
 /// A tile of `rows` (1..=MR) rows: each height gets its own code so that a short tile does
@@ -500,6 +570,7 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize>(kc: usize, a: *const T, 
             }
         }
         let (alpha, beta) = (T::splat(out.alpha), T::splat(out.beta));
+        let activation = out.pass.activation;
         if out.cols == 2 * l && out.csc == 1 {
             for (r, acc) in acc.iter().enumerate() {
                 let c = out.c.offset(r as isize * out.rsc);
@@ -507,19 +578,34 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize>(kc: usize, a: *const T, 
                     let c = c.add(h * l);
                     let v = T::vmul(v, alpha);
                     let v = if out.beta == T::ZERO { v } else { T::fmadd(T::load(c), beta, v) };
-                    T::store(c, if out.relu { T::relu(v) } else { v });
+                    let v = match (out.pass.bias, out.pass.bias::<T>(r, h * l)) {
+                        (Bias::Rows(_), Some(b)) => T::vadd(v, T::splat(*b)),
+                        (_, Some(b)) => T::vadd(v, T::load(b)),
+                        (_, None) => v,
+                    };
+                    T::store(c, T::activate(v, activation));
                 }
             }
         } else {
-            // A partial or strided tile: through memory, one element at a time.
+            // A partial or strided tile: summed element by element in a whole tile row of
+            // memory, activated as vectors, then written out.
             let mut tmp = [T::ZERO; 2 * 8];
             for (r, acc) in acc.iter().enumerate() {
                 T::store(tmp.as_mut_ptr(), acc[0]);
                 T::store(tmp.as_mut_ptr().add(l), acc[1]);
-                for (j, &x) in tmp[..out.cols].iter().enumerate() {
+                for (j, x) in tmp[..out.cols].iter_mut().enumerate() {
                     let c = out.c.offset(r as isize * out.rsc + j as isize * out.csc);
-                    let v = if out.beta == T::ZERO { out.alpha * x } else { out.alpha * x + out.beta * *c };
-                    *c = if out.relu && v < T::ZERO { T::ZERO } else { v };
+                    let v = if out.beta == T::ZERO { out.alpha * *x } else { out.alpha * *x + out.beta * *c };
+                    *x = match out.pass.bias::<T>(r, j) {
+                        Some(b) => v + *b,
+                        None => v,
+                    };
+                }
+                for h in 0..2 {
+                    T::store(tmp.as_mut_ptr().add(h * l), T::activate(T::load(tmp.as_ptr().add(h * l)), activation));
+                }
+                for (j, &v) in tmp[..out.cols].iter().enumerate() {
+                    *out.c.offset(r as isize * out.rsc + j as isize * out.csc) = v;
                 }
             }
         }

@@ -1,7 +1,8 @@
 //! The GEMM against a naive triple loop: shapes around the register tile and the blocks,
 //! transposed and broadcast operands, beta 0 over NaN, 1 to 3 threads; B pre-packed.
 
-use super::{gemm, gemm_packed, portable_packed, Element, Operands, Packed, Problem, Rows};
+use super::{gemm, gemm_packed, portable_packed, Bias, Element, Operands, Packed, Problem, Rows};
+use aotc_abi::gemm::Activation;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `parallel_for` on scoped threads, as the benchmark and the pool's signature.
@@ -201,12 +202,21 @@ fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, given_b): (boo
         beta, c: c.as_mut_ptr(), rsc: n as isize, csc: 1,
     };
     let fill = |p: usize, j: usize, out: &mut [f32]| out.copy_from_slice(&b32[p * n + j..][..out.len()]);
+    // Every output pass, each with some of the ways of giving the operands.
+    let (row_bias, col_bias) = (values(m, 4).iter().map(|&x| x as f32).collect::<Vec<_>>(), values(n, 5).iter().map(|&x| x as f32).collect::<Vec<_>>());
+    let (bias, activation) = match (pack_a, given_b) {
+        (false, GivenB::Packed) => (Bias::Cols(col_bias.as_ptr()), Activation::Gelu),
+        (true, GivenB::Packed) => (Bias::Rows(row_bias.as_ptr()), Activation::None),
+        (_, GivenB::Strided) => (Bias::Rows(row_bias.as_ptr()), Activation::Hardswish),
+        (false, GivenB::Rows) => (Bias::None, Activation::Relu),
+        (true, GivenB::Rows) => (Bias::Cols(col_bias.as_ptr()), Activation::Relu),
+    };
     let packed = Operands {
         a: if pack_a { Packed::new(packed_a.as_ptr(), m, MR) } else { None },
         b: if given_b == GivenB::Packed { Packed::new(packed_b.as_ptr(), n, NR) } else { None },
         b_rows: (given_b == GivenB::Rows).then_some(Rows { fill: &fill, start: 0 }),
-        // The ReLU epilogue, tried with the row fills.
-        relu: given_b == GivenB::Rows,
+        bias,
+        activation,
     };
     // SAFETY: the packed vectors hold A and B packed for exactly these sizes; the others
     // are the row-major vectors.
@@ -225,11 +235,30 @@ fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, given_b): (boo
                 mag += (a32[i * k + q] as f64 * b32[q * n + j] as f64).abs();
             }
             let old = if beta == 0.0 { 0.0 } else { beta as f64 * c0[i * n + j] as f64 };
-            let want = 0.5 * dot + old;
-            let want = if given_b == GivenB::Rows { want.max(0.0) } else { want };
+            let bias = match bias {
+                Bias::None => 0.0,
+                Bias::Rows(_) => row_bias[i] as f64,
+                Bias::Cols(_) => col_bias[j] as f64,
+            };
+            let want = activation_f64(activation, 0.5 * dot + old + bias);
             let got = c[i * n + j] as f64;
             assert!((got - want).abs() <= 1e-5 * (1.0 + mag + old.abs()), "m={m} k={k} n={n} beta={beta} packed A {pack_a} B {given_b:?} threads={threads} portable={portable} ({i}, {j}): {got} != {want}");
         }
+    }
+}
+
+/// The output pass's activations in float64.
+fn activation_f64(activation: Activation, x: f64) -> f64 {
+    extern "C" {
+        /// glibc's, linked by std.
+        fn erf(x: f64) -> f64;
+    }
+    match activation {
+        Activation::None => x,
+        Activation::Relu => x.max(0.0),
+        // SAFETY: erf is a pure libm function.
+        Activation::Gelu => x * 0.5 * (1.0 + unsafe { erf(x * std::f64::consts::FRAC_1_SQRT_2) }),
+        Activation::Hardswish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
     }
 }
 
