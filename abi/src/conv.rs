@@ -3,6 +3,8 @@
 //! choice of algorithm, decided here once so that the scratch the compiler allocates is
 //! the scratch the library uses.
 
+use crate::gemm::Activation;
+
 pub const SYMBOL: &str = "__aotc_conv2d_f32";
 /// Max pooling over the same geometry (groups = channels = out_channels, no weight): the
 /// maximum of each window, NaN winning, padding never chosen.
@@ -13,8 +15,8 @@ pub const MAX_POOL_SYMBOL: &str = "__aotc_max_pool2d_f32";
 /// [`Algorithm::Depthwise`]) holds each group's `[O / groups, depth]` matrix in
 /// `crate::gemm`'s layout for a GEMM's left operand, groups one after another
 /// ([`Conv2d::packed_group_len`] floats each). With `residual`, a tensor shaped like `out`
-/// is added to it, and with `relu` the result is clamped at 0 (NaN stays): the graph's
-/// residual add and activation after the convolution, done in its output pass.
+/// is added to it, and then its `activation` is applied: the graph's residual add and
+/// activation after the convolution, done in its output pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2d {
     pub batch: usize,
@@ -31,7 +33,7 @@ pub struct Conv2d {
     pub has_bias: bool,
     pub packed_weight: bool,
     pub residual: bool,
-    pub relu: bool,
+    pub activation: Activation,
 }
 
 /// How many int64s [`Conv2d::to_list`] writes.
@@ -48,7 +50,8 @@ pub const ARG_GEOMETRY: usize = 5;
 pub const HAS_BIAS: usize = 16;
 pub const PACKED_WEIGHT: usize = 17;
 pub const RESIDUAL: usize = 18;
-pub const RELU: usize = 19;
+/// Not a flag: the [`Activation`]'s code.
+pub const ACTIVATION: usize = 19;
 
 /// How the library computes a convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,7 +142,7 @@ impl Conv2d {
             v(self.kernel[0]), v(self.kernel[1]), v(self.out_size[0]), v(self.out_size[1]),
             v(self.stride[0]), v(self.stride[1]), v(self.padding[0]), v(self.padding[1]),
             v(self.dilation[0]), v(self.dilation[1]), v(self.groups), self.has_bias as i64, self.packed_weight as i64,
-            self.residual as i64, self.relu as i64,
+            self.residual as i64, self.activation.code(),
         ]
     }
 
@@ -165,10 +168,10 @@ impl Conv2d {
             batch: u(0), channels: u(1), height: u(2), width: u(3), out_channels: u(4),
             kernel: [u(5), u(6)], out_size: [u(7), u(8)], stride: [u(9), u(10)], padding: [u(11), u(12)],
             dilation: [u(13), u(14)], groups: u(15), has_bias: l[HAS_BIAS] != 0, packed_weight: l[PACKED_WEIGHT] != 0,
-            residual: l[RESIDUAL] != 0, relu: l[RELU] != 0,
+            residual: l[RESIDUAL] != 0, activation: Activation::from_code(l[ACTIVATION])?,
         };
         let positive = g.stride.iter().chain(&g.dilation).chain(&g.kernel).all(|&x| x > 0) && g.groups > 0;
-        (positive && l[HAS_BIAS..].iter().all(|&flag| flag <= 1)).then_some(g)
+        (positive && l[HAS_BIAS..=RESIDUAL].iter().all(|&flag| flag <= 1)).then_some(g)
     }
 
     /// `(input + 2 padding - dilation (kernel - 1) - 1) / stride + 1`, None when the
@@ -237,7 +240,7 @@ mod tests {
         Conv2d {
             batch: 1, channels: 3, height: 224, width: 224, out_channels: 64, kernel: [7, 7], out_size: [112, 112],
             stride: [2, 2], padding: [3, 3], dilation: [1, 1], groups: 1, has_bias: false, packed_weight: false,
-            residual: false, relu: false,
+            residual: false, activation: Activation::None,
         }
     }
 
@@ -263,11 +266,16 @@ mod tests {
         assert_eq!(huge.lens(), None, "element counts overflow");
         assert_eq!(g.lens(), Some((3 * 224 * 224, 64 * 3 * 49, 64 * 112 * 112)));
         assert_eq!(Conv2d::from_list(&g.to_list()[..GEOMETRY_LEN - 1]), None);
-        let fused = Conv2d { residual: true, relu: true, ..g };
-        assert_eq!(Conv2d::from_list(&fused.to_list()), Some(fused));
-        let mut bad = fused.to_list();
-        bad[RELU] = 2;
+        for activation in Activation::ALL {
+            let fused = Conv2d { residual: true, activation, ..g };
+            assert_eq!(Conv2d::from_list(&fused.to_list()), Some(fused));
+        }
+        let mut bad = g.to_list();
+        bad[RESIDUAL] = 2;
         assert_eq!(Conv2d::from_list(&bad), None, "a flag that is not 0 or 1");
+        let mut bad = g.to_list();
+        bad[ACTIVATION] = 4;
+        assert_eq!(Conv2d::from_list(&bad), None, "no such activation");
         let packed = Conv2d { packed_weight: true, ..g };
         assert_eq!(Conv2d::from_list(&packed.to_list()), Some(packed));
         assert_eq!(packed.lens().unwrap().1, 66 * 3 * 49, "64 rows padded to 11 panels of 6");

@@ -6,7 +6,8 @@
 //! - [`arena`]: which scratch slots share one allocation by lifetime, and where;
 //! - [`fold`]: kernels that only copy a weight, computed at compile time;
 //! - [`prepack`]: weights that are a GEMM's right operand, packed into its panels;
-//! - [`epilogue`]: a Linear layer's bias and GELU fused into its packed GEMM's output pass.
+//! - [`epilogue`]: a Linear layer's bias and GELU fused into its packed GEMM's output pass,
+//!   a hardswish into its convolution's.
 
 pub mod arena;
 pub mod epilogue;
@@ -23,6 +24,6 @@ pub fn optimize(lowered: &mut Lowered, target: Target) {
     fold::fold_weight_copies(lowered);
     if target == Target::Cpu {
         prepack::prepack_weights(lowered);
-        epilogue::fuse_gemm_epilogues(lowered);
+        epilogue::fuse_epilogues(lowered);
     }
 }

@@ -16,9 +16,8 @@ pub use max_pool::__aotc_max_pool2d_f32;
 use crate::gemm::{gemm_packed, Operands, Packed, Problem, Rows};
 use crate::pool::{self, for_items};
 use aotc_abi::conv::{Algorithm, Conv2d};
-use aotc_abi::gemm::Activation;
 
-/// `out = relu?(conv(x, weight) (+ bias) (+ residual))`, the geometry `geometry[..count]`
+/// `out = activation(conv(x, weight) (+ bias) (+ residual))`, the geometry `geometry[..count]`
 /// in [`Conv2d::to_list`]'s order (its flags say which parts exist). `bias` and `residual`
 /// are read only when the geometry says there is one; `scratch` holds `scratch_len()`
 /// floats (none unless depthwise).
@@ -111,12 +110,9 @@ fn start_sums(g: &Conv2d, bias: Option<&[f32]>, residual: Option<&[f32]>, out: &
     }
 }
 
-/// The ReLU of the output pass when the GEMM did not apply it.
+/// The activation of the output pass when the GEMM did not apply it.
 fn clamp(g: &Conv2d, out: &mut [f32]) {
-    if g.relu {
-        // `<`: NaN stays.
-        out.iter_mut().filter(|v| **v < 0.0).for_each(|v| *v = 0.0);
-    }
+    crate::activation::apply(g.activation, out)
 }
 
 /// The output columns one kernel column reaches and the input column the first of them
@@ -173,8 +169,7 @@ fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate:
         c: out.as_mut_ptr(), rsc: n_, csc: 1,
     };
     let windows = |r: usize, start: usize, row: &mut [f32]| columns::segment(g, planes, r, start, row);
-    let activation = if g.relu { Activation::Relu } else { Activation::None };
-    let mut operands = Operands { activation, ..Operands::default() };
+    let mut operands = Operands { activation: g.activation, ..Operands::default() };
     if g.algorithm() == Algorithm::Columns {
         operands.b_rows = Some(Rows { fill: &windows, start: 0 });
     }

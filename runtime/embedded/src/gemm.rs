@@ -329,20 +329,9 @@ unsafe fn activate(p: Problem<f32>, activation: Activation) {
             // SAFETY: (i, j) is inside C.
             unsafe {
                 let c = p.c.offset(i * p.rsc + j * p.csc);
-                *c = activation_scalar(activation, *c);
+                *c = crate::activation::scalar(activation, *c);
             }
         }
-    }
-}
-
-/// One element's activation, as the graph's decomposition computes it.
-pub fn activation_scalar(activation: Activation, x: f32) -> f32 {
-    match activation {
-        Activation::None => x,
-        // `<`: NaN stays.
-        Activation::Relu => if x < 0.0 { 0.0 } else { x },
-        Activation::Gelu => crate::gelu::gelu_scalar(x),
-        Activation::Hardswish => x * (x + 3.0).max(0.0).min(6.0) / 6.0,
     }
 }
 

@@ -18,6 +18,7 @@
 //! wrapped in [`guard`], which turns a panic into `AOTC_ERR_INTERNAL` plus a message.
 
 mod abi_fns;
+mod activation;
 mod arena;
 mod descriptor;
 mod error;

@@ -42,7 +42,7 @@ pub trait Simd: Element {
     unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn vmul(a: Self::V, b: Self::V) -> Self::V;
     unsafe fn vadd(a: Self::V, b: Self::V) -> Self::V;
-    /// The activation lane by lane ([`super::activation_scalar`]'s values).
+    /// The activation lane by lane (`crate::activation::scalar`'s values).
     unsafe fn activate(v: Self::V, activation: Activation) -> Self::V;
 }
 
@@ -103,28 +103,9 @@ macro_rules! simd {
 }
 
 simd!(f32, __m256, 8, (120, 256, 4080, 256),
-    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_add_ps, activate_f32);
+    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_add_ps, crate::activation::avx2::lanes8);
 simd!(f64, __m256d, 4, (120, 256, 2040, 128),
     _mm256_setzero_pd, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_mul_pd, _mm256_add_pd, activate_f64);
-
-/// [`Simd::activate`] for 8 floats.
-#[inline(always)]
-unsafe fn activate_f32(v: __m256, activation: Activation) -> __m256 {
-    // SAFETY (all): AVX2 and FMA, checked by `available`. max(a, v) and min(a, v) return
-    // their second operand, v, when either is NaN: NaN stays.
-    unsafe {
-        match activation {
-            Activation::None => v,
-            Activation::Relu => _mm256_max_ps(_mm256_setzero_ps(), v),
-            Activation::Gelu => crate::gelu::avx2::gelu8(v),
-            Activation::Hardswish => {
-                let t = _mm256_add_ps(v, _mm256_set1_ps(3.0));
-                let t = _mm256_min_ps(_mm256_set1_ps(6.0), _mm256_max_ps(_mm256_setzero_ps(), t));
-                _mm256_div_ps(_mm256_mul_ps(v, t), _mm256_set1_ps(6.0))
-            }
-        }
-    }
-}
 
 /// [`Simd::activate`] for 4 doubles: ReLU in the vector (the compiler fuses activations
 /// only into float32 products), the others lane by lane.
@@ -139,7 +120,7 @@ unsafe fn activate_f64(v: __m256d, activation: Activation) -> __m256d {
                 let mut lanes = [0f64; 4];
                 _mm256_storeu_pd(lanes.as_mut_ptr(), v);
                 for x in &mut lanes {
-                    *x = super::activation_scalar(activation, *x as f32) as f64;
+                    *x = crate::activation::scalar(activation, *x as f32) as f64;
                 }
                 _mm256_loadu_pd(lanes.as_ptr())
             }

@@ -1,13 +1,15 @@
 //! What folds into the support library's convolution, at compile time or into its output
 //! pass, when the convolution's output feeds nothing else: an inference batch norm (into
 //! the weight and bias), then a residual add, then a ReLU (flags of `aotc_abi::conv::
-//! Conv2d`). Each returns the convolution's output, now holding the op's result, or None
+//! Conv2d`; a hardswish, which the graph spells as five nodes, is fused after lowering by
+//! `passes::epilogue`). Each returns the convolution's output, now holding the op's result, or None
 //! when it does not apply (and then changes nothing).
 
 use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, StridedRef};
 use crate::lower::tensor::{contiguous_strides, Repr, TensorValue};
 use crate::lower::Lowerer;
-use aotc_abi::conv::{ARG_BIAS, ARG_GEOMETRY, ARG_RESIDUAL, ARG_WEIGHT, HAS_BIAS, RELU, RESIDUAL, SYMBOL};
+use aotc_abi::conv::{ARG_BIAS, ARG_GEOMETRY, ARG_RESIDUAL, ARG_WEIGHT, ACTIVATION, HAS_BIAS, RESIDUAL, SYMBOL};
+use aotc_abi::gemm::Activation;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 
@@ -43,6 +45,7 @@ fn call_mut<'l>(lw: &'l mut Lowerer, index: usize) -> &'l mut ExternCall {
 }
 
 /// The flag `at` of the convolution's geometry.
+/// Whether the flag at `at` is set (for [`ACTIVATION`]: whether there is one).
 fn flag(call: &ExternCall, at: usize) -> Option<bool> {
     let ExternArg::Sizes(geometry) = &call.args[ARG_GEOMETRY] else { return None };
     Some(geometry.get(at)?.as_int()? != 0)
@@ -51,6 +54,12 @@ fn flag(call: &ExternCall, at: usize) -> Option<bool> {
 fn set_flag(call: &mut ExternCall, at: usize) {
     if let ExternArg::Sizes(geometry) = &mut call.args[ARG_GEOMETRY] {
         geometry[at] = SymExpr::Int(1);
+    }
+}
+
+fn set_activation(call: &mut ExternCall, activation: Activation) {
+    if let ExternArg::Sizes(geometry) = &mut call.args[ARG_GEOMETRY] {
+        geometry[ACTIVATION] = SymExpr::Int(activation.code());
     }
 }
 
@@ -66,7 +75,7 @@ fn call_at<'l>(lw: &'l Lowerer, index: usize) -> &'l ExternCall {
 pub fn fold_batch_norm(lw: &mut Lowerer, x: &TensorValue, bn: &BatchNorm) -> Option<TensorValue> {
     let (out, index) = convolution_of(lw, x)?;
     let call = call_at(lw, index);
-    if flag(call, RESIDUAL)? || flag(call, RELU)? {
+    if flag(call, RESIDUAL)? || flag(call, ACTIVATION)? {
         return None;
     }
     let (&ExternArg::Buf(weight), &ExternArg::Buf(bias)) = (&call.args[ARG_WEIGHT], &call.args[ARG_BIAS]) else { return None };
@@ -107,7 +116,7 @@ pub fn fuse_residual(lw: &mut Lowerer, conv: &TensorValue, other: &TensorValue) 
     let (out, index) = convolution_of(lw, conv)?;
     let residual = whole_buffer(lw, other)?;
     let call = call_at(lw, index);
-    if flag(call, RESIDUAL)? || flag(call, RELU)? || residual == out || other.sizes != conv.sizes {
+    if flag(call, RESIDUAL)? || flag(call, ACTIVATION)? || residual == out || other.sizes != conv.sizes {
         return None;
     }
     let ready = match lw.prog.buffers[residual].kind {
@@ -128,10 +137,10 @@ pub fn fuse_residual(lw: &mut Lowerer, conv: &TensorValue, other: &TensorValue) 
 /// `relu(conv)` in the convolution's output pass.
 pub fn fuse_relu(lw: &mut Lowerer, conv: &TensorValue) -> Option<TensorValue> {
     let (_, index) = convolution_of(lw, conv)?;
-    if flag(call_at(lw, index), RELU)? {
+    if flag(call_at(lw, index), ACTIVATION)? {
         return None;
     }
-    set_flag(call_mut(lw, index), RELU);
+    set_activation(call_mut(lw, index), Activation::Relu);
     lw.fold_node_into(index);
     Some(conv.clone())
 }
