@@ -126,7 +126,7 @@ pub(crate) mod avx2 {
 
     /// e^x, x clamped to [-104, 89] (NaN kept): `2^n (1 + expm1(r))`, 2^n as two factors.
     #[inline(always)]
-    unsafe fn exp8(x: __m256) -> __m256 {
+    pub(crate) unsafe fn exp8(x: __m256) -> __m256 {
         unsafe {
             // max/min return their second operand when either is NaN: x.
             let x = _mm256_min_ps(splat(89.0), _mm256_max_ps(splat(-104.0), x));

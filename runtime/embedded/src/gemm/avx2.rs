@@ -569,18 +569,27 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize>(kc: usize, a: *const T, 
             }
         } else {
             // A partial or strided tile: summed element by element in a whole tile row of
-            // memory, activated as vectors, then written out.
+            // memory, then (with an activation) activated as vectors, then written out.
+            // (Tiny products run mostly here: the plain case stays one loop.)
             let mut tmp = [T::ZERO; 2 * 8];
+            let plain = matches!(out.pass.bias, Bias::None) && activation == Activation::None;
             for (r, acc) in acc.iter().enumerate() {
                 T::store(tmp.as_mut_ptr(), acc[0]);
                 T::store(tmp.as_mut_ptr().add(l), acc[1]);
                 for (j, x) in tmp[..out.cols].iter_mut().enumerate() {
                     let c = out.c.offset(r as isize * out.rsc + j as isize * out.csc);
                     let v = if out.beta == T::ZERO { out.alpha * *x } else { out.alpha * *x + out.beta * *c };
+                    if plain {
+                        *c = v;
+                        continue;
+                    }
                     *x = match out.pass.bias::<T>(r, j) {
                         Some(b) => v + *b,
                         None => v,
                     };
+                }
+                if plain {
+                    continue;
                 }
                 for h in 0..2 {
                     T::store(tmp.as_mut_ptr().add(h * l), T::activate(T::load(tmp.as_ptr().add(h * l)), activation));
