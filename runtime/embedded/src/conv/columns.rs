@@ -62,10 +62,11 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], accu
         // padded length), C = `out`, m x n row-major, a unique borrow.
         return unsafe { gemm_packed(Problem { a, ..whole }, operands, threads, &pool::parallel_for) };
     }
-    // Blocks of whole panels, as many per thread.
-    let count = n.div_ceil(BLOCK_COLUMNS).next_multiple_of(threads);
-    let width = n.div_ceil(count).next_multiple_of(NR);
-    let count = n.div_ceil(width);
+    // Blocks of whole panels, as many per thread, their sizes within a panel of each
+    // other (784 positions as 4 blocks of 12 or 13 panels, not 3 of 13 and one of 10).
+    let all = n.div_ceil(NR);
+    let count = all.div_ceil(BLOCK_COLUMNS / NR).next_multiple_of(threads).min(all);
+    let width = all.div_ceil(count) * NR;
     let next = AtomicUsize::new(0);
     pool::parallel_for(threads, threads.min(count), &|_| {
         // (Borrowed whole: a closure capturing only its pointer fields would not be Sync.)
@@ -76,7 +77,7 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], accu
             if block >= count {
                 return;
             }
-            let cols = block * width..n.min((block + 1) * width);
+            let cols = all * block / count * NR..n.min(all * (block + 1) / count * NR);
             windows.resize(KC.min(k) * width, 0.0);
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
