@@ -1,6 +1,6 @@
 //! The float32 2-D convolution the generated code calls (`aotc_abi::conv::SYMBOL`): per
 //! image and group, a GEMM of the weight `[O/G, C/G * KH * KW]` by the input's windows
-//! (an implicit im2col: [`columns`] gathers the pieces the GEMM packs; for a 1x1 kernel
+//! (an implicit im2col: [`columns`] writes it in the GEMM's packed layout; for a 1x1 kernel
 //! the input planes themselves), the bias written first and accumulated onto; depthwise
 //! convolutions have their own channels-last kernel ([`depthwise`]) in the scratch the
 //! compiler sized. A weight the compiler packed
@@ -13,7 +13,7 @@ mod max_pool;
 
 pub use max_pool::__aotc_max_pool2d_f32;
 
-use crate::gemm::{gemm_packed, Operands, Packed, Problem, Rows};
+use crate::gemm::{gemm_packed, Operands, Packed, Problem};
 use crate::pool::{self, for_items};
 use aotc_abi::conv::{Algorithm, Conv2d};
 
@@ -154,8 +154,11 @@ enum Weight<'a> {
 
 /// One group's `out[O/G, positions] = weight @ windows (+ out if accumulate)` on the call's
 /// threads, the windows being the input planes themselves (a pointwise kernel) or
-/// gathered piece by piece as the GEMM packs them ([`columns::segment`]).
+/// written piece by piece in the GEMM's packed layout ([`columns::product`]).
 fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate: bool) {
+    if g.algorithm() == Algorithm::Columns {
+        return columns::product(g, lhs, planes, out, accumulate, pool::threads());
+    }
     let (m, k, n) = (g.group_out_channels(), g.depth(), g.positions());
     let (k_, n_) = (k as isize, n as isize);
     let a = match lhs {
@@ -168,11 +171,7 @@ fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate:
         beta: if accumulate { 1.0 } else { 0.0 },
         c: out.as_mut_ptr(), rsc: n_, csc: 1,
     };
-    let windows = |r: usize, start: usize, row: &mut [f32]| columns::segment(g, planes, r, start, row);
     let mut operands = Operands { activation: g.activation, ..Operands::default() };
-    if g.algorithm() == Algorithm::Columns {
-        operands.b_rows = Some(Rows { fill: &windows, start: 0 });
-    }
     if let Weight::Packed(_) = lhs {
         // `lens` computed the padded size already: this cannot fail.
         let Some(a) = Packed::new(a, m, aotc_abi::gemm::MR) else { return };
@@ -180,9 +179,8 @@ fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate:
     }
     // SAFETY: A is the m x k row-major matrix or its packed form as `lhs` says (a packed
     // slice is `packed_group_len` floats, checked against the geometry by `lens`); B is
-    // the input planes (k x n row-major for a pointwise kernel) or filled by `windows`,
-    // which reads only inside `planes`; `out` is the m x n row-major C, a unique borrow
-    // that overlaps neither operand.
+    // the input planes, k x n row-major for a pointwise kernel; `out` is the m x n
+    // row-major C, a unique borrow that overlaps neither operand.
     unsafe { gemm_packed(p, operands, pool::threads(), &pool::parallel_for) }
 }
 

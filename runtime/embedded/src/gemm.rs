@@ -122,24 +122,6 @@ impl Packed {
     }
 }
 
-/// B computed row by row instead of read through strides (an implicit im2col):
-/// `fill(p, j, out)` writes B's elements (p, j..j + out.len()).
-pub type RowFill<'a> = &'a (dyn Fn(usize, usize, &mut [f32]) + Sync);
-
-/// A [`RowFill`] from column `start` on.
-#[derive(Clone, Copy)]
-pub struct Rows<'a> {
-    pub fill: RowFill<'a>,
-    pub start: usize,
-}
-
-impl Rows<'_> {
-    /// Elements (p, j..j + out.len()) counted from `start`.
-    fn fill(&self, p: usize, j: usize, out: &mut [f32]) {
-        (self.fill)(p, self.start + j, out)
-    }
-}
-
 /// A float32 bias added to the product in the GEMM's first depth block: one value per
 /// row of C (a convolution's output channels) or per column (a Linear layer's outputs).
 #[derive(Clone, Copy, Default)]
@@ -162,37 +144,32 @@ impl Bias {
 }
 
 /// How a float32 GEMM gets its operands when not through `Problem`'s pointers and strides
-/// (which are then not read for that operand): A or B packed, or B filled row by row; and
-/// its output pass: a bias added and an activation applied as C is written.
+/// (which are then not read for that operand): A or B packed; and its output pass: a bias
+/// added and an activation applied as C is written.
 #[derive(Clone, Copy, Default)]
-pub struct Operands<'a> {
+pub struct Operands {
     pub a: Option<Packed>,
     pub b: Option<Packed>,
-    pub b_rows: Option<Rows<'a>>,
     pub bias: Bias,
     pub activation: Activation,
 }
 
 // SAFETY: the bias pointer is only read (by the threads of `gemm_packed`).
-unsafe impl Sync for Operands<'_> {}
-unsafe impl Send for Operands<'_> {}
+unsafe impl Sync for Operands {}
+unsafe impl Send for Operands {}
 
-impl Operands<'_> {
+impl Operands {
     /// The operands of the block of C at (`row0`, `col0`) (a method, so that closures
     /// capture the whole struct).
     fn block(self, row0: usize, col0: usize) -> Self {
         Operands {
             a: self.a.map(|a| a.skip(row0)),
             b: self.b.map(|b| b.skip(col0)),
-            b_rows: self.b_rows.map(|r| Rows { start: r.start + col0, ..r }),
             bias: self.bias.skip(row0, col0),
             activation: self.activation,
         }
     }
 
-    fn b_given(&self) -> bool {
-        self.b.is_some() || self.b_rows.is_some()
-    }
 }
 
 /// Computes `p` with the operands `packed` gives, on up to `threads` threads.
@@ -208,7 +185,7 @@ pub unsafe fn gemm_packed(p: Problem<f32>, packed: Operands, threads: usize, par
     let tile = (if packed.a.is_some() { MR } else { rows }, if packed.b.is_some() { NR } else { cols });
     // A packed operand's pointer is never offset: its strides become 0.
     let (rsa, csa) = if packed.a.is_some() { (0, 0) } else { (p.rsa, p.csa) };
-    let (rsb, csb) = if packed.b_given() { (0, 0) } else { (p.rsb, p.csb) };
+    let (rsb, csb) = if packed.b.is_some() { (0, 0) } else { (p.rsb, p.csb) };
     let p = Problem { rsa, csa, rsb, csb, ..p };
     if p.k == 0 {
         // No depth block to apply the output pass in: C = activation(beta * C + bias).
@@ -257,17 +234,9 @@ unsafe fn portable_packed(p: Problem<f32>, packed: Operands) {
             Some(a) => (0..p.m).step_by(MR).map(|i| (i, MR.min(p.m - i), a.panels(p.k, pc, i), 1, MR as isize)).collect(),
             None => vec![(0, p.m, p.a.wrapping_offset(pc as isize * p.csa), p.rsa, p.csa)],
         };
-        let mut filled = vec![];
-        let b_parts: Vec<_> = match (packed.b, packed.b_rows) {
-            (Some(b), _) => (0..p.n).step_by(NR).map(|j| (j, NR.min(p.n - j), b.panels(p.k, pc, j), NR as isize, 1)).collect(),
-            (None, Some(rows)) => {
-                filled = vec![0f32; kc * p.n];
-                for (q, row) in filled.chunks_exact_mut(p.n.max(1)).enumerate().take(kc) {
-                    rows.fill(pc + q, 0, row);
-                }
-                vec![(0, p.n, filled.as_ptr(), p.n as isize, 1)]
-            }
-            (None, None) => vec![(0, p.n, p.b.wrapping_offset(pc as isize * p.rsb), p.rsb, p.csb)],
+        let b_parts: Vec<_> = match packed.b {
+            Some(b) => (0..p.n).step_by(NR).map(|j| (j, NR.min(p.n - j), b.panels(p.k, pc, j), NR as isize, 1)).collect(),
+            None => vec![(0, p.n, p.b.wrapping_offset(pc as isize * p.rsb), p.rsb, p.csb)],
         };
         for &(i, m, a, rsa, csa) in &a_parts {
             for &(j, n, b, rsb, csb) in &b_parts {

@@ -1,49 +1,304 @@
-//! Implicit im2col: the windows of one group's input planes as the GEMM's right operand
+//! The [`Algorithm::Columns`](aotc_abi::conv::Algorithm) product: an implicit im2col.
+//! The windows of one group's input planes form the GEMM's right operand
 //! `[C/G * KH * KW, OH * OW]`, whose row `(c, i, j)` holds, for every output position, the
-//! input at kernel tap `(i, j)` of channel `c` (0 in the padding). The GEMM asks for the
-//! pieces of rows it packs ([`segment`]), so the matrix, KH * KW times the input's size,
-//! never exists in memory.
+//! input at kernel tap `(i, j)` of channel `c` (0 in the padding). That matrix, KH * KW
+//! times the input's size, never exists: pieces of it are written straight into the
+//! GEMM's packed layout (`aotc_abi::gemm`: panels of NR columns, depth by depth) and the
+//! GEMM reads them as a packed B ([`panels`]).
+//!
+//! Two ways to cut the work, as the GEMM itself cuts C (the longer side):
+//! - more positions than output channels (the early, large planes): blocks of about
+//!   [`BLOCK_COLUMNS`] positions, claimed one by one by the threads; each thread writes a
+//!   block's windows one depth block at a time into its own buffer (which stays in L2) and
+//!   runs the GEMM of that block and depth on its own. Both threads stay busy, and the
+//!   windows are written once.
+//! - otherwise (small planes, many channels): the whole operand is written once, its depth
+//!   blocks spread over the threads, then one GEMM cuts the output channels over them.
+//!   Cutting the positions would make each thread read the whole weight.
 
-use super::valid_outputs;
+use super::{TapColumns, Weight};
+use crate::gemm::{gemm_packed, Operands, Packed, Problem};
+use crate::pool;
 use aotc_abi::conv::Conv2d;
+use aotc_abi::gemm::{Activation, KC, MR, NR};
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-/// Writes elements `start..start + out.len()` of row `r = (c * KH + i) * KW + j` of the
-/// matrix, from `planes` (`C/G` planes of H x W).
-pub fn segment(g: &Conv2d, planes: &[f32], r: usize, start: usize, out: &mut [f32]) {
-    let [kh, kw] = g.kernel;
-    let (c, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
-    let (height, width) = (g.height, g.width);
-    let plane = &planes[c * height * width..][..height * width];
-    let [out_h, out_w] = g.out_size;
-    let (offset_h, offset_w) = (i * g.dilation[0], j * g.dilation[1]);
-    let rows = valid_outputs(offset_h, g.padding[0], g.stride[0], height, out_h);
-    let cols = valid_outputs(offset_w, g.padding[1], g.stride[1], width, out_w);
-    // The input column of output column `ow` is `ow * stride + offset_w - padding`.
-    let (stride, shift) = (g.stride[1], offset_w as isize - g.padding[1] as isize);
-    let (mut position, mut out) = (start, out);
-    while !out.is_empty() {
-        // The part of output row `oh` from column `ow0` on that this piece holds.
-        let (oh, ow0) = (position / out_w, position % out_w);
-        let (part, rest) = out.split_at_mut((out_w - ow0).min(out.len()));
-        let (ow_end, valid) = (ow0 + part.len(), cols.start.max(ow0)..cols.end.min(ow0 + part.len()));
-        if !rows.contains(&oh) || valid.is_empty() {
-            part.fill(0.0);
-        } else {
-            let src = &plane[(oh * g.stride[0] + offset_h - g.padding[0]) * width..][..width];
-            part[..valid.start - ow0].fill(0.0);
-            part[valid.end - ow0..].fill(0.0);
-            let first = (valid.start as isize * stride as isize + shift) as usize;
-            let dst = &mut part[valid.start - ow0..valid.end - ow0];
-            if stride == 1 {
-                dst.copy_from_slice(&src[first..first + dst.len()]);
-            } else {
-                for (o, &s) in dst.iter_mut().zip(src[first..].iter().step_by(stride)) {
-                    *o = s;
+/// Positions per block of the first way: a KC x 256 block of windows is 256 KiB, half of
+/// an L2, next to the weight's depth block.
+const BLOCK_COLUMNS: usize = 256;
+
+/// Above this many floats, the windows are not written whole (the second way) but block
+/// by block: 8 MiB.
+const WHOLE_MAX: usize = 2 << 20;
+
+/// One group's `out[O/G, positions] = weight @ windows (+ out if accumulate)`, clamped at
+/// 0 with the geometry's ReLU, on up to `threads` threads.
+pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], accumulate: bool, threads: usize) {
+    let (m, k, n) = (g.group_out_channels(), g.depth(), g.positions());
+    let threads = if m * k * n < 2 * crate::gemm::MIN_WORK_PER_THREAD { 1 } else { threads };
+    let padded = n.next_multiple_of(NR);
+    let taps = TapColumns::of(g);
+    let beta = if accumulate { 1.0 } else { 0.0 };
+    // Every depth of C's columns: A's depths from `pc` on, B read from its panels.
+    let whole = Problem {
+        m, k, n, alpha: 1.0,
+        a: std::ptr::null(), rsa: k as isize, csa: 1,
+        b: std::ptr::null(), rsb: 0, csb: 0,
+        beta, c: out.as_mut_ptr(), rsc: n as isize, csc: 1,
+    };
+    if m >= n && k * padded <= WHOLE_MAX {
+        let mut windows = vec![0f32; k * padded];
+        let blocks: Vec<Mutex<&mut [f32]>> = windows.chunks_mut(KC * padded).map(Mutex::new).collect();
+        pool::parallel_for(threads, blocks.len(), &|i| {
+            let mut block = blocks[i].lock().unwrap_or_else(|e| e.into_inner());
+            panels(g, &taps, planes, 0..n, i * KC, &mut block);
+        });
+        drop(blocks);
+        let (a, packed_a) = lhs(&weight, m, 0);
+        let operands = Operands { a: packed_a, b: Packed::new(windows.as_ptr(), n, NR), activation: g.activation, ..Operands::default() };
+        // SAFETY: A is `weight` as `lhs` says, B the k x n windows packed just above (their
+        // padded length), C = `out`, m x n row-major, a unique borrow.
+        return unsafe { gemm_packed(Problem { a, ..whole }, operands, threads, &pool::parallel_for) };
+    }
+    // Blocks of whole panels, as many per thread, their sizes within a panel of each
+    // other (784 positions as 4 blocks of 12 or 13 panels, not 3 of 13 and one of 10).
+    let all = n.div_ceil(NR);
+    let count = all.div_ceil(BLOCK_COLUMNS / NR).next_multiple_of(threads).min(all);
+    let width = all.div_ceil(count) * NR;
+    let next = AtomicUsize::new(0);
+    pool::parallel_for(threads, threads.min(count), &|_| {
+        // (Borrowed whole: a closure capturing only its pointer fields would not be Sync.)
+        let whole = &whole;
+        let mut windows = Vec::new();
+        loop {
+            let block = next.fetch_add(1, Ordering::Relaxed);
+            if block >= count {
+                return;
+            }
+            let cols = all * block / count * NR..n.min(all * (block + 1) / count * NR);
+            windows.resize(KC.min(k) * width, 0.0);
+            for pc in (0..k).step_by(KC) {
+                let kc = KC.min(k - pc);
+                panels(g, &taps, planes, cols.clone(), pc, &mut windows);
+                let (a, packed_a) = lhs(&weight, m, pc);
+                // The first depth block applies beta, the last the activation.
+                let beta = if pc == 0 { beta } else { 1.0 };
+                let activation = if pc + kc == k { g.activation } else { Activation::None };
+                let operands = Operands { a: packed_a, b: Packed::new(windows.as_ptr(), cols.len(), NR), activation, ..Operands::default() };
+                let c = whole.c.wrapping_add(cols.start);
+                let p = Problem { k: kc, n: cols.len(), a, beta, c, ..*whole };
+                // SAFETY: A holds depths pc..pc + kc of the weight as `lhs` says; B those
+                // depths of the block's windows, packed just above; C columns `cols` of
+                // `out`, which no other block writes.
+                unsafe { gemm_packed(p, operands, 1, &pool::parallel_for) }
+            }
+        }
+    });
+}
+
+/// The weight from depth `pc` on (a whole depth block of the packed one) as the GEMM's A:
+/// its pointer, and the packed operand when it is packed.
+fn lhs(weight: &Weight, m: usize, pc: usize) -> (*const f32, Option<Packed>) {
+    match *weight {
+        Weight::Rows(rows) => (rows[pc..].as_ptr(), None),
+        Weight::Packed(packed) => {
+            // Depth block pc starts at pc * padded (aotc_abi::gemm::panel_offset); on its
+            // own it is a packed operand of its depth.
+            let block = packed[pc * m.next_multiple_of(MR)..].as_ptr();
+            (block, Packed::new(block, m, MR))
+        }
+    }
+}
+
+/// The output positions of one panel that lie on one output row: panel columns
+/// `lo..lo + len` are positions `(oh, ow..ow + len)`.
+#[derive(Clone, Copy)]
+struct Run {
+    lo: usize,
+    len: usize,
+    oh: usize,
+    ow: usize,
+}
+
+/// Writes depths `pc..pc + kc` (kc = min(KC, depth - pc)) of positions `cols` of the
+/// windows into `out` as that depth block of a packed B of `cols.len()` columns: the panel
+/// from column `q` at `q * kc`, depth by depth, NR floats each (zeros past the end).
+fn panels(g: &Conv2d, taps: &[TapColumns], planes: &[f32], cols: Range<usize>, pc: usize, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { panels_avx2(g, taps, planes, cols, pc, out) };
+    }
+    // SAFETY: plain Rust.
+    unsafe { fill::<[f32; NR]>(g, taps, planes, cols, pc, out) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn panels_avx2(g: &Conv2d, taps: &[TapColumns], planes: &[f32], cols: Range<usize>, pc: usize, out: &mut [f32]) {
+    // SAFETY: AVX2 is enabled here.
+    unsafe { fill::<avx2::Lanes>(g, taps, planes, cols, pc, out) }
+}
+
+/// A panel's row being put together: NR lanes, 0 at first.
+trait Row: Copy {
+    /// # Safety
+    /// The CPU runs the implementation's instructions (the same for the other methods).
+    unsafe fn zero() -> Self;
+    /// Lane t becomes `planes[base + t * stride]` for t in `lanes`; every such index lies
+    /// in `planes`.
+    unsafe fn gather(&mut self, planes: &[f32], base: isize, lanes: Range<usize>, stride: usize);
+    /// Writes the NR lanes to `dst[..NR]`.
+    unsafe fn store(self, dst: &mut [f32]);
+}
+
+impl Row for [f32; NR] {
+    unsafe fn zero() -> Self {
+        [0.0; NR]
+    }
+
+    #[inline(always)]
+    unsafe fn gather(&mut self, planes: &[f32], base: isize, lanes: Range<usize>, stride: usize) {
+        for t in lanes {
+            self[t] = planes[(base + (t * stride) as isize) as usize];
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn store(self, dst: &mut [f32]) {
+        dst[..NR].copy_from_slice(&self);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Range, Row, NR};
+    use std::arch::x86_64::*;
+
+    /// The lanes in two registers. Loading the whole span of a run and blending it in
+    /// keeps the row out of memory (scalar stores read back as a vector stall).
+    #[derive(Clone, Copy)]
+    pub struct Lanes([__m256; 2]);
+
+    // SAFETY (every block): the caller's contract, AVX2; the loads stay inside `planes`
+    // as checked.
+    impl Row for Lanes {
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            unsafe { Lanes([_mm256_setzero_ps(); 2]) }
+        }
+
+        #[inline(always)]
+        unsafe fn gather(&mut self, planes: &[f32], base: isize, lanes: Range<usize>, stride: usize) {
+            let start = usize::try_from(base).ok();
+            let x = match start {
+                Some(b) if stride == 1 && b + NR <= planes.len() => unsafe {
+                    let p = planes[b..].as_ptr();
+                    [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))]
+                },
+                Some(b) if stride == 2 && b + 2 * NR <= planes.len() => unsafe {
+                    let p = planes[b..].as_ptr();
+                    // Even elements of 2 x 8: shuffle within 128-bit halves, then order
+                    // the 64-bit pairs.
+                    let evens = |a: __m256, b: __m256| {
+                        _mm256_castpd_ps(_mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(_mm256_shuffle_ps::<0x88>(a, b))))
+                    };
+                    [evens(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))), evens(_mm256_loadu_ps(p.add(16)), _mm256_loadu_ps(p.add(24)))]
+                },
+                _ => {
+                    // Near the ends of `planes`, or another stride: lane by lane.
+                    let mut v = [0f32; NR];
+                    unsafe {
+                        self.store(&mut v);
+                        v.gather(planes, base, lanes, stride);
+                        *self = Lanes([_mm256_loadu_ps(v.as_ptr()), _mm256_loadu_ps(v.as_ptr().add(8))]);
+                    }
+                    return;
+                }
+            };
+            if lanes == (0..NR) {
+                self.0 = x;
+                return;
+            }
+            unsafe {
+                let (lo, hi) = (_mm256_set1_epi32(lanes.start as i32 - 1), _mm256_set1_epi32(lanes.end as i32));
+                for (h, (v, x)) in self.0.iter_mut().zip(x).enumerate() {
+                    let t = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * h as i32));
+                    let inside = _mm256_and_si256(_mm256_cmpgt_epi32(t, lo), _mm256_cmpgt_epi32(hi, t));
+                    *v = _mm256_blendv_ps(*v, x, _mm256_castsi256_ps(inside));
                 }
             }
         }
-        debug_assert!(ow_end <= out_w);
-        position += part.len();
-        out = rest;
+
+        #[inline(always)]
+        unsafe fn store(self, dst: &mut [f32]) {
+            let dst = &mut dst[..NR];
+            unsafe {
+                _mm256_storeu_ps(dst.as_mut_ptr(), self.0[0]);
+                _mm256_storeu_ps(dst.as_mut_ptr().add(8), self.0[1]);
+            }
+        }
+    }
+}
+
+/// [`panels`] with rows of type `R`.
+///
+/// # Safety
+/// The CPU runs `R`'s instructions.
+#[inline(always)]
+unsafe fn fill<R: Row>(g: &Conv2d, taps: &[TapColumns], planes: &[f32], cols: Range<usize>, pc: usize, out: &mut [f32]) {
+    let [kh, kw] = g.kernel;
+    let (plane, kc) = (g.height * g.width, KC.min(g.depth() - pc));
+    let out_w = g.out_size[1];
+    let stride = g.stride[1];
+    // Per run of the panel: the offset of each kernel row's input row (None outside the
+    // plane), and for each kernel column the panel columns it reaches (lo..hi) and the
+    // input column of panel column 0 (as if the run went on to the left).
+    let (mut runs, mut rows, mut columns) = (Vec::new(), Vec::new(), Vec::new());
+    for (q0, panel) in cols.clone().step_by(NR).zip(out.chunks_exact_mut(kc * NR)) {
+        runs.clear();
+        let end = cols.end.min(q0 + NR);
+        let mut q = q0;
+        while q < end {
+            let (oh, ow) = (q / out_w, q % out_w);
+            let len = (out_w - ow).min(end - q);
+            runs.push(Run { lo: q - q0, len, oh, ow });
+            q += len;
+        }
+        rows.clear();
+        columns.clear();
+        for run in &runs {
+            rows.extend((0..kh).map(|i| {
+                let ih = (run.oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height);
+                ih.map(|ih| (ih * g.width) as isize)
+            }));
+            columns.extend(taps.iter().map(|tap| {
+                let (first, last) = (run.ow.max(tap.outputs.start), (run.ow + run.len).min(tap.outputs.end));
+                let shift = (run.ow as isize - run.lo as isize - tap.outputs.start as isize) * stride as isize;
+                if first < last { (run.lo + first - run.ow..run.lo + last - run.ow, tap.first as isize + shift) } else { (0..0, 0) }
+            }));
+        }
+        // Depth pc is (c, i, j) = (pc / (kh kw), pc / kw % kh, pc % kw); the rows follow.
+        let (mut c, mut i, mut j) = (pc / (kh * kw), pc / kw % kh, pc % kw);
+        for dst in panel.chunks_exact_mut(NR) {
+            // SAFETY (the three calls): the caller's contract.
+            let mut v = unsafe { R::zero() };
+            for r in 0..runs.len() {
+                let (lanes, column) = columns[r * kw + j].clone();
+                if let Some(row) = rows[r * kh + i].filter(|_| !lanes.is_empty()) {
+                    unsafe { v.gather(planes, (c * plane) as isize + row + column, lanes, stride) };
+                }
+            }
+            unsafe { v.store(dst) };
+            j += 1;
+            if j == kw {
+                (i, j) = (i + 1, 0);
+                if i == kh {
+                    (c, i) = (c + 1, 0);
+                }
+            }
+        }
     }
 }

@@ -143,6 +143,36 @@ fn every_algorithm_matches_the_naive_convolution() {
 }
 
 #[test]
+fn both_ways_of_cutting_the_windows_match_the_naive_convolution() {
+    let user = PoolUser::acquire(2);
+    let cases = [
+        // More positions than channels: several column blocks (the last partial), two
+        // depth blocks, rows of 9 positions (several runs per panel).
+        geometry(1, 40, [30, 9], 16, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+        // Stride 2, dilation 2, 7 positions per row, blocks of ResNet's stem shape.
+        geometry(1, 3, [45, 39], 24, [7, 7], [2, 2], [3, 3], [2, 1], 1, false),
+        // Stride 3 (the gather's general lanes) and uneven padding.
+        geometry(1, 5, [20, 23], 7, [3, 4], [3, 3], [1, 2], [1, 1], 1, true),
+        // More channels than positions: the whole windows, three depth blocks, a row of
+        // 7 and 49 positions (ResNet's layer4 shape, scaled down).
+        geometry(1, 64, [7, 7], 70, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+        geometry(1, 70, [14, 14], 200, [3, 3], [2, 2], [1, 1], [1, 1], 1, false),
+        // Groups, each its own product, and a 1x1 strided kernel.
+        geometry(2, 32, [12, 12], 64, [3, 3], [1, 1], [1, 1], [1, 1], 2, true),
+        geometry(1, 64, [14, 14], 128, [1, 1], [2, 2], [0, 0], [1, 1], 1, true),
+    ];
+    for g in cases {
+        assert_eq!(g.algorithm(), Algorithm::Columns);
+        for threads in [1, 2] {
+            check(g, threads);
+            check(Conv2d { packed_weight: true, residual: true, activation: Activation::Hardswish, ..g }, threads);
+            check(Conv2d { packed_weight: true, ..g }, threads);
+        }
+    }
+    drop(user);
+}
+
+#[test]
 fn an_inconsistent_geometry_writes_nothing() {
     let g = geometry(1, 2, [4, 4], 2, [3, 3], [1, 1], [1, 1], [1, 1], 1, false);
     let mut list = g.to_list();

@@ -228,15 +228,10 @@ unsafe fn a_panels<T: Simd>(p: &Problem<T>, packed: Operands, buf: *mut T, ic: u
     }
 }
 
-/// The `kc` x `nc` block of B at (pc, jc) as panels: the packed B's own, or filled or
-/// copied into `buf`.
+/// The `kc` x `nc` block of B at (pc, jc) as panels: the packed B's own, or copied into
+/// `buf`.
 #[inline(always)]
 unsafe fn b_panels<T: Simd>(p: &Problem<T>, packed: Operands, buf: *mut T, pc: usize, jc: usize, kc: usize, nc: usize) -> *const T {
-    if let Some(rows) = packed.b_rows {
-        // SAFETY: as below; T is f32 (only gemm_packed passes rows).
-        unsafe { pack_rows(buf.cast(), kc, nc, |q, out| rows.fill(pc + q, jc, out)) };
-        return buf;
-    }
     match packed.b {
         Some(b) => b.panels(p.k, pc, jc).cast(),
         None => {
@@ -293,7 +288,7 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
     let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { p.m.next_multiple_of(MR) * T::KC.min(p.k) });
     let mut b_buf = Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
-    let direct = !packed.b_given() && p.m <= MR && p.csb == 1;
+    let direct = packed.b.is_none() && p.m <= MR && p.csb == 1;
     // SAFETY (every block below): as in `tall`.
     for pc in (0..p.k).step_by(T::KC) {
         let kc = T::KC.min(p.k - pc);
@@ -429,32 +424,6 @@ unsafe fn pack_b<T: Simd>(dst: *mut T, kc: usize, cols: usize, b: *const T, rsb:
         }
     }
 }
-
-/// Packs `kc` x `cols` of B into panels as [`pack_b`] does, each row (at most [`ROW_MAX`]
-/// elements) written by `fill(p, row)` first.
-#[inline(always)]
-unsafe fn pack_rows(dst: *mut f32, kc: usize, cols: usize, fill: impl Fn(usize, &mut [f32])) {
-    const NR: usize = 16;
-    let mut row = [0f32; ROW_MAX];
-    let row = &mut row[..cols];
-    for p in 0..kc {
-        fill(p, row);
-        for (j0, chunk) in (0..cols).step_by(NR).zip(row.chunks(NR)) {
-            // SAFETY: dst holds NR * kc elements per panel of the cols columns.
-            unsafe {
-                let d = dst.add(j0 * kc + p * NR);
-                std::ptr::copy_nonoverlapping(chunk.as_ptr(), d, chunk.len());
-                for j in chunk.len()..NR {
-                    *d.add(j) = 0.0;
-                }
-            }
-        }
-    }
-}
-
-/// The widest block of B a row fill is asked for: NC for f32.
-const ROW_MAX: usize = 4096;
-const _: () = assert!(<f32 as Simd>::NC <= ROW_MAX && <f32 as Simd>::NS <= ROW_MAX && 2 * <f32 as Simd>::LANES == 16);
 
 /// One depth of the register tile: `acc[r] += a[r] * b[..2 * LANES]`.
 #[inline(always)]
