@@ -6,13 +6,13 @@
 //!   kernel adds the bias and applies the activation as it writes each register tile
 //!   (`aotc_abi::gemm::Activation`), so the three become one kernel and the result is
 //!   written once instead of three times.
-//! - A hardswish after a support-library convolution (five graph nodes: add, two clamps,
-//!   mul, div, one pointwise kernel once lowered) becomes the convolution's activation.
-//!   (A batch norm, residual add or ReLU after a convolution folds into it as it is
-//!   lowered: `lower/aten/conv/epilogue.rs`.)
+//! - A hardswish (five graph nodes: add, two clamps, mul, div; one pointwise kernel once
+//!   lowered), a GELU (the support library's kernel) or a ReLU after a support-library
+//!   convolution or such a GEMM becomes its activation. (A batch norm, residual add or ReLU after a convolution folds
+//!   into it as it is lowered: `lower/aten/conv/epilogue.rs`.)
 
 use crate::ir::expr::{ExprKind, E};
-use crate::ir::{BufId, BufKind, ExternArg, Kernel, Matmul, Prim, Program};
+use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, Matmul, Prim, Program};
 use crate::lower::tensor::contiguous_strides;
 use aotc_abi::conv::{self, ACTIVATION, ARG_GEOMETRY};
 use crate::lower::Lowered;
@@ -22,99 +22,109 @@ use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 use std::collections::HashSet;
 
-/// Fuses into every packed-B float32 matmul the bias copy just before it and the GELU just
-/// after it, and into every support-library convolution the hardswish just after it,
-/// where the program allows.
+/// Fuses into every packed-B float32 matmul the bias copy just before it, and into it and
+/// every support-library convolution the activation just after it, where the program
+/// allows.
 pub fn fuse_epilogues(lowered: &mut Lowered) {
     // Buffers the caller sees keep their values: a result that is one is not replaced by
     // its activation.
     let mut keep: HashSet<_> = lowered.outputs.iter().map(|(_, b)| *b).collect();
     keep.extend(lowered.buffer_mutations.iter().map(|(b, _)| *b));
     keep.extend(lowered.input_mutations.iter().map(|(b, _)| *b));
-    fuse_gemm_epilogues(&mut lowered.program, &keep);
-    fuse_conv_hardswish(&mut lowered.program, &keep);
-}
-
-fn fuse_gemm_epilogues(prog: &mut Program, keep: &HashSet<BufId>) {
+    let prog = &mut lowered.program;
     let mut i = 0;
     while i < prog.kernels.len() {
-        let Kernel::Matmul(m) = &prog.kernels[i] else {
-            i += 1;
-            continue;
-        };
-        if !m.packed_b || m.dtype != DType::F32 {
-            i += 1;
-            continue;
-        }
-        if let Some(bias) = i.checked_sub(1).and_then(|p| column_bias(prog, &prog.kernels[p], m)) {
-            let nodes = prog.remove_kernel(i - 1);
-            i -= 1;
-            let Kernel::Matmul(m) = &mut prog.kernels[i] else { unreachable!() };
-            m.bias = Some(bias);
-            m.accumulate = false;
-            merge_nodes(prog, i, nodes);
-        }
-        let Kernel::Matmul(m) = &prog.kernels[i] else { unreachable!() };
-        if let Some(out) = prog.kernels.get(i + 1).and_then(|next| gelu_of(prog, next, m)) {
-            if !keep.contains(&m.out) && !read_elsewhere(prog, m.out, [i, i + 1]) {
-                let nodes = prog.remove_kernel(i + 1);
-                let Kernel::Matmul(m) = &mut prog.kernels[i] else { unreachable!() };
-                m.out = out;
-                m.activation = Activation::Gelu;
-                merge_nodes(prog, i, nodes);
+        match &prog.kernels[i] {
+            Kernel::Matmul(m) if m.packed_b && m.dtype == DType::F32 => {
+                if let Some(bias) = i.checked_sub(1).and_then(|p| column_bias(prog, &prog.kernels[p], m)) {
+                    let nodes = prog.remove_kernel(i - 1);
+                    i -= 1;
+                    let Kernel::Matmul(m) = &mut prog.kernels[i] else { unreachable!() };
+                    m.bias = Some(bias);
+                    m.accumulate = false;
+                    merge_nodes(prog, i, nodes);
+                }
+                if let Some((out, activation)) = next_activation(prog, i, &keep) {
+                    let Kernel::Matmul(m) = &mut prog.kernels[i] else { unreachable!() };
+                    m.out = out;
+                    m.activation = activation;
+                }
             }
+            Kernel::Extern(call) if call.name == conv::SYMBOL && conv_activation(call) == Some(Activation::None) => {
+                if let Some((out, activation)) = next_activation(prog, i, &keep) {
+                    let Kernel::Extern(call) = &mut prog.kernels[i] else { unreachable!() };
+                    call.out = out;
+                    if let ExternArg::Sizes(geometry) = &mut call.args[ARG_GEOMETRY] {
+                        geometry[ACTIVATION] = SymExpr::Int(activation.code());
+                    }
+                }
+            }
+            _ => {}
         }
         i += 1;
     }
 }
 
-/// Moves the hardswish kernel right after each convolution into the convolution's output
-/// pass: the convolution writes the hardswish's buffer, and its own result, read by
-/// nothing else, is never stored.
-fn fuse_conv_hardswish(prog: &mut Program, keep: &HashSet<BufId>) {
-    let mut i = 0;
-    while i + 1 < prog.kernels.len() {
-        let (Kernel::Extern(call), Kernel::Pointwise { out, ranges, body }) = (&prog.kernels[i], &prog.kernels[i + 1]) else {
-            i += 1;
-            continue;
-        };
-        let Some(ExternArg::Sizes(geometry)) = call.args.get(ARG_GEOMETRY) else {
-            i += 1;
-            continue;
-        };
-        let no_activation = geometry.get(ACTIVATION).and_then(|a| a.as_int()) == Some(Activation::None.code());
-        let result = &prog.buffers[call.out];
-        let fusable = call.name == conv::SYMBOL
-            && no_activation
-            && hardswish_of(body) == Some(call.out)
-            && contiguous_loads_only(body, ranges)
-            && *ranges == result.sizes
-            && prog.buffers[*out].dtype == DType::F32
-            && !call.args.iter().any(|a| matches!(a, ExternArg::Buf(b) | ExternArg::Workspace(b) if b == out))
-            && !keep.contains(&call.out)
-            && !read_elsewhere(prog, call.out, [i, i + 1]);
-        if fusable {
-            let out = *out;
-            let nodes = prog.remove_kernel(i + 1);
-            let Kernel::Extern(call) = &mut prog.kernels[i] else { unreachable!() };
-            call.out = out;
-            if let ExternArg::Sizes(geometry) = &mut call.args[ARG_GEOMETRY] {
-                geometry[ACTIVATION] = SymExpr::Int(Activation::Hardswish.code());
-            }
-            merge_nodes(prog, i, nodes);
-        }
-        i += 1;
-    }
+/// The activation code in a convolution call's geometry.
+fn conv_activation(call: &ExternCall) -> Option<Activation> {
+    let Some(ExternArg::Sizes(geometry)) = call.args.get(ARG_GEOMETRY) else { return None };
+    Activation::from_code(geometry.get(ACTIVATION)?.as_int()?)
 }
 
-/// `x` when `body` is the hardswish of buffer `x`'s element, as the graph decomposes it:
-/// `x * min(max(x + 3, 0), 6) / 6` (the product's factors either way round).
-fn hardswish_of(body: &E) -> Option<BufId> {
+/// When kernel `i + 1` applies an activation to all of kernel `i`'s float32 result and
+/// nothing else reads that result: removes it (its graph nodes go to kernel `i`) and gives
+/// the buffer it wrote, which kernel `i` is then to write, and the activation.
+fn next_activation(prog: &mut Program, i: usize, keep: &HashSet<BufId>) -> Option<(BufId, Activation)> {
+    let src = prog.kernels[i].out();
+    let result = &prog.buffers[src];
+    let (out, activation) = match prog.kernels.get(i + 1)? {
+        Kernel::Pointwise { out, ranges, body } => {
+            let (x, activation) = activation_of(body)?;
+            // Same elements in the same order (a view may have added unit dimensions).
+            (x == src && contiguous_loads_only(body, ranges) && numel(ranges) == numel(&result.sizes)).then_some((*out, activation))?
+        }
+        Kernel::Extern(call) => {
+            let [ExternArg::Buf(x), ExternArg::Size(n)] = call.args.as_slice() else { return None };
+            (call.name == GELU && *x == src && *n == numel(&result.sizes)).then_some((call.out, Activation::Gelu))?
+        }
+        _ => return None,
+    };
+    let reads_out = prog.kernels[i].inputs().0[1..].contains(&out);
+    let fusable = result.dtype == DType::F32
+        && prog.buffers[out].dtype == DType::F32
+        && numel(&prog.buffers[out].sizes) == numel(&result.sizes)
+        && out != src
+        && !reads_out
+        && !keep.contains(&src)
+        && !read_elsewhere(prog, src, [i, i + 1]);
+    if !fusable {
+        return None;
+    }
+    let nodes = prog.remove_kernel(i + 1);
+    merge_nodes(prog, i, nodes);
+    Some((out, activation))
+}
+
+/// `(x, activation)` when `body` is an activation of buffer `x`'s element, as the graph
+/// decomposes it: ReLU `max(x, 0)`, hardswish `x * min(max(x + 3, 0), 6) / 6` (the
+/// commutative operations' operands either way round).
+fn activation_of(body: &E) -> Option<(BufId, Activation)> {
     let constant = |e: &E, v: f64| matches!(&e.kind, ExprKind::Const(s) if s.as_f64() == v);
     let binary = |e: &E, op: Prim| match &e.kind {
         ExprKind::Binary(p, a, b) if *p == op => Some((a.clone(), b.clone())),
         _ => None,
     };
+    let load = |e: &E| match &e.kind {
+        ExprKind::Load { buf, .. } => Some(*buf),
+        _ => None,
+    };
+    if body.dtype != DType::F32 {
+        return None;
+    }
+    if let Some((a, b)) = binary(body, Prim::Max) {
+        let x = if constant(&b, 0.0) { a } else if constant(&a, 0.0) { b } else { return None };
+        return Some((load(&x)?, Activation::Relu));
+    }
     let (product, six) = binary(body, Prim::Div)?;
     let (a, b) = binary(&product, Prim::Mul)?;
     let gate_of = |gate: &E| -> Option<E> {
@@ -128,8 +138,7 @@ fn hardswish_of(body: &E) -> Option<BufId> {
         (None, Some(g)) => (b, g),
         (None, None) => return None,
     };
-    let ExprKind::Load { buf, .. } = &x.kind else { return None };
-    (constant(&six, 6.0) && x == gated && body.dtype == DType::F32).then_some(*buf)
+    (constant(&six, 6.0) && x == gated).then_some((load(&x)?, Activation::Hardswish))
 }
 
 /// Whether every load in `body` reads its buffer's element at the loop position, the
@@ -160,15 +169,6 @@ fn column_bias(prog: &Program, k: &Kernel, m: &Matmul) -> Option<BufId> {
     let along_columns = index.offset.as_int() == Some(0) && matches!(index.terms.as_slice(), [(v, c)] if *v == last && c.as_int() == Some(1));
     let whole = ranges[last] == m.n && numel(ranges) == numel(&[m.batch.clone(), m.m.clone(), m.n.clone()]);
     (*out == m.out && m.accumulate && body.dtype == DType::F32 && along_columns && whole && m.a.buf != m.out).then_some(*buf)
-}
-
-/// The buffer `k` writes when it is the GELU of all of `m`'s result.
-fn gelu_of(prog: &Program, k: &Kernel, m: &Matmul) -> Option<BufId> {
-    let Kernel::Extern(call) = k else { return None };
-    let [ExternArg::Buf(src), ExternArg::Size(n)] = call.args.as_slice() else { return None };
-    let out = &prog.buffers[call.out];
-    let all = *n == numel(&[m.batch.clone(), m.m.clone(), m.n.clone()]) && numel(&out.sizes) == *n;
-    (call.name == GELU && *src == m.out && call.out != m.out && out.dtype == DType::F32 && all).then_some(call.out)
 }
 
 /// Element count of `sizes`, compared as integers where they are known.

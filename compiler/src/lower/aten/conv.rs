@@ -25,6 +25,7 @@ use crate::lower::tensor::{vars, TensorValue};
 use crate::lower::Lowerer;
 use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
+use aotc_abi::DType;
 
 type R = Result<Vec<TensorValue>, String>;
 
@@ -67,6 +68,9 @@ fn convolution(lw: &mut Lowerer, a: &Args) -> R {
     }
     let p = Params::parse(lw, a, x.rank() - 2)?;
     let w = windows(lw, &x, &weight, &p)?;
+    if let Some(y) = as_linear(lw, &x, &weight, bias.as_ref(), &p, &w, &name)? {
+        return Ok(vec![y]);
+    }
     if let Some(y) = native::lower(lw, &x, &weight, bias.as_ref(), &p, &w, &name)? {
         return Ok(vec![y]);
     }
@@ -76,6 +80,28 @@ fn convolution(lw: &mut Lowerer, a: &Args) -> R {
     let idx = vars(y.rank());
     let body = binary(Prim::Add, y.load(&idx), bias.load(&idx[1..2]));
     Ok(vec![TensorValue::lazy(y.dtype, y.sizes.clone(), body)])
+}
+
+/// A convolution with one input and one output position (a squeeze-and-excitation
+/// block's, after a global pooling) is a Linear layer over the channels: `x[N, C] @
+/// weight[O, C]^T + bias`, one GEMM for the batch that reads the weight (packed as a
+/// right operand) once, instead of a product per image with one column. None for any
+/// other convolution.
+fn as_linear(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bias: Option<&TensorValue>, p: &Params, w: &Windows, name: &str) -> Result<Option<TensorValue>, String> {
+    let one = |v: &[SymExpr]| v.iter().all(|s| s.as_int() == Some(1));
+    let float = matches!(x.dtype, DType::F32 | DType::F64);
+    if p.transposed || p.groups != 1 || !float || !one(&w.input) || !one(&w.output) || !one(&w.kernel) || p.padding.iter().any(|&v| v != 0) {
+        return Ok(None);
+    }
+    let (batch, channels, out_channels) = (x.sizes[0].clone(), x.sizes[1].clone(), weight.sizes[0].clone());
+    let rows = lw.reshape(x, &[batch.clone(), channels.clone()], &format!("{name}.input"));
+    let columns = lw.reshape(weight, &[out_channels.clone(), channels], &format!("{name}.weight")).permute(&[1, 0])?;
+    if let Some(b) = bias {
+        lw.require(b.sizes[0].clone(), GuardOp::Eq, out_channels.clone(), "bias has one element per output channel")?;
+    }
+    let y = linalg::emit(lw, name, &rows, &columns, bias.map(|b| (b, 1.0)), 1.0)?;
+    let sizes: Vec<SymExpr> = [batch, out_channels].into_iter().chain(w.output.iter().cloned()).collect();
+    Ok(Some(lw.reshape(&y, &sizes, name)))
 }
 
 /// Input and weight (and the other tensors of a gradient): one dtype, and ranks that
