@@ -58,11 +58,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
         return clamp(&g, out);
     }
     if g.algorithm() == Algorithm::Depthwise {
-        depthwise::run(&g, x, weight, bias, scratch, out);
-        if let Some(residual) = residual {
-            out.iter_mut().zip(residual).for_each(|(o, r)| *o += r);
-        }
-        return clamp(&g, out);
+        return depthwise::run(&g, x, weight, bias, residual, scratch, out);
     }
     start_sums(&g, bias, residual, out);
     let accumulate = bias.is_some() || residual.is_some();
