@@ -55,7 +55,11 @@ impl Kernel {
         let [out_h, out_w] = g.out_size;
         let last_tap = (0..size).map(|j| column(stride, k.half, j)).max()?;
         let reach = ((out_h.checked_sub(1)? * stride + size - 1) * row).checked_add(last_tap + out_w.div_ceil(8) * 8)?;
-        (reach <= k.len && k.len <= scratch).then_some(k)
+        // Loading a plane writes whole vectors from each row's first input column on
+        // (`load_rows`, `load_split`): up to `written` in the last input row.
+        let last_row = (g.height.checked_sub(1)? + g.padding[0]) * row;
+        let written = if stride == 1 { g.padding[1] + g.width.div_ceil(8) * 8 } else { k.half + g.padding[1] / 2 + g.width.div_ceil(16) * 8 };
+        (reach <= k.len && last_row + written <= k.len && k.len <= scratch).then_some(k)
     }
 
     /// Floats of one padded plane (a slot of scratch).
@@ -108,7 +112,16 @@ fn column(stride: usize, half: usize, j: usize) -> usize {
     }
 }
 
-/// Stride 1: each input row into its padded row (rows too short for `memcpy` to pay).
+/// The first `lanes` (at most 8) lanes.
+fn mask(lanes: usize) -> __m256i {
+    // SAFETY: `MASK` holds 16 floats.
+    unsafe { _mm256_loadu_si256(MASK[8 - lanes..].as_ptr().cast()) }
+}
+
+/// Stride 1: each input row into its padded row, 8 floats at a time. The last vector of a
+/// row holds zeros past the row, so its lanes past the row zero padding or land on the
+/// next row's columns, which are written after it (masked stores would cost about 10
+/// cycles each on AMD's cores).
 ///
 /// # Safety
 /// The CPU has AVX2.
@@ -116,25 +129,25 @@ fn column(stride: usize, half: usize, j: usize) -> usize {
 unsafe fn load_rows(k: &Kernel, input: &[f32], slot: &mut [f32]) {
     let [ph, pw] = k.padding;
     let width = k.width;
-    // SAFETY: `MASK` holds 16 floats.
-    let mask = unsafe { _mm256_loadu_si256(MASK[8 - width % 8..].as_ptr().cast()) };
+    let (vectors, tail) = (width.div_ceil(8), mask(width - 8 * (width.div_ceil(8) - 1)));
     for (ih, src) in input.chunks_exact(width).enumerate() {
-        let dst = &mut slot[(ih + ph) * k.row + pw..][..width];
-        let (mut from, mut to) = (src.chunks_exact(8), dst.chunks_exact_mut(8));
-        for (from, to) in (&mut from).zip(&mut to) {
-            // SAFETY: both slices hold the 8 floats.
-            unsafe { _mm256_storeu_ps(to.as_mut_ptr(), _mm256_loadu_ps(from.as_ptr())) };
-        }
-        let (from, to) = (from.remainder(), to.into_remainder());
-        if !from.is_empty() {
-            // SAFETY: the mask's lanes are those of the slices (`width % 8` floats).
-            unsafe { store_lanes(to.as_mut_ptr(), _mm256_maskload_ps(from.as_ptr(), mask), to.len()) };
+        let at = (ih + ph) * k.row + pw;
+        for v in 0..vectors {
+            let src = &src[8 * v..];
+            // SAFETY: the load reads `src`'s first 8 floats, or those of `tail` (all
+            // `src` holds) for the last vector; the store writes the slice's 8 floats.
+            unsafe {
+                let x = if v + 1 < vectors { _mm256_loadu_ps(src.as_ptr()) } else { _mm256_maskload_ps(src.as_ptr(), tail) };
+                _mm256_storeu_ps(slot[at + 8 * v..][..8].as_mut_ptr(), x);
+            }
         }
     }
 }
 
 /// Stride 2: each input row into its padded row, even padded columns first (input
-/// column c is padded column c + PW).
+/// column c is padded column c + PW), 16 input floats at a time. As in [`load_rows`], the
+/// last vector of each part holds zeros past the row; those of the part at the start of
+/// the row land on the other part's padding or its first vector, which is stored last.
 ///
 /// # Safety
 /// The CPU has AVX2.
@@ -142,38 +155,42 @@ unsafe fn load_rows(k: &Kernel, input: &[f32], slot: &mut [f32]) {
 unsafe fn load_split(k: &Kernel, input: &[f32], slot: &mut [f32]) {
     let [ph, pw] = k.padding;
     let width = k.width;
-    // Where the even and the odd input columns start in a padded row.
+    // Where the even and the odd input columns start in a padded row, and which of them
+    // is at the start of the row.
     let (even, odd) = if pw.is_multiple_of(2) { (pw / 2, k.half + pw / 2) } else { (k.half + pw / 2, pw.div_ceil(2)) };
+    let ((first, first_odd), second) = if even < odd { ((even, false), odd) } else { ((odd, true), even) };
+    let chunks = width.div_ceil(16);
+    let tail = width - 16 * (chunks - 1);
+    let (tail_a, tail_b) = (mask(tail.min(8)), mask(tail.saturating_sub(8)));
     for (ih, src) in input.chunks_exact(width).enumerate() {
-        let row = &mut slot[(ih + ph) * k.row..][..k.row];
-        let mut pairs = 0;
-        while 2 * pairs + 16 <= width {
-            let src = &src[2 * pairs..][..16];
-            // SAFETY: each pointer is to a slice of the 8 floats loaded or stored.
+        let at = (ih + ph) * k.row;
+        let mut second_first = _mm256_setzero_ps();
+        for (c, src) in src.chunks(16).enumerate() {
+            // SAFETY: the loads read `src`'s first 16 floats, or those of the tail masks
+            // (all `src` holds) for the last chunk; the stores write the slices' 8 floats.
             unsafe {
-                let (a, b) = (_mm256_loadu_ps(src.as_ptr()), _mm256_loadu_ps(src[8..].as_ptr()));
+                let (a, b) = if src.len() == 16 {
+                    (_mm256_loadu_ps(src.as_ptr()), _mm256_loadu_ps(src[8..].as_ptr()))
+                } else if tail > 8 {
+                    (_mm256_maskload_ps(src.as_ptr(), tail_a), _mm256_maskload_ps(src[8..].as_ptr(), tail_b))
+                } else {
+                    (_mm256_maskload_ps(src.as_ptr(), tail_a), _mm256_setzero_ps())
+                };
                 // Per 128-bit half [a0 a2 b0 b2 | a4 a6 b4 b6] (and the odd ones); then
                 // the 64-bit pairs in order.
-                let (even_v, odd_v) = (_mm256_shuffle_ps::<0x88>(a, b), _mm256_shuffle_ps::<0xDD>(a, b));
-                _mm256_storeu_ps(row[even + pairs..][..8].as_mut_ptr(), _mm256_castpd_ps(_mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(even_v))));
-                _mm256_storeu_ps(row[odd + pairs..][..8].as_mut_ptr(), _mm256_castpd_ps(_mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(odd_v))));
+                let in_order = |v: __m256| _mm256_castpd_ps(_mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(v)));
+                let (even_v, odd_v) = (in_order(_mm256_shuffle_ps::<0x88>(a, b)), in_order(_mm256_shuffle_ps::<0xDD>(a, b)));
+                let (first_v, second_v) = if first_odd { (odd_v, even_v) } else { (even_v, odd_v) };
+                _mm256_storeu_ps(slot[at + first + 8 * c..][..8].as_mut_ptr(), first_v);
+                if c == 0 {
+                    second_first = second_v;
+                } else {
+                    _mm256_storeu_ps(slot[at + second + 8 * c..][..8].as_mut_ptr(), second_v);
+                }
             }
-            pairs += 8;
         }
-        if 2 * pairs + 8 <= width {
-            let src = &src[2 * pairs..][..8];
-            // SAFETY: each pointer is to a slice of the 8 or 4 floats loaded or stored.
-            unsafe {
-                let v = _mm256_permutevar8x32_ps(_mm256_loadu_ps(src.as_ptr()), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-                _mm_storeu_ps(row[even + pairs..][..4].as_mut_ptr(), _mm256_castps256_ps128(v));
-                _mm_storeu_ps(row[odd + pairs..][..4].as_mut_ptr(), _mm256_extractf128_ps::<1>(v));
-            }
-            pairs += 4;
-        }
-        for (c, &v) in (2 * pairs..).zip(&src[2 * pairs..]) {
-            let p = c + pw;
-            row[if p.is_multiple_of(2) { p / 2 } else { k.half + p / 2 }] = v;
-        }
+        // SAFETY: the slice holds the 8 floats.
+        unsafe { _mm256_storeu_ps(slot[at + second..][..8].as_mut_ptr(), second_first) };
     }
 }
 
