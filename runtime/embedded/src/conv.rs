@@ -2,7 +2,7 @@
 //! image and group, a GEMM of the weight `[O/G, C/G * KH * KW]` by the input's windows
 //! (an implicit im2col: [`columns`] gathers the pieces the GEMM packs; for a 1x1 kernel
 //! the input planes themselves), the bias written first and accumulated onto; depthwise
-//! convolutions have their own channels-last kernel ([`depthwise`]) in the scratch the
+//! convolutions have their own plane-by-plane kernel ([`depthwise`]) in the scratch the
 //! compiler sized. A weight the compiler packed
 //! (`Conv2d::packed_weight`) is the GEMM's left operand as it is. The GEMM and the
 //! depthwise planes run on the call's thread budget.

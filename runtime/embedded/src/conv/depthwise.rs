@@ -21,11 +21,10 @@ use std::sync::Mutex;
 /// `scratch` holds `g.scratch_len()` floats.
 pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual: Option<&[f32]>, scratch: &mut [f32], out: &mut [f32]) {
     let (plane_in, positions, taps) = (g.height * g.width, g.positions(), g.kernel[0] * g.kernel[1]);
-    let (planes, multiplier) = (g.batch * g.out_channels, g.group_out_channels());
-    // Output plane p: its input plane, its taps, its bias and its residual.
-    let input = |p: usize| (p / g.out_channels * g.channels + p % g.out_channels / multiplier) * plane_in;
-    let taps_of = |p: usize| &weight[p % g.out_channels * taps..][..taps];
-    let bias_of = |p: usize| bias.map_or(0.0, |b| b[p % g.out_channels]);
+    let planes = g.batch * g.out_channels;
+    // Output channel o's taps and bias, and output plane p's residual.
+    let taps_of = |o: usize| &weight[o * taps..][..taps];
+    let bias_of = |o: usize| bias.map_or(0.0, |b| b[o]);
     let residual_of = |p: usize| residual.map(|r| &r[p * positions..][..positions]);
     #[cfg(target_arch = "x86_64")]
     if let Some(kernel) = avx2::Kernel::new(g, scratch.len()) {
@@ -33,25 +32,25 @@ pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual
         // chunks, so that with fewer chunks than channels (the slots at least as many)
         // each has its own; else the lock makes chunks that share one take turns.
         let slots: Vec<Mutex<&mut [f32]>> = scratch.chunks_exact_mut(kernel.len()).map(Mutex::new).collect();
-        return for_items(out, planes, positions, out.len() * taps, &|begin, end, part| {
+        return for_items(out, planes, positions, out.len() * taps, &|begin, _, part| {
             let mut slot = slots[begin * slots.len() / planes].lock().unwrap_or_else(|e| e.into_inner());
             kernel.clear(&mut slot);
             // The input plane in the slot (consecutive output channels share one with a
             // multiplier).
             let mut loaded = None;
-            for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
-                if loaded != Some(input(p)) {
-                    kernel.load(&x[input(p)..][..plane_in], &mut slot);
-                    loaded = Some(input(p));
+            for (p, o, input, out) in chunk_planes(g, begin, part) {
+                if loaded != Some(input) {
+                    kernel.load(&x[input..][..plane_in], &mut slot);
+                    loaded = Some(input);
                 }
-                kernel.plane(&slot, taps_of(p), bias_of(p), residual_of(p), out);
+                kernel.plane(&slot, taps_of(o), bias_of(o), residual_of(p), out);
             }
         });
     }
     let columns = TapColumns::of(g);
-    for_items(out, planes, positions, out.len() * taps, &|begin, end, part| {
-        for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
-            plane(g, &columns, &x[input(p)..][..plane_in], taps_of(p), bias_of(p), out);
+    for_items(out, planes, positions, out.len() * taps, &|begin, _, part| {
+        for (p, o, input, out) in chunk_planes(g, begin, part) {
+            plane(g, &columns, &x[input..][..plane_in], taps_of(o), bias_of(o), out);
             if let Some(residual) = residual_of(p) {
                 out.iter_mut().zip(residual).for_each(|(o, r)| *o += r);
             }
@@ -61,6 +60,23 @@ pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual
             }
         }
     });
+}
+
+/// The output planes of a chunk (`part`, from plane `begin` on): each one's index, its
+/// output channel, where its input plane starts in `x`, and the plane; the channels are
+/// counted along (divisions per plane would cost more than a small plane's taps).
+fn chunk_planes<'a>(g: &Conv2d, begin: usize, part: &'a mut [f32]) -> impl Iterator<Item = (usize, usize, usize, &'a mut [f32])> {
+    let (channels, out_channels, multiplier, plane_in) = (g.channels, g.out_channels, g.group_out_channels(), g.height * g.width);
+    let (mut n, mut o) = (begin / out_channels, begin % out_channels);
+    part.chunks_exact_mut(g.positions()).enumerate().map(move |(i, out)| {
+        let input = (n * channels + if multiplier == 1 { o } else { o / multiplier }) * plane_in;
+        let item = (begin + i, o, input, out);
+        o += 1;
+        if o == out_channels {
+            (n, o) = (n + 1, 0);
+        }
+        item
+    })
 }
 
 /// One output plane, with the AVX2 code where the CPU has it (the loops are the same; the
