@@ -100,9 +100,9 @@ impl Size for crate::sym::SymExpr {
 }
 
 /// Floats of scratch a convolution needs, reused image by image: for
-/// [`Algorithm::Depthwise`] the zero-padded channels-last input, the channels-last sums
-/// and the weight as [taps, O] (O x ((H + 2 PH)(W + 2 PW) + positions + taps)); none for
-/// the GEMMs.
+/// [`Algorithm::Depthwise`] O x ((H + 2 PH)(W + 2 PW) + positions + taps), room for a
+/// zero-padded input plane per output channel and more (the kernel uses one padded plane,
+/// plus a vector of slack, per chunk of planes); none for the GEMMs.
 #[allow(clippy::too_many_arguments)]
 pub fn scratch_len<S: Size>(
     algorithm: Algorithm, out_channels: usize, kernel: [usize; 2], padding: [usize; 2], [height, width]: [S; 2],

@@ -2,7 +2,7 @@
 //! image and group, a GEMM of the weight `[O/G, C/G * KH * KW]` by the input's windows
 //! (an implicit im2col: [`columns`] writes it in the GEMM's packed layout; for a 1x1 kernel
 //! the input planes themselves), the bias written first and accumulated onto; depthwise
-//! convolutions have their own channels-last kernel ([`depthwise`]) in the scratch the
+//! convolutions have their own plane-by-plane kernel ([`depthwise`]) in the scratch the
 //! compiler sized. A weight the compiler packed
 //! (`Conv2d::packed_weight`) is the GEMM's left operand as it is. The GEMM and the
 //! depthwise planes run on the call's thread budget.
@@ -58,11 +58,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
         return clamp(&g, out);
     }
     if g.algorithm() == Algorithm::Depthwise {
-        depthwise::run(&g, x, weight, bias, scratch, out);
-        if let Some(residual) = residual {
-            out.iter_mut().zip(residual).for_each(|(o, r)| *o += r);
-        }
-        return clamp(&g, out);
+        return depthwise::run(&g, x, weight, bias, residual, scratch, out);
     }
     start_sums(&g, bias, residual, out);
     let accumulate = bias.is_some() || residual.is_some();

@@ -179,6 +179,74 @@ fn both_ways_of_cutting_the_windows_match_the_naive_convolution() {
 }
 
 #[test]
+fn depthwise_fast_paths_match_the_naive_convolution() {
+    let user = PoolUser::acquire(2);
+    // (channels, multiplier, [H, W], kernel, stride, padding, batch)
+    let cases = [
+        (6, 1, [13, 11], 3, 1, [1, 1], 1),
+        (5, 1, [7, 7], 3, 1, [1, 1], 2),
+        (3, 1, [28, 70], 3, 1, [1, 1], 1),
+        (4, 1, [10, 83], 3, 1, [0, 0], 1),
+        (3, 1, [6, 9], 3, 1, [2, 2], 1),
+        (3, 1, [9, 45], 3, 1, [1, 1], 1),
+        (2, 1, [21, 8], 3, 1, [1, 1], 1),
+        (2, 1, [19, 12], 5, 2, [2, 2], 1),
+        (3, 1, [9, 12], 3, 1, [1, 2], 1),
+        (4, 1, [112, 112], 3, 2, [1, 1], 1),
+        (3, 1, [15, 17], 3, 2, [1, 1], 2),
+        (4, 1, [11, 13], 3, 2, [1, 1], 1),
+        (3, 1, [10, 9], 5, 2, [1, 1], 1),
+        (3, 1, [33, 100], 3, 2, [0, 0], 1),
+        (2, 1, [9, 37], 3, 2, [2, 2], 1),
+        (5, 1, [7, 7], 5, 1, [2, 2], 2),
+        (3, 1, [14, 14], 5, 1, [2, 2], 1),
+        (3, 1, [20, 23], 5, 1, [0, 0], 1),
+        (4, 1, [14, 14], 5, 2, [2, 2], 1),
+        (3, 1, [29, 31], 5, 2, [2, 2], 1),
+        (2, 1, [21, 40], 5, 2, [1, 1], 1),
+        (3, 2, [15, 19], 3, 2, [1, 1], 1),
+        (3, 2, [12, 9], 5, 1, [2, 2], 2),
+        (2, 1, [1, 1], 3, 1, [1, 1], 1),
+        (2, 1, [2, 3], 5, 2, [2, 2], 1),
+        // More chunks than channels on 2 threads: chunks share the padded planes.
+        (2, 1, [64, 64], 3, 1, [1, 1], 4),
+    ];
+    for (channels, multiplier, hw, k, s, padding, batch) in cases {
+        let g = geometry(batch, channels, hw, channels * multiplier, [k, k], [s, s], padding, [1, 1], channels, true);
+        assert_eq!(g.algorithm(), Algorithm::Depthwise);
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            assert!(super::depthwise::avx2::Kernel::new(&g, g.scratch_len().unwrap()).is_some(), "{g:?} takes the fast path");
+        }
+        for threads in [1, 2] {
+            for (residual, activation) in [(false, Activation::None), (true, Activation::None), (false, Activation::Relu), (true, Activation::Hardswish)] {
+                check(Conv2d { residual, activation, ..g }, threads);
+                check(Conv2d { residual, activation, has_bias: false, ..g }, threads);
+            }
+        }
+    }
+    drop(user);
+}
+
+#[test]
+fn the_depthwise_relu_keeps_nan() {
+    for (k, s) in [(3, 1), (5, 2), (3, 3)] {
+        let g = Conv2d { activation: Activation::Relu, ..geometry(1, 2, [9, 10], 2, [k, k], [s, s], [1, 1], [1, 1], 2, false) };
+        let mut x = values(g.channels * g.height * g.width, 5);
+        x[4 * g.width + 4] = f32::NAN;
+        let w = values(g.out_channels * g.depth(), 6);
+        let mut out = vec![0.0f32; g.out_channels * g.positions()];
+        let mut scratch = vec![0.0f32; g.scratch_len().unwrap()];
+        let list = g.to_list();
+        // SAFETY: every buffer holds what the geometry describes (no bias, no residual).
+        unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), w.as_ptr(), w.as_ptr(), scratch.as_mut_ptr(), x.as_ptr(), list.as_ptr(), list.len() as i64) };
+        let (plane0, plane1) = out.split_at(g.positions());
+        assert!(plane0.iter().any(|v| v.is_nan()), "{g:?}: the windows over the NaN stay NaN");
+        assert!(plane1.iter().all(|v| *v >= 0.0) && plane1.contains(&0.0), "{g:?}: the other plane is clamped");
+    }
+}
+
+#[test]
 fn an_inconsistent_geometry_writes_nothing() {
     let g = geometry(1, 2, [4, 4], 2, [3, 3], [1, 1], [1, 1], [1, 1], 1, false);
     let mut list = g.to_list();
