@@ -130,6 +130,13 @@ enum Command {
 const EXIT_INTERNAL: u8 = 70;
 
 fn main() -> ExitCode {
+    // A closed pipe (`aotc bench ... | head`) ends the process quietly, as it does other
+    // command-line tools, rather than failing a write with an error.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of one signal, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     // A bug must still end in one clear line naming the node being lowered, not a backtrace.
     let panic_message = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
