@@ -5,12 +5,15 @@
 //! `parallel_for`: a `.so` is loaded and unloaded many times per process, so the support
 //! library must not start a pool that outlives it.
 //!
-//! The single-threaded kernel is [`avx2`] where the CPU has AVX2 and FMA, else
+//! Products too small for blocking take [`tiny`]. The single-threaded kernel is [`avx2`]
+//! where the CPU has AVX2 and FMA, else
 //! `matrixmultiply` ([`Element::PORTABLE`]). Float32 operands packed at compile time
 //! ([`Packed`], layout in `aotc_abi::gemm`) go through [`gemm_packed`].
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod tiny;
 
 use aotc_abi::gemm::Activation;
 use std::ops::{Add, Mul};
@@ -64,6 +67,9 @@ pub trait Element: Copy + PartialOrd + Send + Sync + Add<Output = Self> + Mul<Ou
     /// The fastest kernel on this CPU, and its register tile (rows, columns): blocks of C
     /// are cut at multiples of it.
     fn best() -> (Kernel<Self>, (usize, usize));
+
+    /// The kernel for `p` when it is too small for blocking (`tiny`), on this CPU.
+    fn tiny(p: &Problem<Self>) -> Option<Kernel<Self>>;
 }
 
 macro_rules! element {
@@ -75,6 +81,14 @@ macro_rules! element {
                 // SAFETY: the Kernel contract; matrixmultiply takes the same arguments.
                 unsafe { $portable(p.m, p.k, p.n, p.alpha, p.a, p.rsa, p.csa, p.b, p.rsb, p.csb, p.beta, p.c, p.rsc, p.csc) }
             };
+
+            fn tiny(_p: &Problem<$t>) -> Option<Kernel<$t>> {
+                #[cfg(target_arch = "x86_64")]
+                if tiny::fits(_p) && avx2::available() {
+                    return Some(tiny::gemm::<$t>);
+                }
+                None
+            }
 
             fn best() -> (Kernel<$t>, (usize, usize)) {
                 #[cfg(target_arch = "x86_64")]
@@ -310,6 +324,10 @@ unsafe fn activate(p: Problem<f32>, activation: Activation) {
 /// The pointers cover the matrices the sizes and strides describe, and no two elements of C
 /// share an address nor overlap A or B.
 pub unsafe fn gemm<T: Element>(p: Problem<T>, threads: usize, parallel_for: ParallelFor<'_>) {
+    if let Some(kernel) = T::tiny(&p) {
+        // SAFETY: the caller's contract.
+        return unsafe { kernel(p) };
+    }
     let (kernel, tile) = T::best();
     // SAFETY: the caller's contract.
     unsafe { p.run(kernel, tile, threads, parallel_for) }

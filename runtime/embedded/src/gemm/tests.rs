@@ -110,6 +110,17 @@ fn check_both(case: Case) {
 }
 
 #[test]
+fn tiny_products_match_the_naive_sum() {
+    // Within `tiny`'s bounds (one and two vectors of columns, the deepest and tallest) and
+    // just past them, A either way round, B's rows contiguous.
+    for (m, k, n) in [(8, 8, 8), (1, 1, 1), (32, 64, 16), (5, 3, 9), (7, 64, 1), (3, 17, 4), (33, 8, 8), (8, 65, 8), (4, 4, 17)] {
+        for (a, beta) in [(Layout::Rows, 0.0), (Layout::Cols, 1.0), (Layout::RowBroadcast, -0.5)] {
+            check_both(Case { m, k, n, a, b: Layout::Rows, c: Layout::Rows, alpha: 0.5, beta, threads: 1 });
+        }
+    }
+}
+
+#[test]
 fn shapes_layouts_and_threads() {
     let sizes = [0, 1, 7, 64, 129];
     for (i, &m) in sizes.iter().enumerate() {
