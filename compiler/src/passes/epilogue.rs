@@ -179,7 +179,7 @@ fn numel(sizes: &[SymExpr]) -> SymExpr {
 
 /// Whether a kernel other than those at `except` reads `buf`.
 fn read_elsewhere(prog: &Program, buf: BufId, except: [usize; 2]) -> bool {
-    prog.kernels.iter().enumerate().any(|(j, k)| !except.contains(&j) && k.inputs().0.iter().any(|&b| b == buf))
+    prog.kernels.iter().enumerate().any(|(j, k)| !except.contains(&j) && k.inputs().0.contains(&buf))
 }
 
 /// Adds the graph nodes of a fused kernel to kernel `i`'s (ascending, as the profile

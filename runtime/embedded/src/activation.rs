@@ -13,11 +13,7 @@ pub fn scalar(activation: Activation, x: f32) -> f32 {
         Activation::Relu => if x < 0.0 { 0.0 } else { x },
         Activation::Gelu => crate::gelu::gelu_scalar(x),
         // clamp keeps NaN (f32::max/min would drop it).
-        Activation::Hardswish => {
-            let t = x + 3.0;
-            let t = if t < 0.0 { 0.0 } else if t > 6.0 { 6.0 } else { t };
-            x * t / 6.0
-        }
+        Activation::Hardswish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
     }
 }
 

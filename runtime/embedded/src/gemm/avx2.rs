@@ -169,6 +169,8 @@ struct Inline([std::mem::MaybeUninit<u8>; INLINE_BYTES]);
 
 /// A 64-byte aligned buffer of `len` elements, written before it is read: on the stack
 /// when it fits [`INLINE_BYTES`], else on the heap.
+// (The inline variant's size is the point: it lives in the GEMM's frame.)
+#[allow(clippy::large_enum_variant)]
 enum Buffer<T> {
     Inline(Inline),
     Heap { storage: Vec<T>, offset: usize },
