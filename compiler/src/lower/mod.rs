@@ -60,6 +60,15 @@ pub struct Lowered {
     pub namedtuple_fields: BTreeMap<String, Vec<String>>,
 }
 
+impl Lowered {
+    /// The buffers whose values the caller sees after a call (outputs, new values of
+    /// state and of mutated inputs): passes keep what they hold.
+    pub fn caller_visible(&self) -> std::collections::HashSet<BufId> {
+        let mutations = self.buffer_mutations.iter().chain(&self.input_mutations).map(|(b, _)| *b);
+        self.outputs.iter().map(|(_, b)| *b).chain(mutations).collect()
+    }
+}
+
 pub struct Lowerer<'s> {
     pub prog: Program,
     src: &'s Source,

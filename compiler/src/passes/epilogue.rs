@@ -26,11 +26,8 @@ use std::collections::HashSet;
 /// every support-library convolution the activation just after it, where the program
 /// allows.
 pub fn fuse_epilogues(lowered: &mut Lowered) {
-    // Buffers the caller sees keep their values: a result that is one is not replaced by
-    // its activation.
-    let mut keep: HashSet<_> = lowered.outputs.iter().map(|(_, b)| *b).collect();
-    keep.extend(lowered.buffer_mutations.iter().map(|(b, _)| *b));
-    keep.extend(lowered.input_mutations.iter().map(|(b, _)| *b));
+    // A result the caller sees is not replaced by its activation.
+    let keep = lowered.caller_visible();
     let prog = &mut lowered.program;
     let mut i = 0;
     while i < prog.kernels.len() {

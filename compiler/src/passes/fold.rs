@@ -7,14 +7,11 @@
 use crate::ir::expr::ExprKind;
 use crate::ir::{strided_elements, BufKind, Kernel, Program};
 use crate::lower::Lowered;
-use std::collections::HashSet;
 
 /// Folds every such kernel whose buffer is not an output (outputs never alias weights)
 /// and is written by no other kernel.
 pub fn fold_weight_copies(lowered: &mut Lowered) {
-    let mut keep: HashSet<_> = lowered.outputs.iter().map(|(_, b)| *b).collect();
-    keep.extend(lowered.buffer_mutations.iter().map(|(b, _)| *b));
-    keep.extend(lowered.input_mutations.iter().map(|(b, _)| *b));
+    let keep = lowered.caller_visible();
     let prog = &mut lowered.program;
     let mut i = 0;
     while i < prog.kernels.len() {

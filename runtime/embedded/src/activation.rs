@@ -74,6 +74,22 @@ pub(crate) mod avx2 {
     }
 }
 
+/// Each activation in float64, for the tests of the kernels that apply them.
+#[cfg(test)]
+pub(crate) fn reference(activation: Activation, x: f64) -> f64 {
+    extern "C" {
+        /// glibc's, linked by std.
+        fn erf(x: f64) -> f64;
+    }
+    match activation {
+        Activation::None => x,
+        Activation::Relu => x.max(0.0),
+        // SAFETY: erf is a pure libm function.
+        Activation::Gelu => x * 0.5 * (1.0 + unsafe { erf(x * std::f64::consts::FRAC_1_SQRT_2) }),
+        Activation::Hardswish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

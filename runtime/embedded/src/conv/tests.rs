@@ -7,21 +7,6 @@ use crate::pool::{with_threads, PoolUser};
 use aotc_abi::conv::{Algorithm, Conv2d};
 use aotc_abi::gemm::Activation;
 
-/// The output pass's activations in float64.
-fn activation_f64(activation: Activation, x: f64) -> f64 {
-    extern "C" {
-        /// glibc's, linked by std.
-        fn erf(x: f64) -> f64;
-    }
-    match activation {
-        Activation::None => x,
-        Activation::Relu => x.max(0.0),
-        Activation::Hardswish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
-        // SAFETY: erf is a pure libm function.
-        Activation::Gelu => x * 0.5 * (1.0 + unsafe { erf(x * std::f64::consts::FRAC_1_SQRT_2) }),
-    }
-}
-
 /// Deterministic values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut z = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -97,7 +82,7 @@ fn check(g: Conv2d, threads: usize) {
     let mut want = reference(&g, &x, &w, g.has_bias.then_some(&bias[..]));
     for (w, &r) in want.iter_mut().zip(&residual) {
         *w += if g.residual { r as f64 } else { 0.0 };
-        *w = activation_f64(g.activation, *w);
+        *w = crate::activation::reference(g.activation, *w);
     }
     if g.activation == Activation::Relu && g.residual && want.len() >= 16 {
         assert!(want.iter().any(|&w| w == 0.0) && want.iter().any(|&w| w > 0.0), "{g:?}: the ReLU clamps some outputs, not all");

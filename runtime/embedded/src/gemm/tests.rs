@@ -240,25 +240,10 @@ fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, pack_b): (bool
                 Bias::Rows(_) => row_bias[i] as f64,
                 Bias::Cols(_) => col_bias[j] as f64,
             };
-            let want = activation_f64(activation, 0.5 * dot + old + bias);
+            let want = crate::activation::reference(activation, 0.5 * dot + old + bias);
             let got = c[i * n + j] as f64;
             assert!((got - want).abs() <= 1e-5 * (1.0 + mag + old.abs()), "m={m} k={k} n={n} beta={beta} packed A {pack_a} B {pack_b} threads={threads} portable={portable} ({i}, {j}): {got} != {want}");
         }
-    }
-}
-
-/// The output pass's activations in float64.
-fn activation_f64(activation: Activation, x: f64) -> f64 {
-    extern "C" {
-        /// glibc's, linked by std.
-        fn erf(x: f64) -> f64;
-    }
-    match activation {
-        Activation::None => x,
-        Activation::Relu => x.max(0.0),
-        // SAFETY: erf is a pure libm function.
-        Activation::Gelu => x * 0.5 * (1.0 + unsafe { erf(x * std::f64::consts::FRAC_1_SQRT_2) }),
-        Activation::Hardswish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
     }
 }
 
