@@ -544,10 +544,14 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize, const W: usize>(kc: usiz
             a = a.add(MR);
             b = b.wrapping_offset(brs);
         }
+        // Constant indices, no slices: the sets stay in registers (a slice of them, as
+        // `&sets[1..]`, kept every accumulator in memory, stored after each multiply-add).
         let mut acc = sets[0];
-        for set in &sets[1..] {
-            for (acc, set) in acc.iter_mut().flatten().zip(set.iter().flatten()) {
-                *acc = T::vadd(*acc, *set);
+        for set in 1..S {
+            for r in 0..R {
+                for h in 0..W {
+                    acc[r][h] = T::vadd(acc[r][h], sets[set][r][h]);
+                }
             }
         }
         let (alpha, beta) = (T::splat(out.alpha), T::splat(out.beta));
