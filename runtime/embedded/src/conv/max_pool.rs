@@ -1,10 +1,14 @@
 //! 2-D max pooling of float32 planes (`aotc_abi::conv::MAX_POOL_SYMBOL`), for graphs that
 //! never read the indices: each output row starts at -inf and takes the maximum with the
-//! input row under each kernel tap (NaN wins), like the depthwise convolution's rows.
+//! input row under each kernel tap (NaN wins), like the depthwise convolution's rows. With
+//! AVX2, the usual geometries (horizontal stride 1, or 2 undilated) take [`avx2::Rows`].
 
 use super::TapColumns;
 use crate::pool::for_items;
 use aotc_abi::conv::Conv2d;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 
 /// `out[N, C, OH, OW]` = the maximum of each window of `x[N, C, H, W]`, the geometry
 /// `geometry[..count]` in [`Conv2d::to_list`]'s order (channels = out_channels).
@@ -25,6 +29,15 @@ pub unsafe extern "C" fn __aotc_max_pool2d_f32(out: *mut f32, x: *const f32, geo
     let taps = g.kernel[0] * g.kernel[1];
     let columns = TapColumns::of(&g);
     for_items(out, out_len / positions, positions, out_len * taps, &|begin, end, part| {
+        #[cfg(target_arch = "x86_64")]
+        if avx2::fits(&g) && std::is_x86_feature_detected!("avx2") {
+            let mut rows = avx2::Rows::new(&g);
+            for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
+                // SAFETY: the CPU has AVX2; the buffers are for this geometry, which fits.
+                unsafe { rows.plane(&g, &x[p * plane_in..][..plane_in], out) };
+            }
+            return;
+        }
         for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
             plane(&g, &columns, &x[p * plane_in..][..plane_in], out);
         }

@@ -252,11 +252,26 @@ fn max_pool_matches_the_naive_maximum_with_nan_winning() {
         (geometry(1, 64, [112, 112], 64, [3, 3], [2, 2], [1, 1], [1, 1], 64, false), 0),
         (geometry(2, 3, [9, 10], 3, [2, 3], [1, 2], [1, 1], [2, 1], 3, false), 0),
         (geometry(1, 2, [7, 7], 2, [3, 3], [2, 2], [0, 0], [1, 1], 2, false), 1),
+        // The AVX2 rows: 2 x 2 stride 2 (bench_convnet's, then odd sizes with a ceil-mode
+        // window), 3 x 3 stride 2 padding 1 on odd sizes, stride 1 dilated, 8 outputs and a
+        // tail; and a horizontal stride 3 (like rows of fewer than 8 outputs, above), which
+        // they leave to the portable code.
+        (geometry(4, 32, [64, 64], 32, [2, 2], [2, 2], [0, 0], [1, 1], 32, false), 0),
+        (geometry(1, 3, [9, 19], 3, [2, 2], [2, 2], [0, 0], [1, 1], 3, false), 1),
+        (geometry(2, 3, [15, 21], 3, [3, 3], [2, 2], [1, 1], [1, 1], 3, false), 0),
+        (geometry(1, 2, [13, 17], 2, [3, 3], [2, 2], [1, 1], [1, 1], 2, false), 1),
+        (geometry(1, 2, [10, 21], 2, [3, 3], [1, 1], [1, 1], [1, 2], 2, false), 0),
+        (geometry(1, 1, [5, 40], 1, [2, 5], [2, 2], [0, 2], [1, 1], 1, false), 0),
+        (geometry(1, 2, [11, 11], 2, [3, 3], [3, 3], [1, 1], [1, 1], 2, false), 0),
     ];
     for (g, extra) in cases {
         let g = Conv2d { out_size: [g.out_size[0] + extra, g.out_size[1] + extra], ..g };
         let mut x = values(g.batch * g.channels * g.height * g.width, 4);
         x[5] = f32::NAN;
+        // NaNs in even and odd columns, and the last element.
+        let len = x.len();
+        x[len / 2 + 3] = f32::NAN;
+        x[len - 1] = f32::NAN;
         for threads in [1, 2] {
             let mut out = vec![0.0f32; g.batch * g.channels * g.positions()];
             let list = g.to_list();

@@ -1,7 +1,8 @@
 //! The single-threaded AVX2 + FMA GEMM, blocked as in BLIS: B is packed in blocks of kc x nc
 //! (kept in L3), A in blocks of mc x kc (kept in L2), and a 6 x (2 vectors) register tile
 //! (6 x 16 for f32, 6 x 8 for f64: 12 accumulators, 2 loads of B, 1 broadcast of A) runs
-//! over kc, reading a kc x NR panel of B that stays in L1. Packing copies any strides
+//! over kc, reading a kc x NR panel of B that stays in L1; a last panel of at most one
+//! vector's columns takes a tile one vector wide. Packing copies any strides
 //! (zero included) into unit-stride panels padded with zeros, so the inner loop never
 //! looks at the strides. Few rows of A ([`short`]) take smaller blocks of B, and a single
 //! row panel reads contiguous rows of B in place.
@@ -427,16 +428,20 @@ unsafe fn pack_b<T: Simd>(dst: *mut T, kc: usize, cols: usize, b: *const T, rsb:
     }
 }
 
-/// One depth of the register tile: `acc[r] += a[r] * b[..2 * LANES]`.
+/// One depth of the register tile: `acc[r] += a[r] * b[..W * LANES]`.
 #[inline(always)]
-unsafe fn step<T: Simd, const R: usize>(acc: &mut [[T::V; 2]; R], a: *const T, b: *const T) {
-    // SAFETY: a holds R elements and b 2 * LANES (the caller's panels).
+unsafe fn step<T: Simd, const R: usize, const W: usize>(acc: &mut [[T::V; W]; R], a: *const T, b: *const T) {
+    // SAFETY: a holds R elements and b W * LANES (the caller's panels).
     unsafe {
-        let (b0, b1) = (T::load(b), T::load(b.add(T::LANES)));
+        let mut bv = [T::zero(); W];
+        for (h, bv) in bv.iter_mut().enumerate() {
+            *bv = T::load(b.add(h * T::LANES));
+        }
         for (r, acc) in acc.iter_mut().enumerate() {
             let x = T::splat(*a.add(r));
-            acc[0] = T::fmadd(x, b0, acc[0]);
-            acc[1] = T::fmadd(x, b1, acc[1]);
+            for (acc, &bv) in acc.iter_mut().zip(&bv) {
+                *acc = T::fmadd(x, bv, *acc);
+            }
         }
     }
 }
@@ -480,27 +485,39 @@ impl Pass {
 
 /// A tile of `rows` (1..=MR) rows: each height gets its own code so that a short tile does
 /// no wasted multiply-adds, and short ones S sets of accumulators (summed at the end) for
-/// about 10 independent chains: an FMA takes 4 to 5 cycles and two issue per cycle.
+/// about 10 independent chains: an FMA takes 4 to 5 cycles and two issue per cycle. A
+/// panel of at most LANES columns (C's last, e.g. 1 of 16 at n = 49) takes the narrow
+/// tile, one vector per row, reading the first half of each depth of the B panel.
 #[inline(always)]
 unsafe fn tile_rows<T: Simd>(rows: usize, kc: usize, a: *const T, b: *const T, brs: isize, out: Out<T>) {
     // SAFETY: the caller's contract, passed on.
     unsafe {
+        if out.cols <= T::LANES {
+            return match rows {
+                6 => tile::<T, 6, 2, 1>(kc, a, b, brs, out),
+                5 => tile::<T, 5, 2, 1>(kc, a, b, brs, out),
+                4 => tile::<T, 4, 3, 1>(kc, a, b, brs, out),
+                3 => tile::<T, 3, 4, 1>(kc, a, b, brs, out),
+                2 => tile::<T, 2, 6, 1>(kc, a, b, brs, out),
+                _ => tile::<T, 1, 8, 1>(kc, a, b, brs, out),
+            };
+        }
         match rows {
-            6 => tile::<T, 6, 1>(kc, a, b, brs, out),
-            5 => tile::<T, 5, 1>(kc, a, b, brs, out),
-            4 => tile::<T, 4, 1>(kc, a, b, brs, out),
-            3 => tile::<T, 3, 2>(kc, a, b, brs, out),
-            2 => tile::<T, 2, 3>(kc, a, b, brs, out),
-            _ => tile::<T, 1, 4>(kc, a, b, brs, out),
+            6 => tile::<T, 6, 1, 2>(kc, a, b, brs, out),
+            5 => tile::<T, 5, 1, 2>(kc, a, b, brs, out),
+            4 => tile::<T, 4, 1, 2>(kc, a, b, brs, out),
+            3 => tile::<T, 3, 2, 2>(kc, a, b, brs, out),
+            2 => tile::<T, 2, 3, 2>(kc, a, b, brs, out),
+            _ => tile::<T, 1, 4, 2>(kc, a, b, brs, out),
         }
     }
 }
 
-/// The register tile: R rows of the packed A panel `a` times the B panel `b` (kc rows of
-/// 2 * LANES contiguous elements, `brs` apart), written to `out`; depth p accumulates in
-/// set p % S.
+/// The register tile: R rows of the packed A panel `a` times the first W vectors of each
+/// row of the B panel `b` (kc rows of 2 * LANES contiguous elements, `brs` apart), written
+/// to `out` (at most W * LANES columns); depth p accumulates in set p % S.
 #[inline(always)]
-unsafe fn tile<T: Simd, const R: usize, const S: usize>(kc: usize, a: *const T, b: *const T, brs: isize, out: Out<T>) {
+unsafe fn tile<T: Simd, const R: usize, const S: usize, const W: usize>(kc: usize, a: *const T, b: *const T, brs: isize, out: Out<T>) {
     let l = T::LANES;
     // SAFETY: a holds kc * MR elements and b kc rows; out's R x cols elements are inside C.
     unsafe {
@@ -508,9 +525,9 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize>(kc: usize, a: *const T, 
         for r in 0..R {
             let row = out.c.wrapping_offset(r as isize * out.rsc);
             _mm_prefetch::<_MM_HINT_T0>(row.cast());
-            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(2 * l - 1).cast());
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(W * l - 1).cast());
         }
-        let mut sets = [[[T::zero(); 2]; R]; S];
+        let mut sets = [[[T::zero(); W]; R]; S];
         let (mut a, mut b) = (a, b);
         // Several depths per iteration: the loop's own instructions would otherwise compete
         // with the 2 * R multiply-adds for issue slots.
@@ -529,16 +546,19 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize>(kc: usize, a: *const T, 
             a = a.add(MR);
             b = b.wrapping_offset(brs);
         }
+        // Constant indices, no slices: the sets stay in registers (a slice of them, as
+        // `&sets[1..]`, kept every accumulator in memory, stored after each multiply-add).
         let mut acc = sets[0];
-        for set in &sets[1..] {
-            for (acc, set) in acc.iter_mut().zip(set) {
-                acc[0] = T::vadd(acc[0], set[0]);
-                acc[1] = T::vadd(acc[1], set[1]);
+        for set in 1..S {
+            for r in 0..R {
+                for h in 0..W {
+                    acc[r][h] = T::vadd(acc[r][h], sets[set][r][h]);
+                }
             }
         }
         let (alpha, beta) = (T::splat(out.alpha), T::splat(out.beta));
         let activation = out.pass.activation;
-        if out.cols == 2 * l && out.csc == 1 {
+        if out.cols == W * l && out.csc == 1 {
             for (r, acc) in acc.iter().enumerate() {
                 let c = out.c.offset(r as isize * out.rsc);
                 for (h, &v) in acc.iter().enumerate() {
@@ -560,8 +580,9 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize>(kc: usize, a: *const T, 
             let mut tmp = [T::ZERO; 2 * 8];
             let plain = matches!(out.pass.bias, Bias::None) && activation == Activation::None;
             for (r, acc) in acc.iter().enumerate() {
-                T::store(tmp.as_mut_ptr(), acc[0]);
-                T::store(tmp.as_mut_ptr().add(l), acc[1]);
+                for (h, &v) in acc.iter().enumerate() {
+                    T::store(tmp.as_mut_ptr().add(h * l), v);
+                }
                 for (j, x) in tmp[..out.cols].iter_mut().enumerate() {
                     let c = out.c.offset(r as isize * out.rsc + j as isize * out.csc);
                     let v = if out.beta == T::ZERO { out.alpha * *x } else { out.alpha * *x + out.beta * *c };
@@ -577,7 +598,7 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize>(kc: usize, a: *const T, 
                 if plain {
                     continue;
                 }
-                for h in 0..2 {
+                for h in 0..W {
                     T::store(tmp.as_mut_ptr().add(h * l), T::activate(T::load(tmp.as_ptr().add(h * l)), activation));
                 }
                 for (j, &v) in tmp[..out.cols].iter().enumerate() {

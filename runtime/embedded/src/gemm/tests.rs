@@ -262,3 +262,25 @@ fn packed_operands_match_the_naive_product() {
         }
     }
 }
+
+#[test]
+fn narrow_last_panels_match_the_naive_product() {
+    // n % 16 in 1..=8 (the f32 kernel's narrow tile; for f64, n % 8 in 1..=4) and past it,
+    // with few and many rows, every row count of a tile, two depth blocks.
+    let shapes = [(130, 300, 49), (6, 40, 56), (5, 513, 24), (4, 9, 8), (3, 20, 20), (2, 7, 1), (1, 33, 41), (13, 64, 23), (250, 33, 57)];
+    for (s, &(m, k, n)) in shapes.iter().enumerate() {
+        for threads in [1, 2] {
+            let b = [Layout::Rows, Layout::Cols][s % 2];
+            check_both(Case { m, k, n, a: Layout::Rows, b, c: Layout::Rows, alpha: 1.5, beta: [0.0, 1.0][s % 2], threads });
+            // A strided C: the partial store path.
+            check_both(Case { m, k, n, a: Layout::Cols, b: Layout::Rows, c: Layout::Cols, alpha: 1.0, beta: -0.5, threads });
+            for beta in [0.0, 1.0] {
+                // Each output pass: packed or unpacked operands, bias by rows or columns,
+                // each activation.
+                for packed in [(false, true), (true, false), (true, true), (false, false)] {
+                    check_packed(m, k, n, beta, packed, threads, false);
+                }
+            }
+        }
+    }
+}
