@@ -41,14 +41,14 @@ pub fn fuse_epilogues(lowered: &mut Lowered) {
                     m.accumulate = false;
                     merge_nodes(prog, i, nodes);
                 }
-                if let Some((out, activation)) = next_activation(prog, i, &keep) {
+                if let Some((out, activation)) = take_next_activation(prog, i, &keep) {
                     let Kernel::Matmul(m) = &mut prog.kernels[i] else { unreachable!() };
                     m.out = out;
                     m.activation = activation;
                 }
             }
             Kernel::Extern(call) if call.name == conv::SYMBOL && conv_activation(call) == Some(Activation::None) => {
-                if let Some((out, activation)) = next_activation(prog, i, &keep) {
+                if let Some((out, activation)) = take_next_activation(prog, i, &keep) {
                     let Kernel::Extern(call) = &mut prog.kernels[i] else { unreachable!() };
                     call.out = out;
                     if let ExternArg::Sizes(geometry) = &mut call.args[ARG_GEOMETRY] {
@@ -71,7 +71,7 @@ fn conv_activation(call: &ExternCall) -> Option<Activation> {
 /// When kernel `i + 1` applies an activation to all of kernel `i`'s float32 result and
 /// nothing else reads that result: removes it (its graph nodes go to kernel `i`) and gives
 /// the buffer it wrote, which kernel `i` is then to write, and the activation.
-fn next_activation(prog: &mut Program, i: usize, keep: &HashSet<BufId>) -> Option<(BufId, Activation)> {
+fn take_next_activation(prog: &mut Program, i: usize, keep: &HashSet<BufId>) -> Option<(BufId, Activation)> {
     let src = prog.kernels[i].out();
     let result = &prog.buffers[src];
     let (out, activation) = match prog.kernels.get(i + 1)? {

@@ -55,7 +55,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     if image_in == 0 {
         // No input channels: the sums are empty.
         start_sums(&g, bias, residual, out);
-        return clamp(&g, out);
+        return activate(&g, out);
     }
     if g.algorithm() == Algorithm::Depthwise {
         return depthwise::run(&g, x, weight, bias, residual, scratch, out);
@@ -107,7 +107,7 @@ fn start_sums(g: &Conv2d, bias: Option<&[f32]>, residual: Option<&[f32]>, out: &
 }
 
 /// The activation of the output pass when the GEMM did not apply it.
-fn clamp(g: &Conv2d, out: &mut [f32]) {
+fn activate(g: &Conv2d, out: &mut [f32]) {
     crate::activation::apply(g.activation, out)
 }
 

@@ -21,17 +21,27 @@ pub unsafe extern "C" fn __aotc_softmax_f32(out: *mut f32, x: *const f32, rows: 
     }
     // SAFETY: the caller's contract.
     let (x, out) = unsafe { (std::slice::from_raw_parts(x, total), std::slice::from_raw_parts_mut(out, total)) };
+    // Short rows (attention over a few positions) measured faster one element at a time.
+    let vectors = len >= 32 && avx2_fma();
     for_items(out, rows, len, total * 8, &|begin, end, part| {
         for (r, row) in (begin..end).zip(part.chunks_exact_mut(len)) {
-            softmax_row(&x[r * len..][..len], row, log != 0);
+            softmax_row(&x[r * len..][..len], row, log != 0, vectors);
         }
     });
 }
 
-fn softmax_row(x: &[f32], out: &mut [f32], log: bool) {
-    // Short rows (attention over a few positions) measured faster one element at a time.
+/// Whether this CPU runs the [`avx2`] row code.
+fn avx2_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
-    if x.len() >= 32 && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+    return std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// One row, 8 lanes at a time with `vectors` ([`avx2_fma`] said so).
+fn softmax_row(x: &[f32], out: &mut [f32], log: bool, vectors: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if vectors {
         // SAFETY: the CPU has AVX2 and FMA.
         return unsafe { avx2::softmax_row(x, out, log) };
     }
@@ -79,11 +89,12 @@ pub unsafe extern "C" fn __aotc_layer_norm_f32(
     // SAFETY: as above.
     let bias = (has_bias != 0).then(|| unsafe { std::slice::from_raw_parts(bias, len) });
     let eps = f64::from_bits(eps as u64);
+    let vectors = avx2_fma();
     for_items(out, rows, len, total * 4, &|begin, end, part| {
         for (r, row) in (begin..end).zip(part.chunks_exact_mut(len)) {
             let x = &x[r * len..][..len];
             #[cfg(target_arch = "x86_64")]
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            if vectors {
                 // SAFETY: the CPU has AVX2 and FMA.
                 unsafe { avx2::layer_norm_row(x, row, weight, bias, eps) };
                 continue;

@@ -469,12 +469,9 @@ struct Pass {
 }
 
 impl Pass {
-    /// The bias of element (r, j) of the tile, as a `T`.
-    ///
-    /// # Safety
-    /// (r, j) is inside the tile, so inside the bias.
+    /// Where the bias of element (r, j) of the tile is, as a `T`.
     #[inline(always)]
-    unsafe fn bias<T: Simd>(&self, r: usize, j: usize) -> Option<*const T> {
+    fn bias<T: Simd>(&self, r: usize, j: usize) -> Option<*const T> {
         match self.bias {
             Bias::None => None,
             Bias::Rows(b) => Some(b.wrapping_add(r).cast()),
@@ -565,10 +562,10 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize, const W: usize>(kc: usiz
                     let c = c.add(h * l);
                     let v = T::vmul(v, alpha);
                     let v = if out.beta == T::ZERO { v } else { T::fmadd(T::load(c), beta, v) };
-                    let v = match (out.pass.bias, out.pass.bias::<T>(r, h * l)) {
-                        (Bias::Rows(_), Some(b)) => T::vadd(v, T::splat(*b)),
-                        (_, Some(b)) => T::vadd(v, T::load(b)),
-                        (_, None) => v,
+                    let v = match out.pass.bias {
+                        Bias::None => v,
+                        Bias::Rows(b) => T::vadd(v, T::splat(*b.add(r).cast::<T>())),
+                        Bias::Cols(b) => T::vadd(v, T::load(b.add(h * l).cast::<T>())),
                     };
                     T::store(c, T::activate(v, activation));
                 }
