@@ -3,6 +3,8 @@
 //! choice of algorithm, decided here once so that the scratch the compiler allocates is
 //! the scratch the library uses.
 
+pub mod winograd;
+
 use crate::gemm::Activation;
 
 pub const SYMBOL: &str = "__aotc_conv2d_f32";
@@ -11,10 +13,7 @@ pub const SYMBOL: &str = "__aotc_conv2d_f32";
 pub const MAX_POOL_SYMBOL: &str = "__aotc_max_pool2d_f32";
 
 /// `out[N, O, OH, OW] = conv(x[N, C, H, W], weight[O, C / groups, KH, KW]) (+ bias[O])`,
-/// all contiguous; padding is zeros. A packed weight (`packed_weight`, never for
-/// [`Algorithm::Depthwise`]) holds each group's `[O / groups, depth]` matrix in
-/// `crate::gemm`'s layout for a GEMM's left operand, groups one after another
-/// ([`Conv2d::packed_group_len`] floats each). With `residual`, a tensor shaped like `out`
+/// all contiguous; padding is zeros. The weight is in one of the [`WeightForm`]s. With `residual`, a tensor shaped like `out`
 /// is added to it, and then its `activation` is applied: the graph's residual add and
 /// activation after the convolution, done in its output pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,7 +30,7 @@ pub struct Conv2d {
     pub dilation: [usize; 2],
     pub groups: usize,
     pub has_bias: bool,
-    pub packed_weight: bool,
+    pub weight: WeightForm,
     pub residual: bool,
     pub activation: Activation,
 }
@@ -48,10 +47,38 @@ pub const ARG_RESIDUAL: usize = 4;
 pub const ARG_GEOMETRY: usize = 5;
 /// Where the flags sit in the list.
 pub const HAS_BIAS: usize = 16;
-pub const PACKED_WEIGHT: usize = 17;
 pub const RESIDUAL: usize = 18;
-/// Not a flag: the [`Activation`]'s code.
+/// Not flags: the [`WeightForm`]'s code and the [`Activation`]'s.
+pub const WEIGHT_FORM: usize = 17;
 pub const ACTIVATION: usize = 19;
+
+/// How the weight operand is laid out: as the graph has it, or packed at compile time by
+/// the compiler for the algorithm that reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WeightForm {
+    /// `[O, C / groups, KH, KW]`, contiguous.
+    #[default]
+    Rows,
+    /// Each group's `[O / groups, depth]` matrix in `crate::gemm`'s layout for a GEMM's
+    /// left operand, groups one after another ([`Conv2d::packed_group_len`] floats each);
+    /// never for [`Algorithm::Depthwise`].
+    Panels,
+    /// The 16 matrices of [`winograd`]'s transformed weight, each a GEMM's packed left
+    /// operand: the convolution is [`Algorithm::Winograd`].
+    Winograd,
+}
+
+impl WeightForm {
+    pub const ALL: [WeightForm; 3] = [WeightForm::Rows, WeightForm::Panels, WeightForm::Winograd];
+
+    pub fn code(self) -> i64 {
+        self as i64
+    }
+
+    pub fn from_code(code: i64) -> Option<WeightForm> {
+        Self::ALL.into_iter().find(|f| f.code() == code)
+    }
+}
 
 /// How the library computes a convolution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +92,10 @@ pub enum Algorithm {
     /// A GEMM per group whose right operand, the input's windows (im2col), is gathered
     /// piece by piece as the GEMM packs it.
     Columns,
+    /// A 3x3 kernel at unit stride and dilation, one group, its weight transformed by the
+    /// compiler ([`WeightForm::Winograd`]): Winograd's F(2x2, 3x3), 16 GEMMs of 2.25
+    /// times fewer multiplies than the windows' one ([`winograd`]).
+    Winograd,
 }
 
 /// Sizes the scratch formula is written over: `usize` (checked: None on overflow) in the
@@ -111,7 +142,8 @@ pub fn scratch_len<S: Size>(
     let taps = kernel[0] * kernel[1];
     let positions = out_h.mul(out_w);
     match algorithm {
-        Algorithm::Columns | Algorithm::Pointwise => S::int(0),
+        // (The Winograd transforms' blocks are the library's own, per thread.)
+        Algorithm::Columns | Algorithm::Pointwise | Algorithm::Winograd => S::int(0),
         Algorithm::Depthwise => {
             let padded = height.add(S::int(2 * padding[0])).mul(width.add(S::int(2 * padding[1])));
             S::int(out_channels).mul(padded.add(positions).add(S::int(taps)))
@@ -120,8 +152,8 @@ pub fn scratch_len<S: Size>(
 }
 
 impl Algorithm {
-    /// The algorithm for a geometry; the compiler decides it from these alone (the
-    /// spatial sizes may be symbolic).
+    /// The algorithm for a geometry whose weight is not in [`WeightForm::Winograd`]; the
+    /// compiler decides it from these alone (the spatial sizes may be symbolic).
     pub fn choose(group_channels: usize, groups: usize, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Algorithm {
         if group_channels == 1 && groups > 1 {
             Algorithm::Depthwise
@@ -141,7 +173,7 @@ impl Conv2d {
             v(self.batch), v(self.channels), v(self.height), v(self.width), v(self.out_channels),
             v(self.kernel[0]), v(self.kernel[1]), v(self.out_size[0]), v(self.out_size[1]),
             v(self.stride[0]), v(self.stride[1]), v(self.padding[0]), v(self.padding[1]),
-            v(self.dilation[0]), v(self.dilation[1]), v(self.groups), self.has_bias as i64, self.packed_weight as i64,
+            v(self.dilation[0]), v(self.dilation[1]), v(self.groups), self.has_bias as i64, self.weight.code(),
             self.residual as i64, self.activation.code(),
         ]
     }
@@ -152,7 +184,11 @@ impl Conv2d {
     pub fn from_list(l: &[i64]) -> Option<Conv2d> {
         let g = Conv2d::windows_from_list(l)?;
         let sizes_agree = [(g.height, 0), (g.width, 1)].iter().all(|&(input, d)| g.expected_out(input, d) == Some(g.out_size[d]));
-        let packing_fits = !g.packed_weight || g.algorithm() != Algorithm::Depthwise;
+        let packing_fits = match g.weight {
+            WeightForm::Rows => true,
+            WeightForm::Panels => Algorithm::choose(g.group_channels(), g.groups, g.kernel, g.stride, g.padding) != Algorithm::Depthwise,
+            WeightForm::Winograd => winograd::fits(g.kernel, g.stride, g.dilation, g.groups),
+        };
         (sizes_agree && packing_fits && g.channels % g.groups == 0 && g.out_channels % g.groups == 0).then_some(g)
     }
 
@@ -167,11 +203,11 @@ impl Conv2d {
         let g = Conv2d {
             batch: u(0), channels: u(1), height: u(2), width: u(3), out_channels: u(4),
             kernel: [u(5), u(6)], out_size: [u(7), u(8)], stride: [u(9), u(10)], padding: [u(11), u(12)],
-            dilation: [u(13), u(14)], groups: u(15), has_bias: l[HAS_BIAS] != 0, packed_weight: l[PACKED_WEIGHT] != 0,
+            dilation: [u(13), u(14)], groups: u(15), has_bias: l[HAS_BIAS] != 0, weight: WeightForm::from_code(l[WEIGHT_FORM])?,
             residual: l[RESIDUAL] != 0, activation: Activation::from_code(l[ACTIVATION])?,
         };
         let positive = g.stride.iter().chain(&g.dilation).chain(&g.kernel).all(|&x| x > 0) && g.groups > 0;
-        (positive && l[HAS_BIAS..=RESIDUAL].iter().all(|&flag| flag <= 1)).then_some(g)
+        (positive && [HAS_BIAS, RESIDUAL].iter().all(|&flag| l[flag] <= 1)).then_some(g)
     }
 
     /// `(input + 2 padding - dilation (kernel - 1) - 1) / stride + 1`, None when the
@@ -187,10 +223,10 @@ impl Conv2d {
     pub fn lens(&self) -> Option<(usize, usize, usize)> {
         let product = |v: &[usize]| v.iter().try_fold(1usize, |acc, &x| acc.checked_mul(x));
         let input = product(&[self.batch, self.channels, self.height, self.width])?;
-        let weight = if self.packed_weight {
-            self.groups.checked_mul(self.packed_group_len()?)?
-        } else {
-            product(&[self.out_channels, self.group_channels(), self.kernel[0], self.kernel[1]])?
+        let weight = match self.weight {
+            WeightForm::Rows => product(&[self.out_channels, self.group_channels(), self.kernel[0], self.kernel[1]])?,
+            WeightForm::Panels => self.groups.checked_mul(self.packed_group_len()?)?,
+            WeightForm::Winograd => winograd::weight_len(self.channels, self.out_channels)?,
         };
         let output = product(&[self.batch, self.out_channels, self.out_size[0], self.out_size[1]])?;
         self.scratch_len()?;
@@ -222,6 +258,9 @@ impl Conv2d {
     }
 
     pub fn algorithm(&self) -> Algorithm {
+        if self.weight == WeightForm::Winograd {
+            return Algorithm::Winograd;
+        }
         Algorithm::choose(self.group_channels(), self.groups, self.kernel, self.stride, self.padding)
     }
 
@@ -239,7 +278,7 @@ mod tests {
     fn resnet_stem() -> Conv2d {
         Conv2d {
             batch: 1, channels: 3, height: 224, width: 224, out_channels: 64, kernel: [7, 7], out_size: [112, 112],
-            stride: [2, 2], padding: [3, 3], dilation: [1, 1], groups: 1, has_bias: false, packed_weight: false,
+            stride: [2, 2], padding: [3, 3], dilation: [1, 1], groups: 1, has_bias: false, weight: WeightForm::Rows,
             residual: false, activation: Activation::None,
         }
     }
@@ -276,11 +315,18 @@ mod tests {
         let mut bad = g.to_list();
         bad[ACTIVATION] = 4;
         assert_eq!(Conv2d::from_list(&bad), None, "no such activation");
-        let packed = Conv2d { packed_weight: true, ..g };
+        let packed = Conv2d { weight: WeightForm::Panels, ..g };
         assert_eq!(Conv2d::from_list(&packed.to_list()), Some(packed));
         assert_eq!(packed.lens().unwrap().1, 66 * 3 * 49, "64 rows padded to 11 panels of 6");
-        let depthwise = Conv2d { channels: 64, out_channels: 64, groups: 64, kernel: [3, 3], padding: [1, 1], packed_weight: true, ..g };
+        let depthwise = Conv2d { channels: 64, out_channels: 64, groups: 64, kernel: [3, 3], padding: [1, 1], weight: WeightForm::Panels, ..g };
         assert_eq!(Conv2d::from_list(&depthwise.to_list()), None, "a packed depthwise weight");
+        assert_eq!(Conv2d::from_list(&Conv2d { weight: WeightForm::Winograd, ..g }.to_list()), None, "a 7x7 kernel at stride 2 in Winograd's form");
+        let three = Conv2d { kernel: [3, 3], stride: [1, 1], padding: [1, 1], out_size: [224, 224], weight: WeightForm::Winograd, ..g };
+        assert_eq!(Conv2d::from_list(&three.to_list()), Some(three));
+        assert_eq!((three.algorithm(), three.lens().unwrap().1), (Algorithm::Winograd, 16 * 66 * 3));
+        let mut bad = three.to_list();
+        bad[WEIGHT_FORM] = 3;
+        assert_eq!(Conv2d::from_list(&bad), None, "no such weight form");
     }
 
     #[test]

@@ -39,12 +39,12 @@ pub fn prepack_weights(lowered: &mut Lowered) {
                 m.packed_b = true;
             }
             Kernel::Extern(call) if call.name == conv::SYMBOL => {
-                let Some((weight, data)) = pack_conv_weight(prog, call) else { continue };
+                let Some((weight, data, form)) = pack_conv_weight(prog, call) else { continue };
                 let id = add_packed(prog, weight, data);
                 let Kernel::Extern(call) = &mut prog.kernels[i] else { unreachable!() };
                 call.args[CONV_WEIGHT_ARG] = ExternArg::Buf(id);
                 if let ExternArg::Sizes(geometry) = &mut call.args[CONV_GEOMETRY_ARG] {
-                    geometry[PACKED_WEIGHT_FLAG] = SymExpr::Int(1);
+                    geometry[WEIGHT_FORM] = SymExpr::Int(form.code());
                 }
             }
             _ => {}
@@ -77,20 +77,21 @@ fn add_packed(prog: &mut Program, source: BufId, data: Vec<f32>) -> BufId {
     prog.add_buffer(name, DType::F32, vec![len], BufKind::Weight(w))
 }
 
-use aotc_abi::conv::{ARG_GEOMETRY as CONV_GEOMETRY_ARG, ARG_WEIGHT as CONV_WEIGHT_ARG, PACKED_WEIGHT as PACKED_WEIGHT_FLAG};
+use aotc_abi::conv::{winograd, WeightForm, ARG_GEOMETRY as CONV_GEOMETRY_ARG, ARG_WEIGHT as CONV_WEIGHT_ARG, WEIGHT_FORM};
 
-/// A convolution's weight buffer and each group's `[O / G, depth]` matrix packed as a
-/// GEMM's left operand, groups one after another (`aotc_abi::conv::Conv2d::packed_weight`),
-/// when the weight is a constant with static sizes that a GEMM reads.
-fn pack_conv_weight(prog: &Program, call: &ExternCall) -> Option<(BufId, Vec<f32>)> {
+/// A convolution's weight buffer and its packed form, when the weight is a constant with
+/// static sizes that a GEMM reads: Winograd's 16 transformed matrices where that
+/// algorithm fits and pays (`aotc_abi::conv::winograd`), else each group's `[O / G, depth]`
+/// matrix packed as a GEMM's left operand, groups one after another.
+fn pack_conv_weight(prog: &Program, call: &ExternCall) -> Option<(BufId, Vec<f32>, WeightForm)> {
     let (ExternArg::Buf(weight), ExternArg::Sizes(geometry)) = (call.args.get(CONV_WEIGHT_ARG)?, call.args.get(CONV_GEOMETRY_ARG)?) else { return None };
     let BufKind::Weight(w) = prog.buffers[*weight].kind else { return None };
-    if geometry.len() != aotc_abi::conv::GEOMETRY_LEN || geometry[PACKED_WEIGHT_FLAG].as_int() != Some(0) {
+    if geometry.len() != aotc_abi::conv::GEOMETRY_LEN || geometry[WEIGHT_FORM].as_int() != Some(WeightForm::Rows.code()) {
         return None;
     }
     let at = |i: usize| geometry[i].as_int().and_then(|v| usize::try_from(v).ok());
     let (channels, out_channels, groups) = (at(1)?, at(4)?, at(15)?);
-    let (kernel, stride, padding) = ([at(5)?, at(6)?], [at(9)?, at(10)?], [at(11)?, at(12)?]);
+    let (kernel, stride, padding, dilation) = ([at(5)?, at(6)?], [at(9)?, at(10)?], [at(11)?, at(12)?], [at(13)?, at(14)?]);
     if groups == 0 || channels % groups != 0 || out_channels % groups != 0 {
         return None;
     }
@@ -104,12 +105,16 @@ fn pack_conv_weight(prog: &Program, call: &ExternCall) -> Option<(BufId, Vec<f32
         return None;
     }
     let float = |i: usize| f32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
+    if winograd::fits(kernel, stride, dilation, groups) && winograd::pays(channels, out_channels, [at(7), at(8)]) {
+        let rows: Vec<f32> = (0..bytes.len() / 4).map(float).collect();
+        return Some((*weight, winograd::transform_weight(&rows, out_channels, channels)?, WeightForm::Winograd));
+    }
     let mut data = Vec::new();
     for group in 0..groups {
         let first = group * group_out * depth;
         data.extend(aotc_abi::gemm::pack(depth, group_out, MR, |p, o| float(first + o * depth + p))?);
     }
-    Some((*weight, data))
+    Some((*weight, data, WeightForm::Panels))
 }
 
 /// The weight window a matmul reads as its right operand, when it can be packed: float32,

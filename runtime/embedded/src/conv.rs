@@ -3,19 +3,20 @@
 //! (an implicit im2col: [`columns`] writes it in the GEMM's packed layout; for a 1x1 kernel
 //! the input planes themselves), the bias written first and accumulated onto; depthwise
 //! convolutions have their own plane-by-plane kernel ([`depthwise`]) in the scratch the
-//! compiler sized. A weight the compiler packed
-//! (`Conv2d::packed_weight`) is the GEMM's left operand as it is. The GEMM and the
-//! depthwise planes run on the call's thread budget.
+//! compiler sized, and 3x3 ones whose weight the compiler transformed, Winograd's
+//! ([`winograd`]). A weight the compiler packed (`WeightForm::Panels`) is the GEMM's left
+//! operand as it is. The GEMMs and the depthwise planes run on the call's thread budget.
 
 mod columns;
 mod depthwise;
 mod max_pool;
+mod winograd;
 
 pub use max_pool::__aotc_max_pool2d_f32;
 
 use crate::gemm::{gemm_packed, Operands, Packed, Problem};
 use crate::pool::{self, for_items};
-use aotc_abi::conv::{Algorithm, Conv2d};
+use aotc_abi::conv::{Algorithm, Conv2d, WeightForm};
 
 /// `out = activation(conv(x, weight) (+ bias) (+ residual))`, the geometry `geometry[..count]`
 /// in [`Conv2d::to_list`]'s order (its flags say which parts exist). `bias` and `residual`
@@ -57,8 +58,10 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
         start_sums(&g, bias, residual, out);
         return activate(&g, out);
     }
-    if g.algorithm() == Algorithm::Depthwise {
-        return depthwise::run(&g, x, weight, bias, residual, scratch, out);
+    match g.algorithm() {
+        Algorithm::Depthwise => return depthwise::run(&g, x, weight, bias, residual, scratch, out),
+        Algorithm::Winograd => return winograd::run(&g, x, weight, bias, residual, out, pool::threads()),
+        Algorithm::Columns | Algorithm::Pointwise => {}
     }
     start_sums(&g, bias, residual, out);
     let accumulate = bias.is_some() || residual.is_some();
@@ -68,7 +71,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
             let (og, positions) = (g.group_out_channels(), g.positions());
             let out = &mut out[group * og * positions..][..og * positions];
             let lhs = match g.packed_group_len() {
-                Some(len) if g.packed_weight => Weight::Packed(&weight[group * len..][..len]),
+                Some(len) if g.weight == WeightForm::Panels => Weight::Packed(&weight[group * len..][..len]),
                 _ => Weight::Rows(&weight[group * og * g.depth()..][..og * g.depth()]),
             };
             product(&g, lhs, planes, out, accumulate);

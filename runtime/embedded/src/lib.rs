@@ -12,7 +12,8 @@
 //! caller's bytes ([`weights`], [`mapping`]); an instance may swap them.
 //! It also provides the extern kernels the generated code calls (GEMM, convolution,
 //! [`fft`]), the worker threads that large kernels are split across ([`pool`]) and the
-//! kernel timings of a profile ([`profile`]).
+//! kernel timings of a profile ([`profile`]), and the buffers an instance keeps for its
+//! kernels from call to call ([`spare`]).
 //!
 //! **Architecture Invariant:** no panic or unwind leaves an ABI function: every entry is
 //! wrapped in [`guard`], which turns a panic into `AOTC_ERR_INTERNAL` plus a message.
@@ -39,6 +40,7 @@ mod pool;
 mod profile;
 mod program;
 mod rows;
+mod spare;
 mod weights;
 
 pub use abi_fns::*;

@@ -8,6 +8,7 @@ use crate::inputs::bind_inputs;
 use crate::memory::{ensure_len, strided_copy, AlignedBuf, Direction};
 use crate::outputs::CallerOutputs;
 use crate::pool::{with_threads, PoolUser};
+use crate::spare::{self, Spare};
 use crate::profile::Profile;
 use crate::program::Program;
 use crate::weights::{Source, Weights};
@@ -41,6 +42,8 @@ pub struct Model {
     /// The threads a call may use, and this instance's hold on the worker pool.
     threads: usize,
     _pool: Option<PoolUser>,
+    /// The buffers kernels take for the length of a call (`crate::spare`).
+    spare: Spare,
     /// Kernel timings, when profiling is on.
     pub profile: Profile,
 }
@@ -148,6 +151,7 @@ impl Model {
             output_shapes: m.outputs.iter().map(|o| vec![0; o.sizes.len()]).collect(),
             threads,
             _pool: PoolUser::acquire(threads),
+            spare: Spare::default(),
             profile: Profile::new(m.kernels.len()),
         })
     }
@@ -225,7 +229,8 @@ impl Model {
             // plan checked that a stage uses only sizes known by then), dims holds every
             // such size, no input lives in memory the program writes, and the recorder
             // (null unless profiling) is this instance's, alive through the stage.
-            with_threads(self.threads, || unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr(), stage as i64, recorder) });
+            let run = || unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr(), stage as i64, recorder) };
+            spare::lend(&self.spare, || with_threads(self.threads, run));
             // A data-dependent index out of range fails the call before any state changes.
             if let Some(e) = &m.index_errors {
                 check_index_errors(self.scratch[e.slot].as_slice(), &e.sites)?;

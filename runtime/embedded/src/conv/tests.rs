@@ -4,7 +4,7 @@
 
 use super::__aotc_conv2d_f32;
 use crate::pool::{with_threads, PoolUser};
-use aotc_abi::conv::{Algorithm, Conv2d};
+use aotc_abi::conv::{winograd, Algorithm, Conv2d, WeightForm};
 use aotc_abi::gemm::Activation;
 
 /// Deterministic values in [-1, 1).
@@ -56,7 +56,7 @@ fn reference(g: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f64>
 #[allow(clippy::too_many_arguments)]
 fn geometry(batch: usize, channels: usize, hw: [usize; 2], out_channels: usize, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], groups: usize, has_bias: bool) -> Conv2d {
     let out = |d: usize| (hw[d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
-    Conv2d { batch, channels, height: hw[0], width: hw[1], out_channels, kernel, out_size: [out(0), out(1)], stride, padding, dilation, groups, has_bias, packed_weight: false, residual: false, activation: Activation::None }
+    Conv2d { batch, channels, height: hw[0], width: hw[1], out_channels, kernel, out_size: [out(0), out(1)], stride, padding, dilation, groups, has_bias, weight: WeightForm::Rows, residual: false, activation: Activation::None }
 }
 
 fn check(g: Conv2d, threads: usize) {
@@ -73,12 +73,19 @@ fn check(g: Conv2d, threads: usize) {
     let residual = values(g.batch * g.out_channels * g.positions(), 4);
     let mut out = vec![f32::NAN; g.batch * g.out_channels * g.positions()];
     let mut scratch = vec![f32::NAN; g.scratch_len().unwrap()];
+    let transformed = if g.weight == WeightForm::Winograd { winograd::transform_weight(&w, g.out_channels, g.channels).unwrap() } else { Vec::new() };
+    let weight = match g.weight {
+        WeightForm::Rows => w.as_ptr(),
+        WeightForm::Panels => packed.as_ptr(),
+        WeightForm::Winograd => transformed.as_ptr(),
+    };
     let list = g.to_list();
-    with_threads(threads, || {
+    // Buffers a kernel takes for the call hold NaN from "earlier calls".
+    let spare = crate::spare::Spare::poisoned(8, 1 << 16);
+    crate::spare::lend(&spare, || with_threads(threads, || {
         // SAFETY: every buffer holds what the geometry describes.
-        let weight = if g.packed_weight { packed.as_ptr() } else { w.as_ptr() };
         unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), weight, bias.as_ptr(), scratch.as_mut_ptr(), residual.as_ptr(), list.as_ptr(), list.len() as i64) }
-    });
+    }));
     let mut want = reference(&g, &x, &w, g.has_bias.then_some(&bias[..]));
     for (w, &r) in want.iter_mut().zip(&residual) {
         *w += if g.residual { r as f64 } else { 0.0 };
@@ -125,8 +132,8 @@ fn every_algorithm_matches_the_naive_convolution() {
             check(Conv2d { residual: true, activation: Activation::Hardswish, ..g }, threads);
             check(Conv2d { activation: Activation::Gelu, ..g }, threads);
             if g.algorithm() != Algorithm::Depthwise {
-                check(Conv2d { packed_weight: true, ..g }, threads);
-                check(Conv2d { packed_weight: true, residual: true, ..g }, threads);
+                check(Conv2d { weight: WeightForm::Panels, ..g }, threads);
+                check(Conv2d { weight: WeightForm::Panels, residual: true, ..g }, threads);
             }
         }
     }
@@ -156,8 +163,41 @@ fn both_ways_of_cutting_the_windows_match_the_naive_convolution() {
         assert_eq!(g.algorithm(), Algorithm::Columns);
         for threads in [1, 2] {
             check(g, threads);
-            check(Conv2d { packed_weight: true, residual: true, activation: Activation::Hardswish, ..g }, threads);
-            check(Conv2d { packed_weight: true, ..g }, threads);
+            check(Conv2d { weight: WeightForm::Panels, residual: true, activation: Activation::Hardswish, ..g }, threads);
+            check(Conv2d { weight: WeightForm::Panels, ..g }, threads);
+        }
+    }
+    drop(user);
+}
+
+#[test]
+fn winograd_matches_the_naive_convolution() {
+    let user = PoolUser::acquire(2);
+    let cases = [
+        // Many tile rows, several blocks, padding 1 (ResNet's layers, scaled down).
+        geometry(1, 16, [30, 30], 16, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+        // Odd output sizes (half tiles at the right and bottom), no padding, two images
+        // whose tile rows share blocks, output channels not whole panels.
+        geometry(2, 5, [11, 9], 7, [3, 3], [1, 1], [0, 0], [1, 1], 1, false),
+        // Padding 2 (tiles wholly in the padding), one tile column.
+        geometry(1, 3, [3, 2], 4, [3, 3], [1, 1], [2, 2], [1, 1], 1, true),
+        // One block of a 7x7 plane: the output channels cut between the threads; a depth
+        // of two blocks (300 channels).
+        geometry(1, 300, [14, 14], 40, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+        // Many images of small planes in one block (bench_convnet's last layer, scaled).
+        geometry(4, 32, [8, 8], 64, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+        // A plane one row high, uneven padding.
+        geometry(1, 4, [1, 20], 6, [3, 3], [1, 1], [1, 2], [1, 1], 1, false),
+    ];
+    for g in cases {
+        let g = Conv2d { weight: WeightForm::Winograd, ..g };
+        assert!(winograd::fits(g.kernel, g.stride, g.dilation, g.groups));
+        assert_eq!(Conv2d::from_list(&g.to_list()), Some(g), "a valid geometry");
+        assert_eq!(g.algorithm(), Algorithm::Winograd);
+        for threads in [1, 2] {
+            check(g, threads);
+            check(Conv2d { residual: true, activation: Activation::Relu, ..g }, threads);
+            check(Conv2d { activation: Activation::Hardswish, ..g }, threads);
         }
     }
     drop(user);
@@ -301,3 +341,4 @@ fn max_pool_matches_the_naive_maximum_with_nan_winning() {
     }
     drop(user);
 }
+

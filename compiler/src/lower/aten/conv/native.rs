@@ -56,8 +56,9 @@ pub fn lower(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bias: Opti
             let len = scratch_len(algorithm, out_channels, kernel, padding, [height.clone(), width.clone()], [out_h.clone(), out_w.clone()]);
             lw.prog.add_buffer(format!("{name}.scratch"), DType::F32, vec![len], BufKind::Scratch)
         }
-        // Not read (the GEMMs need no scratch): any buffer gives the call a valid pointer.
-        Algorithm::Columns | Algorithm::Pointwise => input,
+        // Not read (the GEMMs need no scratch; passes::prepack may make the call Winograd's,
+        // whose blocks are the library's own): any buffer gives the call a valid pointer.
+        Algorithm::Columns | Algorithm::Pointwise | Algorithm::Winograd => input,
     };
     let out_sizes: Vec<SymExpr> = [x.sizes[0].clone(), int(out_channels)].into_iter().chain(w.output.iter().cloned()).collect();
     let out = lw.prog.add_buffer(name, DType::F32, out_sizes.clone(), BufKind::Scratch);

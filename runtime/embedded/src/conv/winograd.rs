@@ -1,0 +1,321 @@
+//! The [`Algorithm::Winograd`](aotc_abi::conv::Algorithm) convolution, F(2x2, 3x3)
+//! (`aotc_abi::conv::winograd` has the method and the weight, transformed by the
+//! compiler).
+//!
+//! The input is first copied, zero-padded, into planes of whole tiles plus slack
+//! ([`Padded`]), so that the transforms read without bounds. The output's tiles are then
+//! taken a block of whole *tile rows* at a time (a tile row: the tiles of two output rows
+//! of one image; a block spans images), about [`BLOCK_TILES`] tiles, so that a block's
+//! transformed inputs and products stay in L2. Per block:
+//! 1. each input channel's tile rows are transformed into `V[ξ][c][t]`, 16 matrices of
+//!    `[C, tiles]`;
+//! 2. 16 GEMMs `M[ξ] = U[ξ] @ V[ξ]` on one thread (U packed at compile time);
+//! 3. each output channel's tile rows are transformed back into the output, the bias,
+//!    residual and activation applied as they are written.
+//!
+//! The threads claim blocks one by one; with fewer blocks than threads (small planes,
+//! one image) a block's output channels are also cut between them, each transforming the
+//! block's input (cheap beside its share of the GEMMs). The transforms take 8 tiles per
+//! vector with AVX2 ([`avx2`]), else one tile at a time.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
+use crate::gemm::{gemm_packed, Operands, Packed, Problem};
+use crate::pool;
+use crate::spare::{Buffer, Handle};
+use aotc_abi::conv::winograd::{PATCH, POINTS, TILE};
+use aotc_abi::conv::Conv2d;
+use aotc_abi::gemm::{packed_len, padded, MR};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Tiles per block, about: with 64 channels in and out, V and M are 512 KiB.
+const BLOCK_TILES: usize = 64;
+
+/// Floats past the end of V and M's buffers that a vector of 8 tiles may read.
+const SLACK: usize = 8;
+
+/// The distance between two points' matrices in V or M: `len` floats plus a cache line,
+/// and never a multiple of 4 KiB, so that the 16 streams a transform reads or writes
+/// (one per point) do not all map to the same L1 sets.
+fn point_stride(len: usize) -> usize {
+    let stride = len + 16;
+    if stride.is_multiple_of(1024) { stride + 16 } else { stride }
+}
+
+/// `out = activation(conv(x, weight) + bias (+ residual))`, `weight` in
+/// `WeightForm::Winograd`'s layout.
+pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual: Option<&[f32]>, out: &mut [f32], threads: usize) {
+    let plan = Plan::new(g, threads);
+    let spare = Handle::current();
+    let input = Padded::new(g, plan.tiles, x, spare);
+    let next = AtomicUsize::new(0);
+    let out = SharedOut(out.as_mut_ptr());
+    let job = Job { g, plan: &plan, input: &input, weight, bias, residual };
+    pool::parallel_for(plan.threads, plan.threads.min(plan.items()), &|_| {
+        let out = &out;
+        let (v, m) = plan.buffer_lens(g);
+        let mut buffers = Buffers { v: spare.take(v), transformed: None, m: spare.take(m) };
+        loop {
+            let item = next.fetch_add(1, Ordering::Relaxed);
+            if item >= plan.items() {
+                return;
+            }
+            // SAFETY: items write disjoint parts of the output: their block's tile rows of
+            // their output channels.
+            unsafe { job.item(out.0, item / plan.parts, item % plan.parts, &mut buffers) };
+        }
+    });
+}
+
+/// The output's base pointer, shared by the threads that write disjoint parts of it.
+struct SharedOut(*mut f32);
+// SAFETY: see `run`: each item writes its own elements.
+unsafe impl Sync for SharedOut {}
+
+/// The input, zero-padded: plane (n, c) is `rows` rows of `width` floats, row `u` column
+/// `v` holding input `(u - padding[0], v - padding[1])`: every tile's 4x4 patch, and 16
+/// floats past each row's last patch (a vector of 8 tiles reads 16 columns from its
+/// first tile's column 0 and 2).
+pub(super) struct Padded {
+    data: Buffer,
+    rows: usize,
+    width: usize,
+}
+
+impl Padded {
+    fn new(g: &Conv2d, tiles: [usize; 2], x: &[f32], spare: Handle) -> Padded {
+        let (rows, width) = (TILE * tiles[0] + 2, TILE * tiles[1] + 16);
+        let plane = rows * width;
+        let mut data = spare.take(g.batch * g.channels * plane);
+        let (h, w) = (g.height, g.width);
+        // Padded row u holds input row u - padding[0] (if any) at columns
+        // padding[1]..padding[1] + cols, zeros around it: every float is written, as the
+        // buffer holds what an earlier call left.
+        let (left, cols) = (g.padding[1].min(width), w.min(width.saturating_sub(g.padding[1])));
+        pool::for_items(&mut data, g.batch * g.channels, plane, x.len(), &|begin, _, part| {
+            for (i, dst) in part.chunks_exact_mut(plane).enumerate() {
+                let src = &x[(begin + i) * h * w..][..h * w];
+                for (u, row) in dst.chunks_exact_mut(width).enumerate() {
+                    match u.checked_sub(g.padding[0]).filter(|&y| y < h) {
+                        Some(y) => {
+                            row[..left].fill(0.0);
+                            row[left..left + cols].copy_from_slice(&src[y * w..][..cols]);
+                            row[left + cols..].fill(0.0);
+                        }
+                        None => row.fill(0.0),
+                    }
+                }
+            }
+        });
+        Padded { data, rows, width }
+    }
+
+    /// Padded row `u` of plane (image, channel), from column 0.
+    fn row(&self, g: &Conv2d, image: usize, channel: usize, u: usize) -> &[f32] {
+        &self.data[((image * g.channels + channel) * self.rows + u) * self.width..][..self.width]
+    }
+}
+
+/// What every item of a call reads.
+struct Job<'a> {
+    g: &'a Conv2d,
+    plan: &'a Plan,
+    input: &'a Padded,
+    weight: &'a [f32],
+    bias: Option<&'a [f32]>,
+    residual: Option<&'a [f32]>,
+}
+
+/// How a call is cut.
+struct Plan {
+    tiles: [usize; 2],
+    /// Tile rows per block, and blocks (the last may be shorter).
+    rows_per_block: usize,
+    blocks: usize,
+    /// Parts the output channels of a block are cut into, and channels per part (whole
+    /// panels of the packed weight).
+    parts: usize,
+    part_channels: usize,
+    threads: usize,
+}
+
+impl Plan {
+    fn new(g: &Conv2d, threads: usize) -> Plan {
+        let tiles = [g.out_size[0].div_ceil(TILE), g.out_size[1].div_ceil(TILE)];
+        let rows = g.batch * tiles[0];
+        let rows_per_block = (BLOCK_TILES / tiles[1].max(1)).clamp(1, rows.max(1));
+        let blocks = rows.div_ceil(rows_per_block);
+        let work = g.batch * g.out_channels * g.positions() * g.channels * 4;
+        let threads = if work < 2 * crate::gemm::MIN_WORK_PER_THREAD { 1 } else { threads.max(1) };
+        let parts = if blocks >= threads { 1 } else { threads.div_ceil(blocks).min(g.out_channels.div_ceil(2 * MR)).max(1) };
+        let part_channels = g.out_channels.div_ceil(parts).next_multiple_of(MR);
+        let parts = g.out_channels.div_ceil(part_channels).max(1);
+        Plan { tiles, rows_per_block, blocks, parts, part_channels, threads }
+    }
+
+    fn items(&self) -> usize {
+        self.blocks * self.parts
+    }
+
+    /// Floats of V and M for the largest block: each point's matrix at its
+    /// [`point_stride`], and [`SLACK`].
+    fn buffer_lens(&self, g: &Conv2d) -> (usize, usize) {
+        let n = self.rows_per_block * self.tiles[1];
+        (POINTS * point_stride(g.channels * n) + SLACK, POINTS * point_stride(self.part_channels * n) + SLACK)
+    }
+}
+
+impl Job<'_> {
+    /// Block `block`'s tile rows (global: image n's row ty is `n * tiles[0] + ty`), and
+    /// part `part`'s output channels, into `out`.
+    ///
+    /// # Safety
+    /// `out` holds the geometry's output; no other thread writes this block's rows of these
+    /// channels.
+    unsafe fn item(&self, out: *mut f32, block: usize, part: usize, buffers: &mut Buffers) {
+        let (g, plan) = (self.g, self.plan);
+        let rows = block * plan.rows_per_block..((block + 1) * plan.rows_per_block).min(g.batch * plan.tiles[0]);
+        let channels = part * plan.part_channels..((part + 1) * plan.part_channels).min(g.out_channels);
+        let [tiles_y, tiles_x] = plan.tiles;
+        // Tiles in the block: the GEMMs' columns.
+        let n = rows.len() * tiles_x;
+        let (v_point, m_point) = (point_stride(g.channels * n), point_stride(channels.len() * n));
+        debug_assert!(buffers.v.len() >= POINTS * v_point + SLACK && buffers.m.len() >= POINTS * m_point + SLACK);
+        if buffers.transformed != Some(block) {
+            // Channel by channel, each one's tile rows in order: a row's vector stores
+            // spill up to 7 floats into the next row's tiles (written next), the next
+            // channel's first row (written after), or past the point (its padding, never
+            // read).
+            for c in 0..g.channels {
+                for (i, row) in rows.clone().enumerate() {
+                    let (image, ty) = (row / tiles_y, row % tiles_y);
+                    let patch_rows: [&[f32]; PATCH] = std::array::from_fn(|k| self.input.row(g, image, c, TILE * ty + k));
+                    let at = Strided { first: c * n + i * tiles_x, point: v_point, len: tiles_x };
+                    transform_input(patch_rows, &mut buffers.v, at);
+                }
+            }
+            buffers.transformed = Some(block);
+        }
+        let m = channels.len();
+        let point_len = packed_len(g.channels, g.out_channels, MR).unwrap_or(0);
+        let padded_rows = padded(g.out_channels, MR).unwrap_or(0);
+        for xi in 0..POINTS {
+            let u = self.weight[xi * point_len..][..point_len].as_ptr();
+            let p = Problem {
+                m, k: g.channels, n, alpha: 1.0,
+                a: u, rsa: 0, csa: 0,
+                b: buffers.v[xi * v_point..].as_ptr(), rsb: n as isize, csb: 1,
+                beta: 0.0, c: buffers.m[xi * m_point..].as_mut_ptr(), rsc: n as isize, csc: 1,
+            };
+            let a = Packed { data: u, padded: padded_rows, start: channels.start };
+            // SAFETY: U[ξ] is packed for all output channels (`weight_len`), read from
+            // this part's first one (a multiple of MR); V[ξ] is C x n row-major and M[ξ]
+            // m x n row-major, both in this thread's buffers.
+            unsafe { gemm_packed(p, Operands { a: Some(a), ..Operands::default() }, 1, &pool::parallel_for) };
+        }
+        let positions = g.positions();
+        let [height, width] = g.out_size;
+        for (i, row) in rows.enumerate() {
+            let (image, ty) = (row / tiles_y, row % tiles_y);
+            let out_rows = (height - TILE * ty).min(TILE);
+            for (j, o) in channels.clone().enumerate() {
+                let first = (image * g.out_channels + o) * positions + TILE * ty * width;
+                // SAFETY: the tile row's output rows lie in the output (the caller's
+                // contract) and are this item's alone.
+                let dst = unsafe { std::slice::from_raw_parts_mut(out.add(first), out_rows * width) };
+                let at = Strided { first: j * n + i * tiles_x, point: m_point, len: tiles_x };
+                let epilogue = Epilogue {
+                    bias: self.bias.map_or(0.0, |b| b[o]),
+                    residual: self.residual.map(|r| &r[first..][..out_rows * width]),
+                    activation: g.activation,
+                    width,
+                };
+                transform_output(&buffers.m, at, dst, &epilogue);
+            }
+        }
+    }
+}
+
+/// A thread's buffers, kept from item to item: V (and the block it holds) and M.
+struct Buffers {
+    v: Buffer,
+    transformed: Option<usize>,
+    m: Buffer,
+}
+
+/// Where one tile row's values lie in V or M: point ξ's `len` values from
+/// `first + ξ * point`. The buffer holds [`SLACK`] floats past the last point's.
+#[derive(Clone, Copy)]
+pub(super) struct Strided {
+    pub first: usize,
+    pub point: usize,
+    pub len: usize,
+}
+
+/// What the output pass adds and applies: `activation(y + bias + residual)`, into output
+/// rows of `width` (the residual shaped as they are).
+pub(super) struct Epilogue<'a> {
+    pub bias: f32,
+    pub residual: Option<&'a [f32]>,
+    pub activation: aotc_abi::gemm::Activation,
+    pub width: usize,
+}
+
+/// One tile row transformed, `V = B^T d B` per tile (`rows`: the 4 padded input rows
+/// under it, tile t's patch at columns 2t..2t + 4), into `v` at `at`.
+fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: Strided) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2::available() {
+        // SAFETY: the CPU has AVX2; the rows are padded rows (16 floats past the last
+        // patch) and `v` has the slack `Strided` says.
+        return unsafe { avx2::transform_input(rows, v, at) };
+    }
+    for t in 0..at.len {
+        let d = |k: usize, l: usize| rows[k][TILE * t + l];
+        // (B^T d)_i, row by row: d0 - d2, d1 + d2, d2 - d1, d1 - d3.
+        let bt: [[f32; PATCH]; PATCH] = std::array::from_fn(|i| {
+            std::array::from_fn(|l| match i {
+                0 => d(0, l) - d(2, l),
+                1 => d(1, l) + d(2, l),
+                2 => d(2, l) - d(1, l),
+                _ => d(1, l) - d(3, l),
+            })
+        });
+        for (i, r) in bt.iter().enumerate() {
+            let values = [r[0] - r[2], r[1] + r[2], r[2] - r[1], r[1] - r[3]];
+            for (j, value) in values.into_iter().enumerate() {
+                v[at.first + (4 * i + j) * at.point + t] = value;
+            }
+        }
+    }
+}
+
+/// One tile row of one output channel, `Y = A^T M A` per tile (`m` at `at`: its 16
+/// products), through the epilogue into `out`: the tile row's (up to) two output rows.
+fn transform_output(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2::available() {
+        // SAFETY: the CPU has AVX2 and FMA; `m` has the slack `Strided` says.
+        return unsafe { avx2::transform_output(m, at, out, epilogue) };
+    }
+    let width = epilogue.width;
+    for t in 0..at.len {
+        let p = |xi: usize| m[at.first + xi * at.point + t];
+        // (A^T M)_r: rows M0 + M1 + M2 and M1 - M2 - M3; then columns likewise.
+        let s: [[f32; PATCH]; TILE] = [
+            std::array::from_fn(|q| p(q) + p(4 + q) + p(8 + q)),
+            std::array::from_fn(|q| p(4 + q) - p(8 + q) - p(12 + q)),
+        ];
+        for (r, s) in s.iter().enumerate() {
+            for (q, y) in [s[0] + s[1] + s[2], s[1] - s[2] - s[3]].into_iter().enumerate() {
+                let (row, col) = (r, TILE * t + q);
+                if col < width && (row + 1) * width <= out.len() {
+                    let i = row * width + col;
+                    let y = y + epilogue.bias + epilogue.residual.map_or(0.0, |res| res[i]);
+                    out[i] = crate::activation::scalar(epilogue.activation, y);
+                }
+            }
+        }
+    }
+}
