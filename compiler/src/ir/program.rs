@@ -264,14 +264,21 @@ impl Program {
 pub fn strided_elements(bytes: &[u8], elem: usize, offset: i64, sizes: &[usize], strides: &[i64]) -> Option<Vec<u8>> {
     let count = sizes.iter().try_fold(1usize, |a, &s| a.checked_mul(s))?;
     let mut out = Vec::with_capacity(count.checked_mul(elem)?);
-    for flat in 0..count {
-        let (mut rest, mut at) = (flat, offset);
+    // Runs along the last dimension when its elements are adjacent (a weight's rows): one
+    // copy each, rather than an index computation per element.
+    let run = match (sizes.last(), strides.last()) {
+        (Some(&len), Some(&1)) if len > 0 => len,
+        _ => 1,
+    };
+    for first in (0..count).step_by(run) {
+        let (mut rest, mut at) = (first, offset);
         for (&size, &stride) in sizes.iter().zip(strides).rev() {
             at = at.checked_add(i64::try_from(rest % size).ok()?.checked_mul(stride)?)?;
             rest /= size;
         }
         let i = usize::try_from(at).ok()?.checked_mul(elem)?;
-        out.extend_from_slice(bytes.get(i..i.checked_add(elem)?)?);
+        let len = run.checked_mul(elem)?;
+        out.extend_from_slice(bytes.get(i..i.checked_add(len)?)?);
     }
     Some(out)
 }
@@ -343,5 +350,24 @@ impl fmt::Display for Program {
             writeln!(f, "bind s{} = {}[0]", d.sym, d.buf)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strided_elements;
+
+    #[test]
+    fn strided_elements_reads_views_in_row_major_order() {
+        // A 3 x 4 matrix of one-byte elements 0..12.
+        let bytes: Vec<u8> = (0..12).collect();
+        assert_eq!(strided_elements(&bytes, 1, 0, &[3, 4], &[4, 1]), Some(bytes.clone()));
+        assert_eq!(strided_elements(&bytes, 1, 0, &[4, 3], &[1, 4]), Some(vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]), "transposed");
+        assert_eq!(strided_elements(&bytes, 1, 5, &[2, 2], &[4, 1]), Some(vec![5, 6, 9, 10]), "a window");
+        assert_eq!(strided_elements(&bytes, 1, 1, &[2, 3], &[0, 2]), Some(vec![1, 3, 5, 1, 3, 5]), "expanded, strided");
+        assert_eq!(strided_elements(&bytes, 2, 1, &[2, 2], &[3, 1]), Some(vec![2, 3, 4, 5, 8, 9, 10, 11]), "two-byte elements");
+        assert_eq!(strided_elements(&bytes, 1, 9, &[2, 2], &[4, 1]), None, "past the end");
+        assert_eq!(strided_elements(&bytes, 1, 0, &[0, 4], &[4, 1]), Some(vec![]));
+        assert_eq!(strided_elements(&bytes, 1, 7, &[], &[]), Some(vec![7]), "a scalar");
     }
 }

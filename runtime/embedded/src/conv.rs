@@ -16,6 +16,7 @@ pub use max_pool::__aotc_max_pool2d_f32;
 
 use crate::gemm::{gemm_packed, Operands, Packed, Problem};
 use crate::pool::{self, for_items};
+use crate::spare::Handle;
 use aotc_abi::conv::{Algorithm, Conv2d, WeightForm};
 
 /// `out = activation(conv(x, weight) (+ bias) (+ residual))`, the geometry `geometry[..count]`
@@ -65,6 +66,8 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     }
     start_sums(&g, bias, residual, out);
     let accumulate = bias.is_some() || residual.is_some();
+    // (Taken here, on the calling thread: the images may run on workers.)
+    let spare = Handle::current();
     let image = |x: &[f32], out: &mut [f32]| {
         for group in 0..g.groups {
             let planes = &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];
@@ -74,7 +77,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
                 Some(len) if g.weight == WeightForm::Panels => Weight::Packed(&weight[group * len..][..len]),
                 _ => Weight::Rows(&weight[group * og * g.depth()..][..og * g.depth()]),
             };
-            product(&g, lhs, planes, out, accumulate);
+            product(&g, lhs, planes, out, accumulate, spare);
         }
     };
     // Several images: each thread takes whole images (its GEMMs then run on one thread),
@@ -154,9 +157,9 @@ enum Weight<'a> {
 /// One group's `out[O/G, positions] = weight @ windows (+ out if accumulate)` on the call's
 /// threads, the windows being the input planes themselves (a pointwise kernel) or
 /// written piece by piece in the GEMM's packed layout ([`columns::product`]).
-fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate: bool) {
+fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate: bool, spare: Handle) {
     if g.algorithm() == Algorithm::Columns {
-        return columns::product(g, lhs, planes, out, accumulate, pool::threads());
+        return columns::product(g, lhs, planes, out, accumulate, pool::threads(), spare);
     }
     let (m, k, n) = (g.group_out_channels(), g.depth(), g.positions());
     let (k_, n_) = (k as isize, n as isize);

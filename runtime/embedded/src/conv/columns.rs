@@ -19,6 +19,7 @@
 use super::{TapColumns, Weight};
 use crate::gemm::{gemm_packed, Operands, Packed, Problem};
 use crate::pool;
+use crate::spare::Handle;
 use aotc_abi::conv::Conv2d;
 use aotc_abi::gemm::{Activation, KC, MR, NR};
 use std::ops::Range;
@@ -35,7 +36,8 @@ const WHOLE_MAX: usize = 2 << 20;
 
 /// One group's `out[O/G, positions] = weight @ windows (+ out if accumulate)`, clamped at
 /// 0 with the geometry's ReLU, on up to `threads` threads.
-pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], accumulate: bool, threads: usize) {
+/// The windows' buffers come from `spare`.
+pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], accumulate: bool, threads: usize, spare: Handle) {
     let (m, k, n) = (g.group_out_channels(), g.depth(), g.positions());
     let threads = if m * k * n < 2 * crate::gemm::MIN_WORK_PER_THREAD { 1 } else { threads };
     let padded = n.next_multiple_of(NR);
@@ -49,7 +51,8 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], accu
         beta, c: out.as_mut_ptr(), rsc: n as isize, csc: 1,
     };
     if m >= n && k * padded <= WHOLE_MAX {
-        let mut windows = vec![0f32; k * padded];
+        // (Every float is written: each panel depth whole, zeros past the end.)
+        let mut windows = spare.take(k * padded);
         let blocks: Vec<Mutex<&mut [f32]>> = windows.chunks_mut(KC * padded).map(Mutex::new).collect();
         pool::parallel_for(threads, blocks.len(), &|i| {
             let mut block = blocks[i].lock().unwrap_or_else(|e| e.into_inner());
@@ -71,14 +74,13 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], accu
     pool::parallel_for(threads, threads.min(count), &|_| {
         // (Borrowed whole: a closure capturing only its pointer fields would not be Sync.)
         let whole = &whole;
-        let mut windows = Vec::new();
+        let mut windows = spare.take(KC.min(k) * width);
         loop {
             let block = next.fetch_add(1, Ordering::Relaxed);
             if block >= count {
                 return;
             }
             let cols = all * block / count * NR..n.min(all * (block + 1) / count * NR);
-            windows.resize(KC.min(k) * width, 0.0);
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
                 panels(g, &taps, planes, cols.clone(), pc, &mut windows);

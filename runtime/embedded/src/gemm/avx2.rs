@@ -330,9 +330,23 @@ fn pass<T>(p: &Problem<T>, packed: Operands, pc: usize, kc: usize, row: usize, c
 }
 
 /// A packed block of `mc` rows of A times one panel of B (rows `brs` apart), into `out`.
+/// A packed panel is followed by the next one B's loops take (the packed layout's order),
+/// which each tile fetches a share of into the cache: a weight streamed from memory then
+/// arrives before the panel's first tile needs it.
 #[inline(always)]
 unsafe fn panel<T: Simd>(mc: usize, kc: usize, a_pack: *const T, b: *const T, brs: isize, out: Out<T>) {
-    for ir in (0..mc).step_by(MR) {
+    let nr = 2 * T::LANES;
+    let (tiles, packed) = (mc.div_ceil(MR), brs == nr as isize);
+    // Depths of the next panel per tile (a depth is one cache line of 16 floats).
+    let share = kc.div_ceil(tiles.max(1));
+    let next = b.wrapping_add(kc * nr);
+    for (t, ir) in (0..mc).step_by(MR).enumerate() {
+        if packed {
+            for p in t * share..((t + 1) * share).min(kc) {
+                // A prefetch never faults, past the operand's end included.
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(p * nr).cast());
+            }
+        }
         // SAFETY: row ir of the block is inside C and the packed A.
         unsafe {
             let pass = Pass { bias: out.pass.bias.skip(ir, 0), ..out.pass };
