@@ -478,7 +478,10 @@ def write_report(ctx, rows, meta):
         "it is shown in brackets.",
         "- **aotc GFLOP/s / % of peak** are `aotc bench`'s `gflops` and `fraction_of_peak`: its "
         "GEMM FLOPs over the median time, against the FMA peak it measures on this machine at "
-        "the same thread count (the number after 'of'); n/a where aotc reports no FLOP count.",
+        "the same thread count (the number after 'of'); n/a where aotc reports no FLOP count. "
+        "A convolution counts as its direct computation: where aotc runs it as Winograd's "
+        "F(2x2, 3x3) (3x3 at stride 1, 2.25 times fewer multiplies), this is an effective "
+        "rate, and the fraction of peak is not a bound on it.",
         "- **Compile s.** AOTInductor: `torch._inductor.aoti_compile_and_package(ep)` timed "
         "inside the child (after `torch.export.load`), with a fresh empty "
         "`TORCHINDUCTOR_CACHE_DIR` per row, so a cold compile. aotc: wall clock of the "
