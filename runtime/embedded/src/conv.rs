@@ -1,7 +1,8 @@
 //! The float32 2-D convolution the generated code calls (`aotc_abi::conv::SYMBOL`): per
 //! image and group, a GEMM of the weight `[O/G, C/G * KH * KW]` by the input's windows
 //! (an implicit im2col: [`columns`] writes it in the GEMM's packed layout; for a 1x1 kernel
-//! the input planes themselves), the bias written first and accumulated onto; depthwise
+//! the input planes themselves), the bias added in the GEMM's output pass (or, with a
+//! residual, written first with it and accumulated onto); depthwise
 //! convolutions have their own plane-by-plane kernel ([`depthwise`]) in the scratch the
 //! compiler sized, and 3x3 ones whose weight the compiler transformed, Winograd's
 //! ([`winograd`]). A weight the compiler packed (`WeightForm::Panels`) is the GEMM's left
@@ -64,12 +65,18 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
         Algorithm::Winograd => return winograd::run(&g, x, weight, bias, residual, out, pool::threads()),
         Algorithm::Columns | Algorithm::Pointwise => {}
     }
-    start_sums(&g, bias, residual, out);
-    let accumulate = bias.is_some() || residual.is_some();
+    // A residual is written first and the products accumulate onto it, with the bias; a
+    // bias alone is added in the GEMM's output pass (one pass over the output less).
+    let accumulate = residual.is_some();
+    if accumulate {
+        start_sums(&g, bias, residual, out);
+    }
+    let gemm_bias = if accumulate { None } else { bias };
     // (Taken here, on the calling thread: the images may run on workers.)
     let spare = Handle::current();
     let image = |x: &[f32], out: &mut [f32]| {
         for group in 0..g.groups {
+            let bias = gemm_bias.map(|b| &b[group * g.group_out_channels()..][..g.group_out_channels()]);
             let planes = &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];
             let (og, positions) = (g.group_out_channels(), g.positions());
             let out = &mut out[group * og * positions..][..og * positions];
@@ -77,7 +84,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
                 Some(len) if g.weight == WeightForm::Panels => Weight::Packed(&weight[group * len..][..len]),
                 _ => Weight::Rows(&weight[group * og * g.depth()..][..og * g.depth()]),
             };
-            product(&g, lhs, planes, out, accumulate, spare);
+            product(&g, lhs, planes, out, Sums { accumulate, bias }, spare);
         }
     };
     // Several images: each thread takes whole images (its GEMMs then run on one thread),
@@ -154,12 +161,30 @@ enum Weight<'a> {
     Packed(&'a [f32]),
 }
 
-/// One group's `out[O/G, positions] = weight @ windows (+ out if accumulate)` on the call's
-/// threads, the windows being the input planes themselves (a pointwise kernel) or
-/// written piece by piece in the GEMM's packed layout ([`columns::product`]).
-fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate: bool, spare: Handle) {
+/// What one group's GEMM adds its product to: `out` as it is (`accumulate`), and a bias
+/// per output channel.
+#[derive(Clone, Copy)]
+struct Sums<'a> {
+    accumulate: bool,
+    bias: Option<&'a [f32]>,
+}
+
+impl Sums<'_> {
+    fn beta(self) -> f32 {
+        if self.accumulate { 1.0 } else { 0.0 }
+    }
+
+    fn bias(self) -> crate::gemm::Bias {
+        self.bias.map_or(crate::gemm::Bias::None, |b| crate::gemm::Bias::Rows(b.as_ptr()))
+    }
+}
+
+/// One group's `out[O/G, positions] = weight @ windows + sums` on the call's threads, the
+/// windows being the input planes themselves (a pointwise kernel) or written piece by
+/// piece in the GEMM's packed layout ([`columns::product`]).
+fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], sums: Sums, spare: Handle) {
     if g.algorithm() == Algorithm::Columns {
-        return columns::product(g, lhs, planes, out, accumulate, pool::threads(), spare);
+        return columns::product(g, lhs, planes, out, sums, pool::threads(), spare);
     }
     let (m, k, n) = (g.group_out_channels(), g.depth(), g.positions());
     let (k_, n_) = (k as isize, n as isize);
@@ -170,10 +195,10 @@ fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate:
         m, k, n, alpha: 1.0,
         a, rsa: k_, csa: 1,
         b: planes.as_ptr(), rsb: n_, csb: 1,
-        beta: if accumulate { 1.0 } else { 0.0 },
+        beta: sums.beta(),
         c: out.as_mut_ptr(), rsc: n_, csc: 1,
     };
-    let mut operands = Operands { activation: g.activation, ..Operands::default() };
+    let mut operands = Operands { activation: g.activation, bias: sums.bias(), ..Operands::default() };
     if let Weight::Packed(_) = lhs {
         // `lens` computed the padded size already: this cannot fail.
         let Some(a) = Packed::new(a, m, aotc_abi::gemm::MR) else { return };
@@ -182,7 +207,7 @@ fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], accumulate:
     // SAFETY: A is the m x k row-major matrix or its packed form as `lhs` says (a packed
     // slice is `packed_group_len` floats, checked against the geometry by `lens`); B is
     // the input planes, k x n row-major for a pointwise kernel; `out` is the m x n
-    // row-major C, a unique borrow that overlaps neither operand.
+    // row-major C, a unique borrow that overlaps neither operand; the bias holds m floats.
     unsafe { gemm_packed(p, operands, pool::threads(), &pool::parallel_for) }
 }
 

@@ -59,27 +59,32 @@ impl Handle {
         // SAFETY: see `Handle`: the pointer is null or to the lending instance's Spare.
         let spare = unsafe { self.0.as_ref() };
         let mut data = spare.and_then(|s| s.free.lock().unwrap_or_else(|e| e.into_inner()).pop()).unwrap_or_default();
-        data.resize(len, 0.0);
-        Buffer { data, home: self }
+        // Grown, never shrunk: a buffer serves calls of different sizes in turn, and
+        // growing it back after a truncation would write zeros again every time.
+        if data.len() < len {
+            data.resize(len, 0.0);
+        }
+        Buffer { data, len, home: self }
     }
 }
 
-/// A taken buffer; dropping it gives it back.
+/// A taken buffer (its first `len` floats); dropping it gives it back.
 pub struct Buffer {
     data: Vec<f32>,
+    len: usize,
     home: Handle,
 }
 
 impl std::ops::Deref for Buffer {
     type Target = [f32];
     fn deref(&self) -> &[f32] {
-        &self.data
+        &self.data[..self.len]
     }
 }
 
 impl std::ops::DerefMut for Buffer {
     fn deref_mut(&mut self) -> &mut [f32] {
-        &mut self.data
+        &mut self.data[..self.len]
     }
 }
 
@@ -105,6 +110,10 @@ mod tests {
             drop(a);
             let b = Handle::current().take(50);
             assert_eq!((b.len(), b[0]), (50, 7.0), "the same buffer, its contents as they were");
+            drop(b);
+            let mut c = Handle::current().take(100);
+            assert_eq!(c.len(), 100);
+            c[99] = 1.0;
         });
         assert_eq!(spare.free.lock().unwrap().len(), 1);
         let c = Handle::current().take(10);

@@ -16,8 +16,8 @@
 //!   blocks spread over the threads, then one GEMM cuts the output channels over them.
 //!   Cutting the positions would make each thread read the whole weight.
 
-use super::{TapColumns, Weight};
-use crate::gemm::{gemm_packed, Operands, Packed, Problem};
+use super::{Sums, TapColumns, Weight};
+use crate::gemm::{gemm_packed, Bias, Operands, Packed, Problem};
 use crate::pool;
 use crate::spare::Handle;
 use aotc_abi::conv::Conv2d;
@@ -34,15 +34,15 @@ const BLOCK_COLUMNS: usize = 256;
 /// by block: 8 MiB.
 const WHOLE_MAX: usize = 2 << 20;
 
-/// One group's `out[O/G, positions] = weight @ windows (+ out if accumulate)`, clamped at
+/// One group's `out[O/G, positions] = weight @ windows + sums`, clamped at
 /// 0 with the geometry's ReLU, on up to `threads` threads.
 /// The windows' buffers come from `spare`.
-pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], accumulate: bool, threads: usize, spare: Handle) {
+pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums: Sums, threads: usize, spare: Handle) {
     let (m, k, n) = (g.group_out_channels(), g.depth(), g.positions());
     let threads = if m * k * n < 2 * crate::gemm::MIN_WORK_PER_THREAD { 1 } else { threads };
     let padded = n.next_multiple_of(NR);
     let taps = TapColumns::of(g);
-    let beta = if accumulate { 1.0 } else { 0.0 };
+    let beta = sums.beta();
     // Every depth of C's columns: A's depths from `pc` on, B read from its panels.
     let whole = Problem {
         m, k, n, alpha: 1.0,
@@ -60,9 +60,9 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], accu
         });
         drop(blocks);
         let (a, packed_a) = lhs(&weight, m, 0);
-        let operands = Operands { a: packed_a, b: Packed::new(windows.as_ptr(), n, NR), activation: g.activation, ..Operands::default() };
+        let operands = Operands { a: packed_a, b: Packed::new(windows.as_ptr(), n, NR), bias: sums.bias(), activation: g.activation };
         // SAFETY: A is `weight` as `lhs` says, B the k x n windows packed just above (their
-        // padded length), C = `out`, m x n row-major, a unique borrow.
+        // padded length), C = `out`, m x n row-major, a unique borrow; the bias m floats.
         return unsafe { gemm_packed(Problem { a, ..whole }, operands, threads, &pool::parallel_for) };
     }
     // Blocks of whole panels, as many per thread, their sizes within a panel of each
@@ -85,15 +85,15 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], accu
                 let kc = KC.min(k - pc);
                 panels(g, &taps, planes, cols.clone(), pc, &mut windows);
                 let (a, packed_a) = lhs(&weight, m, pc);
-                // The first depth block applies beta, the last the activation.
-                let beta = if pc == 0 { beta } else { 1.0 };
+                // The first depth block applies beta and the bias, the last the activation.
+                let (beta, bias) = if pc == 0 { (beta, sums.bias()) } else { (1.0, Bias::None) };
                 let activation = if pc + kc == k { g.activation } else { Activation::None };
-                let operands = Operands { a: packed_a, b: Packed::new(windows.as_ptr(), cols.len(), NR), activation, ..Operands::default() };
+                let operands = Operands { a: packed_a, b: Packed::new(windows.as_ptr(), cols.len(), NR), bias, activation };
                 let c = whole.c.wrapping_add(cols.start);
                 let p = Problem { k: kc, n: cols.len(), a, beta, c, ..*whole };
                 // SAFETY: A holds depths pc..pc + kc of the weight as `lhs` says; B those
                 // depths of the block's windows, packed just above; C columns `cols` of
-                // `out`, which no other block writes.
+                // `out`, which no other block writes; the bias m floats.
                 unsafe { gemm_packed(p, operands, 1, &pool::parallel_for) }
             }
         }
