@@ -245,16 +245,21 @@ pub fn parallel_for(threads: usize, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
     assert!(!job.panicked.load(Ordering::Relaxed), "a parallel chunk panicked");
 }
 
-/// The output pointer that chunks of [`for_items`] share; each chunk writes its own part.
+/// An output pointer that the chunks of a parallel region share, each writing its own
+/// part (those of [`for_items`], a Winograd convolution's blocks).
 #[derive(Clone, Copy)]
-struct SharedOut(*mut f32);
+pub(crate) struct SharedOut(*mut f32);
 // SAFETY: used only where the chunks' writes are disjoint (see each use).
 unsafe impl Send for SharedOut {}
 unsafe impl Sync for SharedOut {}
 
 impl SharedOut {
-    /// The pointer (a method, so that closures capture the whole `Shared`).
-    fn get(&self) -> *mut f32 {
+    pub(crate) fn new(out: &mut [f32]) -> SharedOut {
+        SharedOut(out.as_mut_ptr())
+    }
+
+    /// The pointer (a method, so that closures capture the whole `SharedOut`).
+    pub(crate) fn get(&self) -> *mut f32 {
         self.0
     }
 }

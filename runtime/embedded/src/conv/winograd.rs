@@ -22,7 +22,7 @@
 mod avx2;
 
 use crate::gemm::{gemm_packed, Operands, Packed, Problem};
-use crate::pool;
+use crate::pool::{self, SharedOut};
 use crate::spare::{Buffer, Handle};
 use aotc_abi::conv::winograd::{PATCH, POINTS, TILE};
 use aotc_abi::conv::Conv2d;
@@ -50,10 +50,9 @@ pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual
     let spare = Handle::current();
     let input = Padded::new(g, plan.tiles, x, spare);
     let next = AtomicUsize::new(0);
-    let out = SharedOut(out.as_mut_ptr());
-    let job = Job { g, plan: &plan, input: &input, weight, bias, residual };
+    let out = SharedOut::new(out);
+    let job = Job { g, plan: &plan, input: &input, weight, bias, residual, simd: simd() };
     pool::parallel_for(plan.threads, plan.threads.min(plan.items()), &|_| {
-        let out = &out;
         let (v, m) = plan.buffer_lens(g);
         let mut buffers = Buffers { v: spare.take(v), transformed: None, m: spare.take(m) };
         loop {
@@ -63,15 +62,10 @@ pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual
             }
             // SAFETY: items write disjoint parts of the output: their block's tile rows of
             // their output channels.
-            unsafe { job.item(out.0, item / plan.parts, item % plan.parts, &mut buffers) };
+            unsafe { job.item(out.get(), item / plan.parts, item % plan.parts, &mut buffers) };
         }
     });
 }
-
-/// The output's base pointer, shared by the threads that write disjoint parts of it.
-struct SharedOut(*mut f32);
-// SAFETY: see `run`: each item writes its own elements.
-unsafe impl Sync for SharedOut {}
 
 /// The input, zero-padded: plane (n, c) is `rows` rows of `width` floats, row `u` column
 /// `v` holding input `(u - padding[0], v - padding[1])`: every tile's 4x4 patch, and 16
@@ -125,6 +119,16 @@ struct Job<'a> {
     weight: &'a [f32],
     bias: Option<&'a [f32]>,
     residual: Option<&'a [f32]>,
+    /// Whether the transforms take [`avx2`]'s code (detected once per call).
+    simd: bool,
+}
+
+/// Whether this CPU runs [`avx2`]'s transforms.
+fn simd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return avx2::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// How a call is cut.
@@ -146,6 +150,7 @@ impl Plan {
         let rows = g.batch * tiles[0];
         let rows_per_block = (BLOCK_TILES / tiles[1].max(1)).clamp(1, rows.max(1));
         let blocks = rows.div_ceil(rows_per_block);
+        // Multiply-adds: 16 per channel pair per tile of 4 positions.
         let work = g.batch * g.out_channels * g.positions() * g.channels * 4;
         let threads = if work < 2 * crate::gemm::MIN_WORK_PER_THREAD { 1 } else { threads.max(1) };
         let parts = if blocks >= threads { 1 } else { threads.div_ceil(blocks).min(g.out_channels.div_ceil(2 * MR)).max(1) };
@@ -192,7 +197,7 @@ impl Job<'_> {
                     let (image, ty) = (row / tiles_y, row % tiles_y);
                     let patch_rows: [&[f32]; PATCH] = std::array::from_fn(|k| self.input.row(g, image, c, TILE * ty + k));
                     let at = Strided { first: c * n + i * tiles_x, point: v_point, len: tiles_x };
-                    transform_input(patch_rows, &mut buffers.v, at);
+                    transform_input(patch_rows, &mut buffers.v, at, self.simd);
                 }
             }
             buffers.transformed = Some(block);
@@ -231,7 +236,7 @@ impl Job<'_> {
                     activation: g.activation,
                     width,
                 };
-                transform_output(&buffers.m, at, dst, &epilogue);
+                transform_output(&buffers.m, at, dst, &epilogue, self.simd);
             }
         }
     }
@@ -264,10 +269,11 @@ pub(super) struct Epilogue<'a> {
 
 /// One tile row transformed, `V = B^T d B` per tile (`rows`: the 4 padded input rows
 /// under it, tile t's patch at columns 2t..2t + 4), into `v` at `at`.
-fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: Strided) {
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: Strided, simd: bool) {
     #[cfg(target_arch = "x86_64")]
-    if avx2::available() {
-        // SAFETY: the CPU has AVX2; the rows are padded rows (16 floats past the last
+    if simd {
+        // SAFETY: the CPU has AVX2 (`simd`); the rows are padded rows (16 floats past the last
         // patch) and `v` has the slack `Strided` says.
         return unsafe { avx2::transform_input(rows, v, at) };
     }
@@ -293,10 +299,11 @@ fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: Strided) {
 
 /// One tile row of one output channel, `Y = A^T M A` per tile (`m` at `at`: its 16
 /// products), through the epilogue into `out`: the tile row's (up to) two output rows.
-fn transform_output(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue) {
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn transform_output(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue, simd: bool) {
     #[cfg(target_arch = "x86_64")]
-    if avx2::available() {
-        // SAFETY: the CPU has AVX2 and FMA; `m` has the slack `Strided` says.
+    if simd {
+        // SAFETY: the CPU has AVX2 and FMA (`simd`); `m` has the slack `Strided` says.
         return unsafe { avx2::transform_output(m, at, out, epilogue) };
     }
     let width = epilogue.width;
