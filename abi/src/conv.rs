@@ -15,7 +15,10 @@ pub const MAX_POOL_SYMBOL: &str = "__aotc_max_pool2d_f32";
 /// `out[N, O, OH, OW] = conv(x[N, C, H, W], weight[O, C / groups, KH, KW]) (+ bias[O])`,
 /// all contiguous; padding is zeros. The weight is in one of the [`WeightForm`]s. With `residual`, a tensor shaped like `out`
 /// is added to it, and then its `activation` is applied: the graph's residual add and
-/// activation after the convolution, done in its output pass.
+/// activation after the convolution, done in its output pass. With `pool`, what is
+/// written is that result max-pooled over 2x2 windows at stride 2 (NaN winning, a last odd
+/// row or column dropped): `out[N, O, OH / 2, OW / 2]`, the graph's max pool after the
+/// convolution, so that the full-size output never reaches memory ([`Conv2d::written_size`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2d {
     pub batch: usize,
@@ -33,10 +36,11 @@ pub struct Conv2d {
     pub weight: WeightForm,
     pub residual: bool,
     pub activation: Activation,
+    pub pool: bool,
 }
 
 /// How many int64s [`Conv2d::to_list`] writes.
-pub const GEOMETRY_LEN: usize = 20;
+pub const GEOMETRY_LEN: usize = 21;
 /// The generated code's arguments after `out`, in order: buffers (base pointers), then the
 /// geometry list (pointer, count).
 pub const ARG_X: usize = 0;
@@ -48,6 +52,7 @@ pub const ARG_GEOMETRY: usize = 5;
 /// Where the flags sit in the list.
 pub const HAS_BIAS: usize = 16;
 pub const RESIDUAL: usize = 18;
+pub const POOL: usize = 20;
 /// Not flags: the [`WeightForm`]'s code and the [`Activation`]'s.
 pub const WEIGHT_FORM: usize = 17;
 pub const ACTIVATION: usize = 19;
@@ -152,6 +157,11 @@ pub fn scratch_len<S: Size>(
 }
 
 impl Algorithm {
+    /// Whether the library pools the output as it writes it (`Conv2d::pool`).
+    pub fn pools(self) -> bool {
+        matches!(self, Algorithm::Columns | Algorithm::Winograd)
+    }
+
     /// The algorithm for a geometry whose weight is not in [`WeightForm::Winograd`]; the
     /// compiler decides it from these alone (the spatial sizes may be symbolic).
     pub fn choose(group_channels: usize, groups: usize, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Algorithm {
@@ -174,13 +184,15 @@ impl Conv2d {
             v(self.kernel[0]), v(self.kernel[1]), v(self.out_size[0]), v(self.out_size[1]),
             v(self.stride[0]), v(self.stride[1]), v(self.padding[0]), v(self.padding[1]),
             v(self.dilation[0]), v(self.dilation[1]), v(self.groups), self.has_bias as i64, self.weight.code(),
-            self.residual as i64, self.activation.code(),
+            self.residual as i64, self.activation.code(), self.pool as i64,
         ]
     }
 
     /// The geometry from its list, or None unless it is consistent: sizes non-negative,
     /// stride, dilation and groups positive, groups dividing both channel counts, and each
-    /// output size the one the input, kernel, stride, padding and dilation give.
+    /// output size the one the input, kernel, stride, padding and dilation give; a pooled
+    /// output only without a residual and for the algorithms that pool
+    /// ([`Algorithm::pools`]).
     pub fn from_list(l: &[i64]) -> Option<Conv2d> {
         let g = Conv2d::windows_from_list(l)?;
         let sizes_agree = [(g.height, 0), (g.width, 1)].iter().all(|&(input, d)| g.expected_out(input, d) == Some(g.out_size[d]));
@@ -189,7 +201,8 @@ impl Conv2d {
             WeightForm::Panels => Algorithm::choose(g.group_channels(), g.groups, g.kernel, g.stride, g.padding) != Algorithm::Depthwise,
             WeightForm::Winograd => winograd::fits(g.kernel, g.stride, g.dilation, g.groups),
         };
-        (sizes_agree && packing_fits && g.channels % g.groups == 0 && g.out_channels % g.groups == 0).then_some(g)
+        let pool_fits = !g.pool || (!g.residual && g.algorithm().pools());
+        (sizes_agree && packing_fits && pool_fits && g.channels % g.groups == 0 && g.out_channels % g.groups == 0).then_some(g)
     }
 
     /// The geometry from its list with any output sizes (a pooling's ceil mode adds a
@@ -204,10 +217,10 @@ impl Conv2d {
             batch: u(0), channels: u(1), height: u(2), width: u(3), out_channels: u(4),
             kernel: [u(5), u(6)], out_size: [u(7), u(8)], stride: [u(9), u(10)], padding: [u(11), u(12)],
             dilation: [u(13), u(14)], groups: u(15), has_bias: l[HAS_BIAS] != 0, weight: WeightForm::from_code(l[WEIGHT_FORM])?,
-            residual: l[RESIDUAL] != 0, activation: Activation::from_code(l[ACTIVATION])?,
+            residual: l[RESIDUAL] != 0, activation: Activation::from_code(l[ACTIVATION])?, pool: l[POOL] != 0,
         };
         let positive = g.stride.iter().chain(&g.dilation).chain(&g.kernel).all(|&x| x > 0) && g.groups > 0;
-        (positive && [HAS_BIAS, RESIDUAL].iter().all(|&flag| l[flag] <= 1)).then_some(g)
+        (positive && [HAS_BIAS, RESIDUAL, POOL].iter().all(|&flag| l[flag] <= 1)).then_some(g)
     }
 
     /// `(input + 2 padding - dilation (kernel - 1) - 1) / stride + 1`, None when the
@@ -228,7 +241,8 @@ impl Conv2d {
             WeightForm::Panels => self.groups.checked_mul(self.packed_group_len()?)?,
             WeightForm::Winograd => winograd::weight_len(self.channels, self.out_channels)?,
         };
-        let output = product(&[self.batch, self.out_channels, self.out_size[0], self.out_size[1]])?;
+        let [out_h, out_w] = self.written_size();
+        let output = product(&[self.batch, self.out_channels, out_h, out_w])?;
         self.scratch_len()?;
         Some((input, weight, output))
     }
@@ -247,9 +261,16 @@ impl Conv2d {
         crate::gemm::packed_len(depth, self.group_out_channels(), crate::gemm::MR)
     }
 
-    /// Output positions per plane.
+    /// Output positions per plane of the convolution (before any pooling).
     pub fn positions(&self) -> usize {
         self.out_size[0] * self.out_size[1]
+    }
+
+    /// The sizes of a plane of `out`: the convolution's, or halved (rounded down) when it is
+    /// pooled.
+    pub fn written_size(&self) -> [usize; 2] {
+        let [h, w] = self.out_size;
+        if self.pool { [h / 2, w / 2] } else { [h, w] }
     }
 
     /// The GEMM's depth: input channels per group times kernel taps.
@@ -279,7 +300,7 @@ mod tests {
         Conv2d {
             batch: 1, channels: 3, height: 224, width: 224, out_channels: 64, kernel: [7, 7], out_size: [112, 112],
             stride: [2, 2], padding: [3, 3], dilation: [1, 1], groups: 1, has_bias: false, weight: WeightForm::Rows,
-            residual: false, activation: Activation::None,
+            residual: false, activation: Activation::None, pool: false,
         }
     }
 
@@ -327,6 +348,16 @@ mod tests {
         let mut bad = three.to_list();
         bad[WEIGHT_FORM] = 3;
         assert_eq!(Conv2d::from_list(&bad), None, "no such weight form");
+        let pooled = Conv2d { pool: true, ..three };
+        assert_eq!(Conv2d::from_list(&pooled.to_list()), Some(pooled));
+        assert_eq!((pooled.written_size(), pooled.lens().unwrap().2), ([112, 112], 64 * 112 * 112));
+        assert_eq!(Conv2d::from_list(&Conv2d { pool: true, ..g }.to_list()).map(|p| p.written_size()), Some([56, 56]), "columns pool");
+        assert_eq!(Conv2d::from_list(&Conv2d { residual: true, ..pooled }.to_list()), None, "a residual with pooling");
+        let pointwise = Conv2d { kernel: [1, 1], stride: [1, 1], padding: [0, 0], out_size: [224, 224], pool: true, ..g };
+        assert_eq!(Conv2d::from_list(&pointwise.to_list()), None, "a pooled pointwise convolution");
+        let mut bad = pooled.to_list();
+        bad[POOL] = 2;
+        assert_eq!(Conv2d::from_list(&bad), None, "a pool flag that is not 0 or 1");
     }
 
     #[test]

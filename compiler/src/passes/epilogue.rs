@@ -14,7 +14,7 @@
 use crate::ir::expr::{ExprKind, E};
 use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, Matmul, Prim, Program};
 use crate::lower::tensor::contiguous_strides;
-use aotc_abi::conv::{self, ACTIVATION, ARG_GEOMETRY};
+use aotc_abi::conv::{self, ACTIVATION, ARG_GEOMETRY, POOL};
 use crate::lower::Lowered;
 use aotc_abi::gemm::Activation;
 use aotc_abi::internal_symbols::GELU;
@@ -62,9 +62,13 @@ pub fn fuse_epilogues(lowered: &mut Lowered) {
     }
 }
 
-/// The activation code in a convolution call's geometry.
+/// The activation code in a convolution call's geometry; None when its output is pooled
+/// (an activation after the pool is not one before it).
 fn conv_activation(call: &ExternCall) -> Option<Activation> {
     let Some(ExternArg::Sizes(geometry)) = call.args.get(ARG_GEOMETRY) else { return None };
+    if geometry.get(POOL)?.as_int()? != 0 {
+        return None;
+    }
     Activation::from_code(geometry.get(ACTIVATION)?.as_int()?)
 }
 

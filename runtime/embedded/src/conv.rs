@@ -78,8 +78,8 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
         for group in 0..g.groups {
             let bias = gemm_bias.map(|b| &b[group * g.group_out_channels()..][..g.group_out_channels()]);
             let planes = &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];
-            let (og, positions) = (g.group_out_channels(), g.positions());
-            let out = &mut out[group * og * positions..][..og * positions];
+            let (og, [out_h, out_w]) = (g.group_out_channels(), g.written_size());
+            let out = &mut out[group * og * out_h * out_w..][..og * out_h * out_w];
             let lhs = match g.packed_group_len() {
                 Some(len) if g.weight == WeightForm::Panels => Weight::Packed(&weight[group * len..][..len]),
                 _ => Weight::Rows(&weight[group * og * g.depth()..][..og * g.depth()]),
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     // rather than every image's GEMMs being cut across the threads and joined; but only
     // with a GEMM's worth of work per thread, as waking a worker costs tens of
     // microseconds.
-    let work = out_len.saturating_mul(g.depth());
+    let work = [g.out_channels, g.positions(), g.depth()].iter().fold(g.batch, |w, &x| w.saturating_mul(x));
     if g.batch > 1 && work >= 2 * crate::gemm::MIN_WORK_PER_THREAD {
         for_items(out, g.batch, image_out, work, &|begin, end, part| {
             for (i, out) in (begin..end).zip(part.chunks_exact_mut(image_out)) {
@@ -106,9 +106,11 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
 }
 
 /// What the GEMMs accumulate onto: each output plane's bias plus the residual, where
-/// there are such.
+/// there are such. (Without input channels, the whole output: a pooled plane of one value
+/// is that value.)
 fn start_sums(g: &Conv2d, bias: Option<&[f32]>, residual: Option<&[f32]>, out: &mut [f32]) {
-    let positions = g.positions();
+    let [out_h, out_w] = g.written_size();
+    let positions = out_h * out_w;
     for (i, plane) in out.chunks_exact_mut(positions).enumerate() {
         let b = bias.map_or(0.0, |b| b[i % g.out_channels]);
         match residual {

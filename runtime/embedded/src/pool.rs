@@ -318,7 +318,9 @@ mod tests {
             }
         });
         drop(users);
-        assert!(POOL.lock().unwrap().is_none() || available_cores() <= 1);
+        // (Other tests of this process may hold the pool meanwhile: what must hold is that
+        // it exists only while it has users.)
+        assert!(POOL.lock().unwrap().as_ref().is_none_or(|p| p.users > 0));
     }
 }
 

@@ -12,6 +12,7 @@ mod native;
 pub mod window;
 
 use super::registry::LowerFn;
+use super::conv::epilogue::fuse_max_pool;
 use crate::ir::expr::{binary, cast, constant, index_value, select, Affine, E};
 use crate::ir::{Prim, ReduceOp, Scalar};
 use crate::lower::args::Args;
@@ -157,6 +158,10 @@ fn max_pool(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
         vec![values, zeros]
     };
     if !indices_read {
+        let fused = || a.get("self").is_some_and(|x| lw.used_once(x));
+        if let Some(values) = fused().then(|| fuse_max_pool(lw, &x, &w)).flatten() {
+            return Ok(unread(values));
+        }
         if let Some(values) = native::max_pool(lw, &x, &w, &name) {
             return Ok(unread(values));
         }

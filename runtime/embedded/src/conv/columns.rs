@@ -16,6 +16,7 @@
 //!   blocks spread over the threads, then one GEMM cuts the output channels over them.
 //!   Cutting the positions would make each thread read the whole weight.
 
+use super::max_pool::row_pairs;
 use super::{Sums, TapColumns, Weight};
 use crate::gemm::{gemm_packed, Bias, Operands, Packed, Problem};
 use crate::pool;
@@ -34,9 +35,9 @@ const BLOCK_COLUMNS: usize = 256;
 /// by block: 8 MiB.
 const WHOLE_MAX: usize = 2 << 20;
 
-/// One group's `out[O/G, positions] = weight @ windows + sums`, clamped at
-/// 0 with the geometry's ReLU, on up to `threads` threads.
-/// The windows' buffers come from `spare`.
+/// One group's `out[O/G, positions] = weight @ windows + sums` through the geometry's
+/// activation, on up to `threads` threads; pooled (`g.pool`), the GEMMs write into a
+/// buffer of whole row pairs, pooled into `out`. The buffers come from `spare`.
 pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums: Sums, threads: usize, spare: Handle) {
     let (m, k, n) = (g.group_out_channels(), g.depth(), g.positions());
     let threads = if m * k * n < 2 * crate::gemm::MIN_WORK_PER_THREAD { 1 } else { threads };
@@ -61,26 +62,49 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
         drop(blocks);
         let (a, packed_a) = lhs(&weight, m, 0);
         let operands = Operands { a: packed_a, b: Packed::new(windows.as_ptr(), n, NR), bias: sums.bias(), activation: g.activation };
+        // Pooled: the full planes in a buffer first.
+        let mut full = g.pool.then(|| spare.take(m * n));
+        let c = full.as_mut().map_or(whole.c, |f| f.as_mut_ptr());
         // SAFETY: A is `weight` as `lhs` says, B the k x n windows packed just above (their
-        // padded length), C = `out`, m x n row-major, a unique borrow; the bias m floats.
-        return unsafe { gemm_packed(Problem { a, ..whole }, operands, threads, &pool::parallel_for) };
+        // padded length), C = `out` or `full`, m x n row-major, a unique borrow; the bias m
+        // floats.
+        unsafe { gemm_packed(Problem { a, c, ..whole }, operands, threads, &pool::parallel_for) };
+        if let Some(full) = full {
+            let (pooled, width) = (out.len() / m, g.out_size[1]);
+            for (o, dst) in out.chunks_exact_mut(pooled).enumerate() {
+                row_pairs(&full[o * n..][..n], width, dst);
+            }
+        }
+        return;
     }
-    // Blocks of whole panels, as many per thread, their sizes within a panel of each
-    // other (784 positions as 4 blocks of 12 or 13 panels, not 3 of 13 and one of 10).
-    let all = n.div_ceil(NR);
-    let count = all.div_ceil(BLOCK_COLUMNS / NR).next_multiple_of(threads).min(all);
-    let width = all.div_ceil(count) * NR;
+    // Blocks of whole units (panels, or pairs of output rows when pooled), as many per
+    // thread, their sizes within a unit of each other (784 positions as 4 blocks of 12 or
+    // 13 panels, not 3 of 13 and one of 10).
+    let (unit, all) = if g.pool { (2 * g.out_size[1], g.out_size[0] / 2) } else { (NR, n.div_ceil(NR)) };
+    if all == 0 || unit == 0 {
+        return;
+    }
+    let count = all.div_ceil((BLOCK_COLUMNS / unit).max(1)).next_multiple_of(threads).min(all);
+    let width = all.div_ceil(count) * unit;
     let next = AtomicUsize::new(0);
     pool::parallel_for(threads, threads.min(count), &|_| {
         // (Borrowed whole: a closure capturing only its pointer fields would not be Sync.)
         let whole = &whole;
-        let mut windows = spare.take(KC.min(k) * width);
+        // (Whole panels: a block of row pairs may end inside one.)
+        let mut windows = spare.take(KC.min(k) * width.next_multiple_of(NR));
+        // Pooled: each block's full rows, C of its GEMMs, before they are pooled into `out`.
+        let mut rows = g.pool.then(|| spare.take(m * width));
         loop {
             let block = next.fetch_add(1, Ordering::Relaxed);
             if block >= count {
                 return;
             }
-            let cols = all * block / count * NR..n.min(all * (block + 1) / count * NR);
+            let units = all * block / count..all * (block + 1) / count;
+            let cols = units.start * unit..n.min(units.end * unit);
+            let (c, rsc) = match rows.as_mut() {
+                Some(rows) => (rows.as_mut_ptr(), cols.len() as isize),
+                None => (whole.c.wrapping_add(cols.start), whole.rsc),
+            };
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
                 panels(g, &taps, planes, cols.clone(), pc, &mut windows);
@@ -89,12 +113,21 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
                 let (beta, bias) = if pc == 0 { (beta, sums.bias()) } else { (1.0, Bias::None) };
                 let activation = if pc + kc == k { g.activation } else { Activation::None };
                 let operands = Operands { a: packed_a, b: Packed::new(windows.as_ptr(), cols.len(), NR), bias, activation };
-                let c = whole.c.wrapping_add(cols.start);
-                let p = Problem { k: kc, n: cols.len(), a, beta, c, ..*whole };
+                let p = Problem { k: kc, n: cols.len(), a, beta, c, rsc, ..*whole };
                 // SAFETY: A holds depths pc..pc + kc of the weight as `lhs` says; B those
                 // depths of the block's windows, packed just above; C columns `cols` of
-                // `out`, which no other block writes; the bias m floats.
+                // `out`, which no other block writes, or this thread's `rows` (m x
+                // cols.len() of its m x width floats); the bias m floats.
                 unsafe { gemm_packed(p, operands, 1, &pool::parallel_for) }
+            }
+            if let Some(rows) = &rows {
+                let [out_h, out_w] = g.written_size();
+                for o in 0..m {
+                    // SAFETY: pooled rows `units` of output channel o lie in `out` (m planes
+                    // of out_h x out_w) and are this block's alone.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(whole.c.add(o * out_h * out_w + units.start * out_w), units.len() * out_w) };
+                    row_pairs(&rows[o * cols.len()..][..cols.len()], g.out_size[1], dst);
+                }
             }
         }
     });

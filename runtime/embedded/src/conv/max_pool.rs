@@ -8,7 +8,7 @@ use crate::pool::for_items;
 use aotc_abi::conv::Conv2d;
 
 #[cfg(target_arch = "x86_64")]
-mod avx2;
+pub(super) mod avx2;
 
 /// `out[N, C, OH, OW]` = the maximum of each window of `x[N, C, H, W]`, the geometry
 /// `geometry[..count]` in [`Conv2d::to_list`]'s order (channels = out_channels).
@@ -44,6 +44,24 @@ pub unsafe extern "C" fn __aotc_max_pool2d_f32(out: *mut f32, x: *const f32, geo
     });
 }
 
+/// The 2x2 max pool at stride 2 of a pooled convolution's rows (`Conv2d::pool`): each
+/// row of `width / 2` in `dst` from the next pair of rows of `width` in `src` (a last odd
+/// column dropped), NaN winning.
+pub(super) fn row_pairs(src: &[f32], width: usize, dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2; the sizes are the function's contract.
+        return unsafe { avx2::row_pairs(src, width, dst) };
+    }
+    let half = width / 2;
+    for (p, out) in dst.chunks_exact_mut(half.max(1)).enumerate().filter(|_| half > 0) {
+        let (a, b) = (&src[2 * p * width..][..width], &src[(2 * p + 1) * width..][..width]);
+        for (c, o) in out.iter_mut().enumerate() {
+            *o = max(max(a[2 * c], a[2 * c + 1]), max(b[2 * c], b[2 * c + 1]));
+        }
+    }
+}
+
 /// One output plane, with the AVX2 code where the CPU has it.
 fn plane(g: &Conv2d, columns: &[TapColumns], input: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
@@ -62,7 +80,7 @@ unsafe fn plane_avx2(g: &Conv2d, columns: &[TapColumns], input: &[f32], out: &mu
 
 /// `a` or `b`, whichever is larger, NaN winning.
 #[inline(always)]
-fn max(a: f32, b: f32) -> f32 {
+pub(super) fn max(a: f32, b: f32) -> f32 {
     if b > a || b.is_nan() { b } else { a }
 }
 

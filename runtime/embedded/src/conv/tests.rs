@@ -56,7 +56,7 @@ fn reference(g: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f64>
 #[allow(clippy::too_many_arguments)]
 fn geometry(batch: usize, channels: usize, hw: [usize; 2], out_channels: usize, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], groups: usize, has_bias: bool) -> Conv2d {
     let out = |d: usize| (hw[d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
-    Conv2d { batch, channels, height: hw[0], width: hw[1], out_channels, kernel, out_size: [out(0), out(1)], stride, padding, dilation, groups, has_bias, weight: WeightForm::Rows, residual: false, activation: Activation::None }
+    Conv2d { batch, channels, height: hw[0], width: hw[1], out_channels, kernel, out_size: [out(0), out(1)], stride, padding, dilation, groups, has_bias, weight: WeightForm::Rows, residual: false, activation: Activation::None, pool: false }
 }
 
 fn check(g: Conv2d, threads: usize) {
@@ -71,7 +71,8 @@ fn check(g: Conv2d, threads: usize) {
         .collect();
     let bias = values(g.out_channels, 3);
     let residual = values(g.batch * g.out_channels * g.positions(), 4);
-    let mut out = vec![f32::NAN; g.batch * g.out_channels * g.positions()];
+    let [out_h, out_w] = g.written_size();
+    let mut out = vec![f32::NAN; g.batch * g.out_channels * out_h * out_w];
     let mut scratch = vec![f32::NAN; g.scratch_len().unwrap()];
     let transformed = if g.weight == WeightForm::Winograd { winograd::transform_weight(&w, g.out_channels, g.channels).unwrap() } else { Vec::new() };
     let weight = match g.weight {
@@ -91,6 +92,9 @@ fn check(g: Conv2d, threads: usize) {
         *w += if g.residual { r as f64 } else { 0.0 };
         *w = crate::activation::reference(g.activation, *w);
     }
+    if g.pool {
+        want = pooled(&g, &want);
+    }
     if g.activation == Activation::Relu && g.residual && want.len() >= 16 {
         assert!(want.iter().any(|&w| w == 0.0) && want.iter().any(|&w| w > 0.0), "{g:?}: the ReLU clamps some outputs, not all");
     }
@@ -100,6 +104,19 @@ fn check(g: Conv2d, threads: usize) {
     for (i, (&got, &want)) in out.iter().zip(&want).enumerate() {
         assert!((got as f64 - want).abs() <= 1e-6 * (depth.sqrt() * 4.0).max(1.0), "{g:?} on {threads} threads: element {i} is {got}, expected {want}");
     }
+}
+
+/// The 2x2 max pool at stride 2 of `full`, the convolution's output.
+fn pooled(g: &Conv2d, full: &[f64]) -> Vec<f64> {
+    let ([h, w], [ph, pw]) = (g.out_size, g.written_size());
+    let mut out = Vec::with_capacity(g.batch * g.out_channels * ph * pw);
+    for plane in full.chunks_exact(h * w) {
+        for (r, c) in (0..ph).flat_map(|r| (0..pw).map(move |c| (r, c))) {
+            let at = |i: usize, j: usize| plane[(2 * r + i) * w + 2 * c + j];
+            out.push(at(0, 0).max(at(0, 1)).max(at(1, 0)).max(at(1, 1)));
+        }
+    }
+    out
 }
 
 #[test]
@@ -135,6 +152,10 @@ fn every_algorithm_matches_the_naive_convolution() {
                 check(Conv2d { weight: WeightForm::Panels, ..g }, threads);
                 check(Conv2d { weight: WeightForm::Panels, residual: true, ..g }, threads);
             }
+            if g.algorithm().pools() {
+                check(Conv2d { pool: true, activation: Activation::Relu, ..g }, threads);
+                check(Conv2d { pool: true, weight: WeightForm::Panels, activation: Activation::Hardswish, ..g }, threads);
+            }
         }
     }
     drop(user);
@@ -165,6 +186,10 @@ fn both_ways_of_cutting_the_windows_match_the_naive_convolution() {
             check(g, threads);
             check(Conv2d { weight: WeightForm::Panels, residual: true, activation: Activation::Hardswish, ..g }, threads);
             check(Conv2d { weight: WeightForm::Panels, ..g }, threads);
+            // Pooled: blocks of row pairs (a last odd row and column dropped), or the
+            // whole windows' planes pooled after their GEMM.
+            check(Conv2d { pool: true, weight: WeightForm::Panels, activation: Activation::Relu, ..g }, threads);
+            check(Conv2d { pool: true, activation: Activation::Hardswish, ..g }, threads);
         }
     }
     drop(user);
@@ -186,6 +211,8 @@ fn winograd_matches_the_naive_convolution() {
         geometry(1, 300, [14, 14], 40, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
         // Many images of small planes in one block (bench_convnet's last layer, scaled).
         geometry(4, 32, [8, 8], 64, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+        // Pooled rows of more than 8 tiles (a vector and a tail), two blocks' worth.
+        geometry(1, 16, [36, 38], 16, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
         // A plane one row high, uneven padding.
         geometry(1, 4, [1, 20], 6, [3, 3], [1, 1], [1, 2], [1, 1], 1, false),
     ];
@@ -198,6 +225,9 @@ fn winograd_matches_the_naive_convolution() {
             check(g, threads);
             check(Conv2d { residual: true, activation: Activation::Relu, ..g }, threads);
             check(Conv2d { activation: Activation::Hardswish, ..g }, threads);
+            // Pooled in the output transform: a tile per window (a last half tile dropped).
+            check(Conv2d { pool: true, activation: Activation::Relu, ..g }, threads);
+            check(Conv2d { pool: true, activation: Activation::Hardswish, ..g }, threads);
         }
     }
     drop(user);

@@ -21,6 +21,7 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 
+use super::max_pool;
 use crate::gemm::{gemm_packed, Operands, Packed, Problem};
 use crate::pool::{self, SharedOut};
 use crate::spare::{Buffer, Handle};
@@ -219,22 +220,24 @@ impl Job<'_> {
             // m x n row-major, both in this thread's buffers.
             unsafe { gemm_packed(p, Operands { a: Some(a), ..Operands::default() }, 1, &pool::parallel_for) };
         }
-        let positions = g.positions();
         let [height, width] = g.out_size;
+        let [out_h, out_w] = g.written_size();
         for (i, row) in rows.enumerate() {
             let (image, ty) = (row / tiles_y, row % tiles_y);
-            let out_rows = (height - TILE * ty).min(TILE);
+            // The tile row's output rows, or pooled, its one row (none for a last odd row).
+            let (first_row, out_rows) = if g.pool { (ty, usize::from(ty < out_h)) } else { (TILE * ty, (height - TILE * ty).min(TILE)) };
             for (j, o) in channels.clone().enumerate() {
-                let first = (image * g.out_channels + o) * positions + TILE * ty * width;
+                let first = (image * g.out_channels + o) * out_h * out_w + first_row * out_w;
                 // SAFETY: the tile row's output rows lie in the output (the caller's
                 // contract) and are this item's alone.
-                let dst = unsafe { std::slice::from_raw_parts_mut(out.add(first), out_rows * width) };
+                let dst = unsafe { std::slice::from_raw_parts_mut(out.add(first), out_rows * out_w) };
                 let at = Strided { first: j * n + i * tiles_x, point: m_point, len: tiles_x };
                 let epilogue = Epilogue {
                     bias: self.bias.map_or(0.0, |b| b[o]),
                     residual: self.residual.map(|r| &r[first..][..out_rows * width]),
                     activation: g.activation,
                     width,
+                    pool: g.pool,
                 };
                 transform_output(&buffers.m, at, dst, &epilogue, self.simd);
             }
@@ -259,12 +262,14 @@ pub(super) struct Strided {
 }
 
 /// What the output pass adds and applies: `activation(y + bias + residual)`, into output
-/// rows of `width` (the residual shaped as they are).
+/// rows of `width` (the residual shaped as they are); or with `pool` (and no residual),
+/// the maximum of each tile's four, into one row of `width / 2`.
 pub(super) struct Epilogue<'a> {
     pub bias: f32,
     pub residual: Option<&'a [f32]>,
     pub activation: aotc_abi::gemm::Activation,
     pub width: usize,
+    pub pool: bool,
 }
 
 /// One tile row transformed, `V = B^T d B` per tile (`rows`: the 4 padded input rows
@@ -298,7 +303,8 @@ fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: Strided, simd: bool
 }
 
 /// One tile row of one output channel, `Y = A^T M A` per tile (`m` at `at`: its 16
-/// products), through the epilogue into `out`: the tile row's (up to) two output rows.
+/// products), through the epilogue into `out`: the tile row's (up to) two output rows, or
+/// pooled, its row of maxima (none past a last odd row).
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn transform_output(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue, simd: bool) {
     #[cfg(target_arch = "x86_64")]
@@ -314,6 +320,16 @@ fn transform_output(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue
             std::array::from_fn(|q| p(q) + p(4 + q) + p(8 + q)),
             std::array::from_fn(|q| p(4 + q) - p(8 + q) - p(12 + q)),
         ];
+        if epilogue.pool {
+            if t < out.len() {
+                let y = |s: &[f32; PATCH], q: usize| {
+                    let y = if q == 0 { s[0] + s[1] + s[2] } else { s[1] - s[2] - s[3] };
+                    crate::activation::scalar(epilogue.activation, y + epilogue.bias)
+                };
+                out[t] = [y(&s[0], 1), y(&s[1], 0), y(&s[1], 1)].into_iter().fold(y(&s[0], 0), max_pool::max);
+            }
+            continue;
+        }
         for (r, s) in s.iter().enumerate() {
             for (q, y) in [s[0] + s[1] + s[2], s[1] - s[2] - s[3]].into_iter().enumerate() {
                 let (row, col) = (r, TILE * t + q);

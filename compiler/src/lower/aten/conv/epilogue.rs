@@ -1,14 +1,16 @@
 //! What folds into the support library's convolution, at compile time or into its output
 //! pass, when the convolution's output feeds nothing else: an inference batch norm (into
-//! the weight and bias), then a residual add, then a ReLU (flags of `aotc_abi::conv::
-//! Conv2d`; a hardswish, which the graph spells as five nodes, is fused after lowering by
-//! `passes::epilogue`). Each returns the convolution's output, now holding the op's result, or None
-//! when it does not apply (and then changes nothing).
+//! the weight and bias), then a residual add, then a ReLU, then a 2x2 max pool (flags of
+//! `aotc_abi::conv::Conv2d`; a hardswish, which the graph spells as five nodes, is fused
+//! after lowering by `passes::epilogue`). Each returns the convolution's output, now
+//! holding the op's result, or None when it does not apply (and then changes nothing).
+//! Nothing folds after the pool.
 
 use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, StridedRef};
 use crate::lower::tensor::{contiguous_strides, Repr, TensorValue};
 use crate::lower::Lowerer;
-use aotc_abi::conv::{ARG_BIAS, ARG_GEOMETRY, ARG_RESIDUAL, ARG_WEIGHT, ACTIVATION, HAS_BIAS, RESIDUAL, SYMBOL};
+use crate::lower::aten::pool::window::Windows;
+use aotc_abi::conv::{Algorithm, ARG_BIAS, ARG_GEOMETRY, ARG_RESIDUAL, ARG_WEIGHT, ACTIVATION, HAS_BIAS, POOL, RESIDUAL, SYMBOL};
 use aotc_abi::gemm::Activation;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
@@ -24,12 +26,13 @@ pub struct BatchNorm<'a> {
 }
 
 /// The whole contiguous float32 buffer `v` views, and the index of the kernel writing it
-/// when that is a support-library convolution.
+/// when that is a support-library convolution whose output is not pooled.
 fn convolution_of(lw: &Lowerer, v: &TensorValue) -> Option<(BufId, usize)> {
     let r = whole_buffer(lw, v)?;
     let index = lw.prog.kernels.iter().rposition(|k| k.out() == r)?;
     let Kernel::Extern(call) = &lw.prog.kernels[index] else { return None };
-    (call.name == SYMBOL && call.args.len() == ARG_GEOMETRY + 1).then_some((r, index))
+    let ours = call.name == SYMBOL && call.args.len() == ARG_GEOMETRY + 1 && flag(call, POOL) == Some(false);
+    ours.then_some((r, index))
 }
 
 /// The buffer `v` is, when `v` is a float32 view of all of it in order.
@@ -44,7 +47,6 @@ fn call_mut<'l>(lw: &'l mut Lowerer, index: usize) -> &'l mut ExternCall {
     call
 }
 
-/// The flag `at` of the convolution's geometry.
 /// Whether the flag at `at` is set (for [`ACTIVATION`]: whether there is one).
 fn flag(call: &ExternCall, at: usize) -> Option<bool> {
     let ExternArg::Sizes(geometry) = &call.args[ARG_GEOMETRY] else { return None };
@@ -143,4 +145,33 @@ pub fn fuse_relu(lw: &mut Lowerer, conv: &TensorValue) -> Option<TensorValue> {
     set_activation(call_mut(lw, index), Activation::Relu);
     lw.fold_node_into(index);
     Some(conv.clone())
+}
+
+/// `max_pool2d(conv, 2, 2)` in the convolution's output pass: windows of 2x2 at stride 2,
+/// no padding or dilation, as many as fit (a ceil-mode window past an odd size is not one
+/// the library writes), on the output of a convolution without a residual whose algorithm
+/// pools (prepack may turn a windows one into Winograd's, which pools too). The output
+/// buffer shrinks to the pooled sizes.
+pub fn fuse_max_pool(lw: &mut Lowerer, conv: &TensorValue, w: &Windows) -> Option<TensorValue> {
+    let (out, index) = convolution_of(lw, conv)?;
+    let call = call_at(lw, index);
+    let ExternArg::Sizes(geometry) = &call.args[ARG_GEOMETRY] else { return None };
+    let at = |i: usize| geometry.get(i)?.as_int().and_then(|v| usize::try_from(v).ok());
+    let (channels, groups) = (at(1)?, at(15)?.max(1));
+    let pair = |i: usize| Some([at(i)?, at(i + 1)?]);
+    let (kernel, stride, padding) = (pair(5)?, pair(9)?, pair(11)?);
+    let two = SymExpr::Int(2);
+    let windows = w.kernel == [two.clone(), two] && w.stride == [2, 2] && w.padding == [0, 0] && w.dilation == [1, 1];
+    let spatial = |v: &[SymExpr]| v.iter().map(|s| s.as_int()).collect::<Option<Vec<i64>>>();
+    let (Some(conv_size), Some(pooled)) = (spatial(conv.sizes.get(2..)?), spatial(&w.output)) else { return None };
+    let halves = conv.rank() == 4 && conv_size.iter().map(|s| s / 2).eq(pooled.iter().copied());
+    let pools = Algorithm::choose(channels / groups, groups, kernel, stride, padding).pools();
+    if !windows || !halves || !pools || flag(call, RESIDUAL)? {
+        return None;
+    }
+    let sizes: Vec<SymExpr> = conv.sizes[..2].iter().cloned().chain(pooled.into_iter().map(SymExpr::Int)).collect();
+    lw.prog.buffers[out].sizes = sizes.clone();
+    set_flag(call_mut(lw, index), POOL);
+    lw.fold_node_into(index);
+    Some(TensorValue::view_of(out, DType::F32, sizes))
 }

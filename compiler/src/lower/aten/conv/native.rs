@@ -42,9 +42,9 @@ pub fn lower(lw: &mut Lowerer, x: &TensorValue, weight: &TensorValue, bias: Opti
     let geometry = vec![
         x.sizes[0].clone(), int(channels), height.clone(), width.clone(), int(out_channels), int(kernel[0]), int(kernel[1]), out_h.clone(), out_w.clone(),
         int(stride[0]), int(stride[1]), int(padding[0]), int(padding[1]), int(dilation[0]), int(dilation[1]), int(groups), int(bias.is_some() as usize),
-        // The weight as it is (passes::prepack packs a constant one); no residual or
-        // activation yet (epilogue.rs folds those in).
-        int(0), int(0), int(0),
+        // The weight as it is (passes::prepack packs a constant one); no residual,
+        // activation or pooling yet (epilogue.rs folds those in).
+        int(0), int(0), int(0), int(0),
     ];
     let input = lw.contiguous(x, &format!("{name}.input"));
     let weights = lw.contiguous(weight, &format!("{name}.weight"));

@@ -73,7 +73,7 @@ impl Rows {
 
 /// `a` or `x`, whichever is larger, NaN (in either) winning, as `super::max`.
 #[inline(always)]
-unsafe fn vmax(a: __m256, x: __m256) -> __m256 {
+pub(in crate::conv) unsafe fn vmax(a: __m256, x: __m256) -> __m256 {
     // SAFETY: AVX, which the callers' target features enable. (`max_ps(x, a)` is `a` when
     // either is NaN; the blend then takes a NaN `x`.)
     unsafe { _mm256_blendv_ps(_mm256_max_ps(x, a), x, _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x)) }
@@ -108,19 +108,59 @@ fn max_into(row: &mut [f32], src: &[f32]) {
     }
 }
 
+/// The even and odd floats of the 16 in `lo` then `hi`.
+#[inline(always)]
+unsafe fn even_odd(lo: __m256, hi: __m256) -> (__m256, __m256) {
+    // SAFETY: AVX2 (the callers' target features). Each 128-bit half of the shuffles
+    // holds (lo, lo, hi, hi) pairs; the permutation puts the pairs from `lo` first.
+    unsafe {
+        let order = |v: __m256| _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v)));
+        (order(_mm256_shuffle_ps::<0b10_00_10_00>(lo, hi)), order(_mm256_shuffle_ps::<0b11_01_11_01>(lo, hi)))
+    }
+}
+
 /// The even and odd columns of `row`, 16 at a time.
 #[inline(always)]
 fn split(row: &[f32], even: &mut [f32], odd: &mut [f32]) {
     for c in 0..row.len() / 16 {
         let (s, e, o) = (&row[c * 16..][..16], &mut even[c * 8..][..8], &mut odd[c * 8..][..8]);
-        // SAFETY: AVX2 (the caller's target features); s holds 16 floats, e and o 8. Each
-        // 128-bit half of the shuffles holds (lo, lo, hi, hi) pairs; the permutation puts
-        // the pairs from `lo` first.
+        // SAFETY: AVX2 (the caller's target features); s holds 16 floats, e and o 8.
         unsafe {
-            let (lo, hi) = (_mm256_loadu_ps(s.as_ptr()), _mm256_loadu_ps(s.as_ptr().add(8)));
-            let order = |v: __m256| _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v)));
-            _mm256_storeu_ps(e.as_mut_ptr(), order(_mm256_shuffle_ps::<0b10_00_10_00>(lo, hi)));
-            _mm256_storeu_ps(o.as_mut_ptr(), order(_mm256_shuffle_ps::<0b11_01_11_01>(lo, hi)));
+            let (ev, od) = even_odd(_mm256_loadu_ps(s.as_ptr()), _mm256_loadu_ps(s.as_ptr().add(8)));
+            _mm256_storeu_ps(e.as_mut_ptr(), ev);
+            _mm256_storeu_ps(o.as_mut_ptr(), od);
+        }
+    }
+}
+
+/// [`super::row_pairs`]: 8 outputs from 16 columns of both rows at a time, the rest one by
+/// one.
+///
+/// # Safety
+/// The CPU has AVX2; `src` holds a pair of rows of `width` per row of `width / 2` in `dst`.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn row_pairs(src: &[f32], width: usize, dst: &mut [f32]) {
+    let half = width / 2;
+    let pairs = dst.len() / half.max(1);
+    assert!(src.len() >= pairs * 2 * width);
+    for p in 0..pairs {
+        let (a, b) = (&src[2 * p * width..][..width], &src[(2 * p + 1) * width..][..width]);
+        let out = &mut dst[p * half..][..half];
+        let mut c = 0;
+        while c + 8 <= half {
+            // SAFETY: AVX2; columns 2c..2c + 16 lie in both rows (c + 8 <= width / 2), and
+            // out[c..c + 8] in `out`.
+            unsafe {
+                let (a, b) = (a[2 * c..].as_ptr(), b[2 * c..].as_ptr());
+                let lo = vmax(_mm256_loadu_ps(a), _mm256_loadu_ps(b));
+                let hi = vmax(_mm256_loadu_ps(a.add(8)), _mm256_loadu_ps(b.add(8)));
+                let (even, odd) = even_odd(lo, hi);
+                _mm256_storeu_ps(out[c..].as_mut_ptr(), vmax(even, odd));
+            }
+            c += 8;
+        }
+        for c in c..half {
+            out[c] = super::max(super::max(a[2 * c], a[2 * c + 1]), super::max(b[2 * c], b[2 * c + 1]));
         }
     }
 }

@@ -6,6 +6,7 @@
 //! where every intrinsic is a call.
 
 use super::{Epilogue, Strided, PATCH, TILE};
+use crate::conv::max_pool::avx2::vmax;
 use std::arch::x86_64::*;
 
 pub(super) fn available() -> bool {
@@ -25,6 +26,54 @@ unsafe fn split(p: *const f32) -> (__m256, __m256) {
         let even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
         let odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
         (even, odd)
+    }
+}
+
+/// The tile rows's `Y = A^T M A`, row r (of 2): its tiles' left and right outputs.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[inline(always)]
+unsafe fn rows(p: &[__m256; 16]) -> [(__m256, __m256); TILE] {
+    // (No closures: they would be compiled without AVX, this function having no target
+    // features of its own.)
+    // SAFETY: AVX2 arithmetic.
+    unsafe {
+        // (A^T M)_r: rows M0 + M1 + M2 and M1 - M2 - M3; then its columns likewise.
+        let mut s = [[_mm256_setzero_ps(); PATCH]; TILE];
+        for q in 0..PATCH {
+            s[0][q] = _mm256_add_ps(_mm256_add_ps(p[q], p[4 + q]), p[8 + q]);
+            s[1][q] = _mm256_sub_ps(_mm256_sub_ps(p[4 + q], p[8 + q]), p[12 + q]);
+        }
+        let mut y = [(_mm256_setzero_ps(), _mm256_setzero_ps()); TILE];
+        for r in 0..TILE {
+            let s = &s[r];
+            y[r] = (_mm256_add_ps(_mm256_add_ps(s[0], s[1]), s[2]), _mm256_sub_ps(_mm256_sub_ps(s[1], s[2]), s[3]));
+        }
+        y
+    }
+}
+
+/// [`transform_output`] pooled: each tile's maximum of its four outputs (after the bias
+/// and activation), tile t at `out[t]`.
+///
+/// # Safety
+/// As [`transform_output`]'s, `out` at most `width / 2` floats.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pooled(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue) {
+    let mut t = 0;
+    while t < out.len() {
+        // SAFETY (all): AVX2 arithmetic; the loads read 8 floats of each point from tile
+        // t, inside `m` (the caller's check); the store writes out[t..] up to its end.
+        unsafe {
+            let p: [__m256; 16] = std::array::from_fn(|xi| _mm256_loadu_ps(m.as_ptr().add(at.first + xi * at.point + t)));
+            let bias = _mm256_set1_ps(epilogue.bias);
+            let y = |v: __m256| crate::activation::avx2::lanes8(_mm256_add_ps(v, bias), epilogue.activation);
+            let [(a, b), (c, d)] = rows(&p);
+            let v = vmax(vmax(y(a), y(b)), vmax(y(c), y(d)));
+            store(out.as_mut_ptr().add(t), v, out.len() - t);
+        }
+        t += 8;
     }
 }
 
@@ -105,13 +154,19 @@ pub(super) unsafe fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: S
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; `m` holds 8 floats from every tile of every point of `at`
-/// (its slack); `out` is one or two whole rows of `epilogue.width`, the residual as long.
+/// (its slack); `out` is one or two whole rows of `epilogue.width`, the residual as long,
+/// or pooled, at most one row of `width / 2`, no residual.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn transform_output(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue) {
     let (tiles, width) = (at.len, epilogue.width);
     let out_rows = out.len() / width.max(1);
     assert!(at.first + 15 * at.point + tiles.next_multiple_of(8) <= m.len() && out_rows <= TILE && width <= TILE * tiles);
-    assert!(epilogue.residual.is_none_or(|r| r.len() == out.len()));
+    assert!(epilogue.residual.is_none_or(|r| r.len() == out.len() && !epilogue.pool));
+    if epilogue.pool {
+        assert!(out.len() <= width / 2);
+        // SAFETY: as checked.
+        return unsafe { pooled(m, at, out, epilogue) };
+    }
     let mut t = 0;
     while t < tiles {
         // SAFETY (all): AVX2 arithmetic; the loads read 8 floats of each point from tile
@@ -119,14 +174,7 @@ pub(super) unsafe fn transform_output(m: &[f32], at: Strided, out: &mut [f32], e
         // the columns < width of rows < out_rows.
         unsafe {
             let p: [__m256; 16] = std::array::from_fn(|xi| _mm256_loadu_ps(m.as_ptr().add(at.first + xi * at.point + t)));
-            // (A^T M)_r: rows M0 + M1 + M2 and M1 - M2 - M3; then its columns likewise.
-            let s = [
-                std::array::from_fn::<__m256, PATCH, _>(|q| _mm256_add_ps(_mm256_add_ps(p[q], p[4 + q]), p[8 + q])),
-                std::array::from_fn::<__m256, PATCH, _>(|q| _mm256_sub_ps(_mm256_sub_ps(p[4 + q], p[8 + q]), p[12 + q])),
-            ];
-            for (r, s) in s.iter().enumerate().take(out_rows) {
-                let y0 = _mm256_add_ps(_mm256_add_ps(s[0], s[1]), s[2]);
-                let y1 = _mm256_sub_ps(_mm256_sub_ps(s[1], s[2]), s[3]);
+            for (r, &(y0, y1)) in rows(&p).iter().enumerate().take(out_rows) {
                 // Interleaved: columns 2t.. of the row are y0[0] y1[0] y0[1] y1[1] ...
                 let (lo, hi) = (_mm256_unpacklo_ps(y0, y1), _mm256_unpackhi_ps(y0, y1));
                 let halves = [_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31)];
