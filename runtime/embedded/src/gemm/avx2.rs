@@ -8,8 +8,8 @@
 //! row panel reads contiguous rows of B in place.
 //!
 //! Measured on the 2-core AVX2 EPYC, busy with other builds (benches/gemm.rs): about 0.8
-//! of the FMA peak at 1024^3 on 1 and 2 threads, 0.55 to 0.7 at 64 x 1024 x 4096 (reading
-//! B from memory costs a quarter: 0.8 when B is in cache); ahead of `matrixmultiply` and
+//! of the FMA peak at 1024^3 on 1 and 2 threads, 0.7 at 64 x 1024 x 4096 (packing B, read
+//! from memory, costs a tenth: 0.78 with B packed at compile time); ahead of `matrixmultiply` and
 //! the `gemm` crate at these sizes, behind the `gemm` crate on tiny products (m = 1 or 8,
 //! 64^3).
 //!
@@ -283,41 +283,79 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
 /// across all of B's columns), and B in kc x NS blocks that stay in L2 (a kc x NC block,
 /// for so few rows of A, would round-trip through L3). A single row panel (m <= MR) reads
 /// each element of B once: then B is not packed at all when its rows are contiguous.
-/// (Taking the columns outermost instead, so that C stays in L2 across the depth, measured
-/// slower: 0.76 against 0.81 of peak at 64 x 576 x 3136.)
+///
+/// The blocks' order: the depth outermost, unless B is packed here and C is larger than
+/// [`C_IN_CACHE`] (and all of A fits there too): then B's columns, so that each block of C stays in cache
+/// across the depth instead of C making a round trip to memory per depth block (64 x 1024
+/// x 4096: 1 MiB of C, 4 depth blocks). (Columns outermost measured slower where C fits:
+/// 0.76 against 0.81 of peak at 64 x 576 x 3136.) A packed here is then packed whole,
+/// once.
 #[inline(always)]
 unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
     let nr = 2 * T::LANES;
-    let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { p.m.next_multiple_of(MR) * T::KC.min(p.k) });
+    let rows = p.m.next_multiple_of(MR);
+    let columns_outer = packed.b.is_none() && p.m * p.n * size_of::<T>() > C_IN_CACHE && rows * p.k * size_of::<T>() <= C_IN_CACHE;
+    let a_len = if packed.a.is_some() { 0 } else if columns_outer { rows * p.k } else { rows * T::KC.min(p.k) };
+    let mut a_buf = Buffer::<T>::new(a_len);
     let mut b_buf = Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
     let direct = packed.b.is_none() && p.m <= MR && p.csb == 1;
+    // B packed here from contiguous rows: the next block's rows are fetched into L2 while
+    // this one's panels run, so that packing it does not wait on memory.
+    let fetch = packed.b.is_none() && !direct && p.csb == 1;
+    let (depths, columns) = (p.k.div_ceil(T::KC), p.n.div_ceil(T::NS));
+    // The blocks (depth, columns) in order.
+    let block = |i: usize| if columns_outer { (i % depths * T::KC, i / depths * T::NS) } else { (i / columns * T::KC, i % columns * T::NS) };
     // SAFETY (every block below): as in `tall`.
-    for pc in (0..p.k).step_by(T::KC) {
-        let kc = T::KC.min(p.k - pc);
+    for i in 0..depths * columns {
+        let (pc, jc) = block(i);
+        let (kc, nc) = (T::KC.min(p.k - pc), T::NS.min(p.n - jc));
         let beta = if pc == 0 { p.beta } else { T::ONE };
-        let a_block = unsafe { a_panels(&p, packed, a_pack, 0, pc, p.m, kc) };
-        for jc in (0..p.n).step_by(T::NS) {
-            let nc = T::NS.min(p.n - jc);
-            let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
-            let b_block = if direct { b } else { unsafe { b_panels(&p, packed, b_pack, pc, jc, kc, nc) } };
-            for jr in (0..nc).step_by(nr) {
-                let cols = nr.min(nc - jr);
-                let (b, brs) = if !direct {
-                    (unsafe { b_block.add(jr * kc) }, nr as isize)
-                } else if cols == nr {
-                    (unsafe { b.add(jr) }, p.rsb)
-                } else {
-                    unsafe { pack_b::<T>(b_pack, kc, cols, b.add(jr), p.rsb, p.csb) };
-                    (b_pack.cast_const(), nr as isize)
-                };
-                let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
-                let out = Out { c, rsc: p.rsc, csc: p.csc, cols, alpha: p.alpha, beta, pass: pass(&p, packed, pc, kc, 0, jc + jr) };
-                unsafe { panel(p.m, kc, a_block, b, brs, out) };
+        // A packed here: depth block pc packed with its first columns, kept at rows * pc
+        // when it is packed whole, else in the one block's buffer.
+        let a_block = if packed.a.is_some() {
+            unsafe { a_panels(&p, packed, a_pack, 0, pc, p.m, kc) }
+        } else {
+            let at = if columns_outer { unsafe { a_pack.add(rows * pc) } } else { a_pack };
+            if jc == 0 {
+                unsafe { a_panels(&p, packed, at, 0, pc, p.m, kc) };
             }
+            at.cast_const()
+        };
+        let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
+        let b_block = if direct { b } else { unsafe { b_panels(&p, packed, b_pack, pc, jc, kc, nc) } };
+        let next = (fetch && i + 1 < depths * columns).then(|| block(i + 1));
+        let panels = nc.div_ceil(nr);
+        for (q, jr) in (0..nc).step_by(nr).enumerate() {
+            if let Some((next_pc, next_jc)) = next {
+                // This panel's share of the next block's rows, each whole.
+                let (rows, cols) = (T::KC.min(p.k - next_pc), T::NS.min(p.n - next_jc));
+                for r in rows * q / panels..rows * (q + 1) / panels {
+                    let row = p.b.wrapping_offset((next_pc + r) as isize * p.rsb + next_jc as isize);
+                    for j in (0..cols).step_by(64 / size_of::<T>()) {
+                        // A prefetch never faults.
+                        _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(j).cast());
+                    }
+                }
+            }
+            let cols = nr.min(nc - jr);
+            let (b, brs) = if !direct {
+                (unsafe { b_block.add(jr * kc) }, nr as isize)
+            } else if cols == nr {
+                (unsafe { b.add(jr) }, p.rsb)
+            } else {
+                unsafe { pack_b::<T>(b_pack, kc, cols, b.add(jr), p.rsb, p.csb) };
+                (b_pack.cast_const(), nr as isize)
+            };
+            let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
+            let out = Out { c, rsc: p.rsc, csc: p.csc, cols, alpha: p.alpha, beta, pass: pass(&p, packed, pc, kc, 0, jc + jr) };
+            unsafe { panel(p.m, kc, a_block, b, brs, out) };
         }
     }
 }
+
+/// Bytes of C (and of A) that [`short`] counts on staying in cache: half of an L2.
+const C_IN_CACHE: usize = 512 * 1024;
 
 /// The output pass of depth block `pc..pc + kc` for the tiles from C's (`row`, `col`): the
 /// bias in the first block, the activation in the last.
@@ -399,6 +437,9 @@ unsafe fn pack_a<T: Element>(dst: *mut T, rows: usize, kc: usize, a: *const T, r
     }
 }
 
+/// Panels [`pack_b`] writes at once.
+const PACK_PANELS: usize = 4;
+
 /// Copies `kc` x `cols` of B into panels of NR columns: element (p, j) of a panel at
 /// `p * NR + j`, columns past the last padded with zeros.
 #[inline(always)]
@@ -408,22 +449,25 @@ unsafe fn pack_b<T: Simd>(dst: *mut T, kc: usize, cols: usize, b: *const T, rsb:
     // p < kc, j < cols.
     unsafe {
         if csb == 1 {
-            // Contiguous rows: copied in order, as one row is often further from the next
-            // than the prefetchers follow.
-            let mut src = b;
-            for p in 0..kc {
-                for j0 in (0..cols).step_by(nr) {
-                    let (w, d) = (nr.min(cols - j0), dst.add(j0 * kc + p * nr));
-                    if w == nr {
-                        // A constant length: a few vector moves, not a call to memcpy.
-                        std::ptr::copy_nonoverlapping(src.add(j0), d, nr);
-                    } else {
-                        for j in 0..nr {
-                            *d.add(j) = if j < w { *src.add(j0 + j) } else { T::ZERO };
+            // Contiguous rows: a few panels at a time (a few write streams, not one per
+            // panel: the panels lie kc * NR apart, often a multiple of 4 KiB, where their
+            // lines compete for the same L1 sets), depth by depth.
+            for g0 in (0..cols).step_by(PACK_PANELS * nr) {
+                let mut src = b;
+                for p in 0..kc {
+                    for j0 in (g0..cols.min(g0 + PACK_PANELS * nr)).step_by(nr) {
+                        let (w, d) = (nr.min(cols - j0), dst.add(j0 * kc + p * nr));
+                        if w == nr {
+                            // A constant length: a few vector moves, not a call to memcpy.
+                            std::ptr::copy_nonoverlapping(src.add(j0), d, nr);
+                        } else {
+                            for j in 0..nr {
+                                *d.add(j) = if j < w { *src.add(j0 + j) } else { T::ZERO };
+                            }
                         }
                     }
+                    src = src.wrapping_offset(rsb);
                 }
-                src = src.wrapping_offset(rsb);
             }
         } else {
             // Strided rows: each column gathered down its run.

@@ -154,6 +154,11 @@ fn blocks_split_across_threads() {
     }
     // Past the block of 4080 columns for many rows.
     check_both(Case { m: 127, k: 8, n: 4100, a: Layout::Rows, b: Layout::Rows, c: Layout::Rows, alpha: 1.0, beta: 1.0, threads: 1 });
+    // Few rows and a C larger than the cache (640 KiB in f32): the columns outermost, A
+    // packed whole, three depth blocks, a last partial block of columns.
+    for threads in 1..=2 {
+        check_both(Case { m: 40, k: 600, n: 4100, a: Layout::Rows, b: Layout::Rows, c: Layout::Rows, alpha: 0.5, beta: 2.0, threads });
+    }
 }
 
 #[test]
@@ -251,7 +256,8 @@ fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, pack_b): (bool
 fn packed_operands_match_the_naive_product() {
     // Few and many rows, partial panels, two depth blocks, an empty depth; blocks of C
     // split across threads at whole panels (rows for 250 x 300 x 40, columns otherwise).
-    for (m, k, n) in [(1, 7, 5), (6, 300, 33), (64, 513, 100), (130, 257, 47), (7, 0, 9), (250, 40, 300), (300, 70, 250)] {
+    // (40 x 600 x 4100: C larger than the cache, the columns outermost.)
+    for (m, k, n) in [(1, 7, 5), (6, 300, 33), (64, 513, 100), (130, 257, 47), (7, 0, 9), (250, 40, 300), (300, 70, 250), (40, 600, 4100)] {
         for beta in [0.0, 1.0] {
             for packed in [(false, true), (true, false), (true, true), (false, false)] {
                 for threads in 1..=3 {
