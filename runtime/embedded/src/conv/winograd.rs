@@ -320,18 +320,16 @@ fn transform_output(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue
             std::array::from_fn(|q| p(q) + p(4 + q) + p(8 + q)),
             std::array::from_fn(|q| p(4 + q) - p(8 + q) - p(12 + q)),
         ];
+        let ys = s.map(|s| [s[0] + s[1] + s[2], s[1] - s[2] - s[3]]);
         if epilogue.pool {
             if t < out.len() {
-                let y = |s: &[f32; PATCH], q: usize| {
-                    let y = if q == 0 { s[0] + s[1] + s[2] } else { s[1] - s[2] - s[3] };
-                    crate::activation::scalar(epilogue.activation, y + epilogue.bias)
-                };
-                out[t] = [y(&s[0], 1), y(&s[1], 0), y(&s[1], 1)].into_iter().fold(y(&s[0], 0), max_pool::max);
+                let y = |y: f32| crate::activation::scalar(epilogue.activation, y + epilogue.bias);
+                out[t] = ys.as_flattened().iter().map(|&v| y(v)).fold(f32::NEG_INFINITY, max_pool::max);
             }
             continue;
         }
-        for (r, s) in s.iter().enumerate() {
-            for (q, y) in [s[0] + s[1] + s[2], s[1] - s[2] - s[3]].into_iter().enumerate() {
+        for (r, ys) in ys.iter().enumerate() {
+            for (q, &y) in ys.iter().enumerate() {
                 let (row, col) = (r, TILE * t + q);
                 if col < width && (row + 1) * width <= out.len() {
                     let i = row * width + col;

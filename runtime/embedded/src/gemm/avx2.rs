@@ -327,16 +327,8 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
         let next = (fetch && i + 1 < depths * columns).then(|| block(i + 1));
         let panels = nc.div_ceil(nr);
         for (q, jr) in (0..nc).step_by(nr).enumerate() {
-            if let Some((next_pc, next_jc)) = next {
-                // This panel's share of the next block's rows, each whole.
-                let (rows, cols) = (T::KC.min(p.k - next_pc), T::NS.min(p.n - next_jc));
-                for r in rows * q / panels..rows * (q + 1) / panels {
-                    let row = p.b.wrapping_offset((next_pc + r) as isize * p.rsb + next_jc as isize);
-                    for j in (0..cols).step_by(64 / size_of::<T>()) {
-                        // A prefetch never faults.
-                        _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(j).cast());
-                    }
-                }
+            if let Some(next) = next {
+                unsafe { fetch_share(&p, next, q, panels) };
             }
             let cols = nr.min(nc - jr);
             let (b, brs) = if !direct {
@@ -350,6 +342,23 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
             let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
             let out = Out { c, rsc: p.rsc, csc: p.csc, cols, alpha: p.alpha, beta, pass: pass(&p, packed, pc, kc, 0, jc + jr) };
             unsafe { panel(p.m, kc, a_block, b, brs, out) };
+        }
+    }
+}
+
+/// Share `q` of `shares` of the rows of B's block at (depth, column) `next` (its
+/// contiguous rows, `short`'s blocks), fetched into L2.
+///
+/// # Safety
+/// The CPU has SSE (as every caller here, compiled for AVX2).
+#[inline(always)]
+unsafe fn fetch_share<T: Simd>(p: &Problem<T>, (pc, jc): (usize, usize), q: usize, shares: usize) {
+    let (depth, cols) = (T::KC.min(p.k - pc), T::NS.min(p.n - jc));
+    for r in depth * q / shares..depth * (q + 1) / shares {
+        let row = p.b.wrapping_offset((pc + r) as isize * p.rsb + jc as isize);
+        for j in (0..cols).step_by(64 / size_of::<T>()) {
+            // SAFETY: SSE (the caller's); a prefetch never faults.
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(j).cast()) };
         }
     }
 }

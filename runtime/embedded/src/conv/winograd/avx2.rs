@@ -61,13 +61,13 @@ unsafe fn rows(p: &[__m256; 16]) -> [(__m256, __m256); TILE] {
 /// As [`transform_output`]'s, `out` at most `width / 2` floats.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn pooled(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue) {
+    let bias = _mm256_set1_ps(epilogue.bias);
     let mut t = 0;
     while t < out.len() {
         // SAFETY (all): AVX2 arithmetic; the loads read 8 floats of each point from tile
         // t, inside `m` (the caller's check); the store writes out[t..] up to its end.
         unsafe {
             let p: [__m256; 16] = std::array::from_fn(|xi| _mm256_loadu_ps(m.as_ptr().add(at.first + xi * at.point + t)));
-            let bias = _mm256_set1_ps(epilogue.bias);
             let y = |v: __m256| crate::activation::avx2::lanes8(_mm256_add_ps(v, bias), epilogue.activation);
             let [(a, b), (c, d)] = rows(&p);
             let v = vmax(vmax(y(a), y(b)), vmax(y(c), y(d)));
