@@ -30,11 +30,19 @@ pub fn byte_len(sizes: &[i64], elem: usize) -> Option<usize> {
 /// `numel(sizes)` is `Some`; the strides of an empty tensor address nothing, so there
 /// they saturate rather than overflow.
 pub fn contiguous_strides(sizes: &[i64]) -> Vec<i64> {
-    let mut strides = vec![1i64; sizes.len()];
-    for d in (0..sizes.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1].saturating_mul(sizes[d + 1].max(1));
-    }
+    let mut strides = vec![0; sizes.len()];
+    write_contiguous_strides(sizes, &mut strides);
     strides
+}
+
+/// [`contiguous_strides`] into `strides` (as long as `sizes`), for callers that must not
+/// allocate.
+pub fn write_contiguous_strides(sizes: &[i64], strides: &mut [i64]) {
+    let mut stride = 1i64;
+    for (s, &n) in strides.iter_mut().zip(sizes).rev() {
+        *s = stride;
+        stride = stride.saturating_mul(n.max(1));
+    }
 }
 
 /// True when `strides` describe the row-major layout of `sizes`; strides of size-1

@@ -93,14 +93,25 @@ impl Model {
     /// As [`Model::run_raw`] (device memory of the instance's GPU for CUDA tensors).
     pub unsafe fn run_descriptors(&mut self, inputs: &[AotcTensor]) -> Result<Vec<AotcTensor>, Error> {
         let mut outs = vec![empty_descriptor(); self.outputs.len()];
+        // SAFETY: the caller's contract.
+        unsafe { self.run_descriptors_into(inputs, &mut outs) }?;
+        Ok(outs)
+    }
+
+    /// [`Model::run_descriptors`] filling the caller's `outputs` (one per output): a call
+    /// that allocates nothing in steady state.
+    ///
+    /// # Safety
+    /// As [`Model::run_raw`].
+    pub unsafe fn run_descriptors_into(&mut self, inputs: &[AotcTensor], outputs: &mut [AotcTensor]) -> Result<(), Error> {
         let n_in = i64::try_from(inputs.len()).map_err(|_| Error::new(status::INPUT_COUNT, "too many inputs"))?;
-        // SAFETY: `inputs` and `outs` are arrays of the stated lengths; the caller vouches
-        // for the memory the input descriptors point to.
-        let rc = unsafe { (self.fns.run)(self.handle, inputs.as_ptr(), n_in, outs.as_mut_ptr(), outs.len() as i64) };
+        // SAFETY: `inputs` and `outputs` are arrays of the stated lengths; the caller
+        // vouches for the memory the input descriptors point to.
+        let rc = unsafe { (self.fns.run)(self.handle, inputs.as_ptr(), n_in, outputs.as_mut_ptr(), outputs.len() as i64) };
         if rc != status::OK {
             return Err(self.last_error(rc));
         }
-        Ok(outs)
+        Ok(())
     }
 
     fn into_fns(&self) -> Result<&IntoFns, Error> {

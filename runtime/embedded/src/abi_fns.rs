@@ -40,12 +40,12 @@ fn guard(f: impl FnOnce() -> Result<()>) -> i32 {
 
 fn model_ref<'a>(m: *const AotcModel) -> Result<&'a Instance> {
     // SAFETY: a non-null handle comes from aotc_model_create and stays valid until destroy.
-    unsafe { (m as *const Instance).as_ref() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
+    unsafe { (m as *const Instance).as_ref() }.ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
 }
 
 fn model_mut<'a>(m: *mut AotcModel) -> Result<&'a mut Instance> {
     // SAFETY: as model_ref; the caller does not share an instance across threads during a call.
-    unsafe { (m as *mut Instance).as_mut() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
+    unsafe { (m as *mut Instance).as_mut() }.ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
 }
 
 fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn aotc_model_create_threads(device: *const c_char, num_th
 /// The bytes `data[..len]` of a caller's weights buffer.
 fn byte_slice<'a>(data: *const c_void, len: u64) -> Result<&'a [u8]> {
     let len = usize::try_from(len).ok().filter(|&n| isize::try_from(n).is_ok())
-        .ok_or(Error { code: status::INVALID_ARGUMENT, message: format!("len {len} does not fit the address space") })?;
+        .ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: format!("len {len} does not fit the address space") })?;
     if data.is_null() {
         return err(status::INVALID_ARGUMENT, format!("data is a null pointer, with len {len}"));
     }
@@ -194,7 +194,7 @@ fn info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo, what: &str, which:
             return err(status::INVALID_ARGUMENT, "out is a null pointer");
         }
         let item = usize::try_from(i).ok().and_then(|i| list.get(i))
-            .ok_or(Error { code: status::INVALID_ARGUMENT, message: format!("{what} index {i} out of range 0..{}", list.len()) })?;
+            .ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: format!("{what} index {i} out of range 0..{}", list.len()) })?;
         // SAFETY: out was checked non-null.
         unsafe { *out = item.info() };
         Ok(())
@@ -238,7 +238,7 @@ pub unsafe extern "C" fn aotc_buffer_read(m: *const AotcModel, name: *const c_ch
     guard(|| {
         let model = model_ref(m)?;
         // SAFETY: a non-null tensor pointer points to a valid AotcTensor by contract.
-        let dst = unsafe { dst.as_ref() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "dst is a null pointer".into() })?;
+        let dst = unsafe { dst.as_ref() }.ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "dst is a null pointer".into() })?;
         model.read_buffer(c_str(name, "name")?, dst)
     })
 }
@@ -250,7 +250,7 @@ pub unsafe extern "C" fn aotc_buffer_write(m: *mut AotcModel, name: *const c_cha
     guard(|| {
         let model = model_mut(m)?;
         // SAFETY: as in aotc_buffer_read.
-        let src = unsafe { src.as_ref() }.ok_or(Error { code: status::INVALID_ARGUMENT, message: "src is a null pointer".into() })?;
+        let src = unsafe { src.as_ref() }.ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "src is a null pointer".into() })?;
         model.write_buffer(c_str(name, "name")?, src)
     })
 }
@@ -269,27 +269,39 @@ pub unsafe extern "C" fn aotc_run(m: *mut AotcModel, inputs: *const AotcTensor, 
                 return err(status::INVALID_ARGUMENT, format!("{array} is a null pointer, with {n} entries"));
             }
         }
-        // The descriptors are copied first: the caller may pass one array as both inputs
-        // and outputs, and the outputs are written while the inputs are still in use.
-        // SAFETY: the caller passes arrays of n_inputs and n_outputs tensors.
-        let ins = if n_in == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(inputs, n_in) }.to_vec() };
+        // The caller may pass one array as both inputs and outputs, and the outputs are
+        // written while the inputs are still in use: overlapping inputs are copied first.
+        let (in_bytes, out_bytes) = (n_in * size_of::<AotcTensor>(), n_out * size_of::<AotcTensor>());
+        let overlap = n_in > 0 && n_out > 0 && (inputs as usize) < outputs as usize + out_bytes && (outputs as usize) < inputs as usize + in_bytes;
+        // SAFETY: the caller passes arrays of n_inputs and n_outputs tensors; the inputs
+        // are borrowed in place only when no output shares their memory.
+        let copy;
+        let ins = match (n_in, overlap) {
+            (0, _) => &[][..],
+            (_, false) => unsafe { std::slice::from_raw_parts(inputs, n_in) },
+            (_, true) => {
+                copy = unsafe { std::slice::from_raw_parts(inputs, n_in) }.to_vec();
+                &copy[..]
+            }
+        };
         // SAFETY: as above; no other reference to the outputs array exists during the call.
         let outs = if n_out == 0 { &mut [][..] } else { unsafe { std::slice::from_raw_parts_mut(outputs, n_out) } };
-        model.run(&ins, Outputs::Describe(outs))
+        model.run(ins, Outputs::Describe(outs))
     })
 }
 
-/// The caller's array of `n` tensors at `p` (named `what` in messages), copied.
-fn descriptors(p: *const AotcTensor, n: i64, what: &str) -> Result<Vec<AotcTensor>> {
+/// The caller's array of `n` tensors at `p` (named `what` in messages), which the
+/// library only reads.
+fn descriptors<'a>(p: *const AotcTensor, n: i64, what: &str) -> Result<&'a [AotcTensor]> {
     let n = usize::try_from(n).map_err(|_| Error { code: status::INVALID_ARGUMENT, message: format!("negative count: {n} {what}") })?;
     if n == 0 {
-        return Ok(vec![]);
+        return Ok(&[]);
     }
     if p.is_null() {
         return err(status::INVALID_ARGUMENT, format!("{what} is a null pointer, with {n} entries"));
     }
-    // SAFETY: the caller passes an array of n tensors.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
+    // SAFETY: the caller passes an array of n tensors, valid for the call.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
 /// # Safety
@@ -301,7 +313,7 @@ pub unsafe extern "C" fn aotc_run_into(m: *mut AotcModel, inputs: *const AotcTen
         let model = model_mut(m)?;
         let ins = descriptors(inputs, n_inputs, "inputs")?;
         let outs = descriptors(outputs, n_outputs, "outputs")?;
-        model.run(&ins, Outputs::Into(&outs))
+        model.run(ins, Outputs::Into(outs))
     })
 }
 

@@ -136,7 +136,8 @@ struct TapColumns {
 
 impl TapColumns {
     /// For each kernel column of `g`.
-    fn of(g: &Conv2d) -> Vec<TapColumns> {
+    /// (Inline for kernels up to 8 wide: a call allocates nothing.)
+    fn of(g: &Conv2d) -> smallvec::SmallVec<[TapColumns; 8]> {
         (0..g.kernel[1])
             .map(|j| {
                 let offset = j * g.dilation[1];

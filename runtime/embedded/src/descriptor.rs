@@ -7,10 +7,15 @@
 //! with checked arithmetic; only then is `data` trusted to hold that many bytes.
 
 use crate::error::{err, Error, Result};
-use aotc_abi::layout::{byte_len, contiguous_strides, extent, is_contiguous};
+use aotc_abi::layout::{byte_len, extent, is_contiguous, write_contiguous_strides};
 use aotc_abi::{status, AotcTensor, DType, DL_CPU, DL_CUDA};
+use smallvec::SmallVec;
 use std::fmt::Display;
 use std::ops::Range;
+
+/// A shape or strides: inline up to rank 8, so that checking a call's descriptors
+/// allocates nothing.
+pub type Dims = SmallVec<[i64; 8]>;
 
 /// Where an instance runs, and so where its tensors must live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,9 +45,9 @@ impl std::fmt::Display for Place {
 
 /// A checked caller's tensor: shape and strides copied out, sizes known not to overflow.
 pub struct View {
-    pub shape: Vec<i64>,
+    pub shape: Dims,
     /// `None` when contiguous (null strides, or strides equal to the row-major ones).
-    pub strides: Option<Vec<i64>>,
+    pub strides: Option<Dims>,
     /// Bytes of the contiguous layout: `numel * element size`.
     pub bytes: usize,
     /// The first element: `data + byte_offset`.
@@ -53,8 +58,8 @@ pub struct View {
 
 impl View {
     /// The strides to walk the caller's memory with.
-    pub fn walk_strides(&self) -> Vec<i64> {
-        self.strides.clone().unwrap_or_else(|| contiguous_strides(&self.shape))
+    pub fn walk_strides(&self) -> Dims {
+        self.strides.clone().unwrap_or_else(|| row_major(&self.shape))
     }
 }
 
@@ -88,7 +93,7 @@ pub fn check_view(t: &AotcTensor, what: &dyn Display, place: Place, rank: usize,
         .ok_or_else(|| Error { code: status::SHAPE, message: format!("{what}: shape {shape:?} holds more bytes than fit in memory") })?;
     // Null strides mean contiguous (DLPack); the array is read only when non-null.
     let strides = if t.strides.is_null() { None } else { read_array(t.strides, rank) };
-    let walk = strides.clone().unwrap_or_else(|| contiguous_strides(&shape));
+    let walk = strides.clone().unwrap_or_else(|| row_major(&shape));
     let relative = extent(&shape, &walk).and_then(|e| e.byte_span(elem, t.byte_offset)).ok_or_else(|| {
         let layout = if t.strides.is_null() { "contiguous".to_string() } else { format!("strides {walk:?}") };
         invalid(what, format_args!("shape {shape:?} ({layout}) at byte_offset {} reaches byte offsets that overflow 64 bits", t.byte_offset))
@@ -107,17 +112,24 @@ pub fn check_view(t: &AotcTensor, what: &dyn Display, place: Place, rank: usize,
     })
 }
 
+/// The row-major (contiguous) strides of `shape`.
+fn row_major(shape: &[i64]) -> Dims {
+    let mut strides = Dims::from_elem(0, shape.len());
+    write_contiguous_strides(shape, &mut strides);
+    strides
+}
+
 /// `len` entries at `p`; `None` if `p` is null while entries are needed.
-fn read_array(p: *const i64, len: usize) -> Option<Vec<i64>> {
+fn read_array(p: *const i64, len: usize) -> Option<Dims> {
     if len == 0 {
-        return Some(vec![]);
+        return Some(Dims::new());
     }
     if p.is_null() {
         return None;
     }
     // SAFETY: DLPack contract: a non-null shape or strides array holds ndim entries, and
     // ndim was checked to be the expected rank (never a size taken from the caller).
-    Some(unsafe { std::slice::from_raw_parts(p, len) }.to_vec())
+    Some(Dims::from_slice(unsafe { std::slice::from_raw_parts(p, len) }))
 }
 
 /// The absolute addresses `base + relative`, if they stay within `0..=isize::MAX`.

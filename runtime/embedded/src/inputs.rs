@@ -17,29 +17,37 @@ impl Display for InputName<'_> {
     }
 }
 
-/// The checked inputs of a call.
+/// The checked inputs of a call. Kept by an instance from call to call, so that binding
+/// the inputs of a steady call allocates nothing.
+#[derive(Default)]
 pub struct Bound {
     /// The value of every symbol, by `SymId`.
     pub syms: Vec<Option<i64>>,
     /// One checked view per input, constants included.
     pub views: Vec<View>,
-}
-
-/// The symbols bound so far, and by which (input, dimension), for messages about sizes
-/// that disagree.
-struct Symbols {
-    values: Vec<Option<i64>>,
+    /// Which (input, dimension) bound each symbol, for messages about sizes that disagree.
     bound_by: Vec<(usize, usize)>,
 }
 
 /// Checks the inputs and binds every symbol from their shapes.
 pub fn bind_inputs(m: &Manifest, inputs: &[AotcTensor], place: Place) -> Result<Bound> {
+    let mut bound = Bound::default();
+    bind_inputs_into(m, inputs, place, &mut bound)?;
+    Ok(bound)
+}
+
+/// [`bind_inputs`] into `bound`, reusing its memory.
+pub fn bind_inputs_into(m: &Manifest, inputs: &[AotcTensor], place: Place, bound: &mut Bound) -> Result<()> {
     if inputs.len() != m.inputs.len() {
         let names: Vec<&str> = m.inputs.iter().map(|i| i.name()).collect();
         return err(status::INPUT_COUNT, format!("expected {} inputs ({}), got {}", m.inputs.len(), names.join(", "), inputs.len()));
     }
-    let mut syms = Symbols { values: vec![None; m.symbols.len()], bound_by: vec![(0, 0); m.symbols.len()] };
-    let mut views = Vec::with_capacity(inputs.len());
+    let Bound { syms, views, bound_by } = bound;
+    syms.clear();
+    syms.resize(m.symbols.len(), None);
+    bound_by.clear();
+    bound_by.resize(m.symbols.len(), (0, 0));
+    views.clear();
     for (i, (spec, t)) in m.inputs.iter().zip(inputs).enumerate() {
         let what = InputName(i, spec.name());
         views.push(match spec {
@@ -49,23 +57,23 @@ pub fn bind_inputs(m: &Manifest, inputs: &[AotcTensor], place: Place) -> Result<
                     return err(status::DTYPE, format!("{what}: expected dtype {}, got {}", ts.dtype, dtype_of(t)));
                 }
                 let view = check_view(t, &what, place, ts.sizes.len(), ts.dtype.size(), || join(&ts.sizes, m))?;
-                bind_symbols(m, i, ts, &view.shape, &mut syms)?;
+                bind_symbols(m, i, ts, &view.shape, syms, bound_by)?;
                 view
             }
         });
     }
     // Static and derived dimensions, once every symbol is bound.
-    for (i, (spec, view)) in m.inputs.iter().zip(&views).enumerate() {
+    for (i, (spec, view)) in m.inputs.iter().zip(views.iter()).enumerate() {
         if let InputSpec::Tensor(ts) = spec {
             for (d, (e, &n)) in ts.sizes.iter().zip(&view.shape).enumerate() {
-                let want = e.eval(&syms.values).map_err(|x| Error { code: status::SHAPE, message: format!("input {i} ('{}') dimension {d}: {x}", ts.name) })?;
+                let want = e.eval(syms).map_err(|x| Error { code: status::SHAPE, message: format!("input {i} ('{}') dimension {d}: {x}", ts.name) })?;
                 if want != n {
                     return err(status::SHAPE, format!("input {i} ('{}'): dimension {d} is {n}, expected {want} (shape [{}])", ts.name, join(&ts.sizes, m)));
                 }
             }
         }
     }
-    Ok(Bound { syms: syms.values, views })
+    Ok(())
 }
 
 /// `e` as `a * s + b` with `a > 0`: a dimension from which symbol `s` can be solved.
@@ -87,7 +95,7 @@ fn linear_in_one_symbol(e: &SymExpr) -> Option<(usize, i64, i64)> {
 /// Binds the symbols that input `i`'s dimensions determine (a dimension `s`, or `a*s + b`
 /// as export records for strided layers), checking their ranges and that inputs sharing
 /// a symbol agree.
-fn bind_symbols(m: &Manifest, i: usize, ts: &TensorSpec, shape: &[i64], syms: &mut Symbols) -> Result<()> {
+fn bind_symbols(m: &Manifest, i: usize, ts: &TensorSpec, shape: &[i64], syms: &mut [Option<i64>], bound_by: &mut [(usize, usize)]) -> Result<()> {
     let what = InputName(i, &ts.name);
     for (d, (e, &size)) in ts.sizes.iter().zip(shape).enumerate() {
         let Some((s, a, b)) = linear_in_one_symbol(e) else { continue };
@@ -96,18 +104,18 @@ fn bind_symbols(m: &Manifest, i: usize, ts: &TensorSpec, shape: &[i64], syms: &m
         };
         let r = &m.symbols[s];
         // "dimension 2 is 48" or, when solved from `8*s0`, "dimension 2 is 48 (s0 = 6)".
-        let dim = if (a, b) == (1, 0) { format!("dimension {d} is {size}") } else { format!("dimension {d} is {size} ({} = {n})", r.name) };
-        match syms.values[s] {
+        let dim = || if (a, b) == (1, 0) { format!("dimension {d} is {size}") } else { format!("dimension {d} is {size} ({} = {n})", r.name) };
+        match syms[s] {
             None => {
                 if !r.contains(n) {
-                    return err(status::RANGE, format!("{what}: {dim}, outside the range {r} of dynamic dimension {}", r.name));
+                    return err(status::RANGE, format!("{what}: {}, outside the range {r} of dynamic dimension {}", dim(), r.name));
                 }
-                syms.values[s] = Some(n);
-                syms.bound_by[s] = (i, d);
+                syms[s] = Some(n);
+                bound_by[s] = (i, d);
             }
             Some(v) if v != n => {
-                let (bi, bd) = syms.bound_by[s];
-                return err(status::SHAPE, format!("{what}: {dim}, but {} dimension {bd} set the shared dynamic dimension {} to {v}", InputName(bi, m.inputs[bi].name()), r.name));
+                let (bi, bd) = bound_by[s];
+                return err(status::SHAPE, format!("{what}: {}, but {} dimension {bd} set the shared dynamic dimension {} to {v}", dim(), InputName(bi, m.inputs[bi].name()), r.name));
             }
             Some(_) => {}
         }

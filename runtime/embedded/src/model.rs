@@ -4,7 +4,7 @@ use crate::arena::ScratchArena;
 use crate::descriptor::{check_view, dtype_of, Place, View};
 use crate::error::{err, Error, Result};
 use crate::guards::{check_index_errors, check_stage_guards};
-use crate::inputs::bind_inputs;
+use crate::inputs::{bind_inputs_into, Bound};
 use crate::memory::{ensure_len, strided_copy, AlignedBuf, Direction};
 use crate::outputs::CallerOutputs;
 use crate::pool::{with_threads, PoolUser};
@@ -46,6 +46,22 @@ pub struct Model {
     spare: Spare,
     /// Kernel timings, when profiling is on.
     pub profile: Profile,
+    /// The bookkeeping of a call, kept for the next one.
+    call: CallState,
+}
+
+/// What a call works with besides the data: kept by the instance from call to call, so
+/// that a call in steady state allocates nothing.
+#[derive(Default)]
+struct CallState {
+    bound: Bound,
+    caller: CallerOutputs,
+    sizes: Sizes,
+    /// The slot table handed to the generated code.
+    slots: Vec<*mut u8>,
+    /// Every output's dimensions, one after the other (`aotc_run`'s shapes, evaluated
+    /// before the call changes any state).
+    output_dims: Vec<i64>,
 }
 
 /// Where a call's outputs go.
@@ -57,6 +73,7 @@ pub enum Outputs<'a> {
 }
 
 /// The sizes of a call, evaluated stage by stage as the symbols they use are bound.
+#[derive(Default)]
 struct Sizes {
     dims: Vec<i64>,
     /// Bytes of each slot's scratch allocation (0 for other slots); `None` until the
@@ -127,7 +144,7 @@ pub(crate) fn check_buffer_tensor(program: &Program, name: &str, t: &AotcTensor)
     }
     let want = || b.sizes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ");
     let view = check_view(t, &what, Place::Cpu, b.sizes.len(), b.dtype.size(), want)?;
-    if view.shape != b.sizes {
+    if view.shape[..] != b.sizes[..] {
         return err(status::SHAPE, format!("{what}: expected shape {:?}, got {:?}", b.sizes, view.shape));
     }
     Ok((i, view))
@@ -153,6 +170,7 @@ impl Model {
             _pool: PoolUser::acquire(threads),
             spare: Spare::default(),
             profile: Profile::new(m.kernels.len()),
+            call: CallState::default(),
         })
     }
 
@@ -197,6 +215,15 @@ impl Model {
     /// a call refused there has overwritten earlier outputs (or the caller's outputs it
     /// writes into) but no state and no input.
     pub fn run(&mut self, inputs: &[AotcTensor], outputs: Outputs<'_>) -> Result<()> {
+        // The call's bookkeeping leaves the instance for the call (the methods below borrow
+        // the instance) and comes back whatever the outcome.
+        let mut call = std::mem::take(&mut self.call);
+        let result = self.run_with(&mut call, inputs, outputs);
+        self.call = call;
+        result
+    }
+
+    fn run_with(&mut self, call: &mut CallState, inputs: &[AotcTensor], outputs: Outputs<'_>) -> Result<()> {
         let m = &self.program.manifest;
         self.profile.begin_call();
         if let Outputs::Describe(d) = &outputs {
@@ -204,23 +231,30 @@ impl Model {
                 return err(status::INVALID_ARGUMENT, format!("expected room for {} outputs, got {}", m.outputs.len(), d.len()));
             }
         }
-        let bound = bind_inputs(m, inputs, Place::Cpu)?;
+        let CallState { bound, caller, sizes, slots, output_dims } = call;
+        bind_inputs_into(m, inputs, Place::Cpu, bound)?;
         let caller = match &outputs {
-            Outputs::Into(t) => Some(CallerOutputs::check(m, t, Place::Cpu, &bound.views, |span| self.owns(span))?),
+            Outputs::Into(t) => {
+                caller.check_into(m, t, Place::Cpu, &bound.views, |span| self.owns(span))?;
+                Some(&*caller)
+            }
             Outputs::Describe(_) => None,
         };
-        let mut syms = bound.syms;
-        let mut sizes = Sizes { dims: vec![0; m.dims.len()], scratch: vec![Some(0); m.slots.len()] };
-        self.evaluate_stage(0, &syms, &mut sizes, caller.as_ref())?;
+        let syms = &mut bound.syms;
+        sizes.dims.clear();
+        sizes.dims.resize(m.dims.len(), 0);
+        sizes.scratch.clear();
+        sizes.scratch.resize(m.slots.len(), Some(0));
+        self.evaluate_stage(0, syms, sizes, caller)?;
         self.set_aside_aliased(&bound.views);
-        let mut slots = self.bind_slots(&bound.views, &sizes.scratch, caller.as_ref())?;
+        self.bind_slots(&bound.views, &sizes.scratch, caller, slots)?;
         if let Some(e) = &m.index_errors {
             self.scratch[e.slot].as_mut_slice().fill(0);
         }
         for stage in 0..m.stages() {
             if stage > 0 {
-                self.evaluate_stage(stage, &syms, &mut sizes, caller.as_ref())?;
-                self.allocate_scratch(&mut slots, &sizes.scratch, caller.as_ref())?;
+                self.evaluate_stage(stage, syms, sizes, caller)?;
+                self.allocate_scratch(slots, &sizes.scratch, caller)?;
             }
             let recorder = self.profile.stage_recorder();
             // SAFETY: every slot this stage touches points to memory of the size the
@@ -235,14 +269,22 @@ impl Model {
             if let Some(e) = &m.index_errors {
                 check_index_errors(self.scratch[e.slot].as_slice(), &e.sites)?;
             }
-            self.bind_data_symbols(stage, &mut syms)?;
+            self.bind_data_symbols(stage, syms)?;
         }
         match outputs {
             Outputs::Describe(descriptors) => {
-                let output_sizes = (0..m.outputs.len()).map(|o| output_shape(m, o, &syms)).collect::<Result<Vec<_>>>()?;
-                self.apply_mutations(&bound.views)?;
+                output_dims.clear();
                 for (o, spec) in m.outputs.iter().enumerate() {
-                    self.output_shapes[o].copy_from_slice(&output_sizes[o]);
+                    for d in 0..spec.sizes.len() {
+                        output_dims.push(output_dim(m, o, d, syms)?);
+                    }
+                }
+                self.apply_mutations(&bound.views)?;
+                let mut dims = &output_dims[..];
+                for (o, spec) in m.outputs.iter().enumerate() {
+                    let (shape, rest) = dims.split_at(spec.sizes.len());
+                    dims = rest;
+                    self.output_shapes[o].copy_from_slice(shape);
                     descriptors[o] = AotcTensor {
                         data: slots[spec.slot].cast(),
                         device: aotc_abi::DLDevice { device_type: DL_CPU, device_id: 0 },
@@ -256,8 +298,8 @@ impl Model {
             }
             Outputs::Into(_) => {
                 self.apply_mutations(&bound.views)?;
-                if let Some(c) = &caller {
-                    c.copy_out(m, &slots);
+                if let Some(c) = caller {
+                    c.copy_out(m, slots);
                 }
             }
         }
@@ -326,9 +368,9 @@ impl Model {
     /// The slot table of the call: inputs (staged when not contiguous), weights, state,
     /// the arena and scratch of the sizes evaluated so far (null until a later stage
     /// knows the size).
-    fn bind_slots(&mut self, views: &[View], scratch_bytes: &[Option<usize>], caller: Option<&CallerOutputs>) -> Result<Vec<*mut u8>> {
+    fn bind_slots(&mut self, views: &[View], scratch_bytes: &[Option<usize>], caller: Option<&CallerOutputs>, slots: &mut Vec<*mut u8>) -> Result<()> {
         let m = &self.program.manifest;
-        let mut slots = Vec::with_capacity(m.slots.len());
+        slots.clear();
         for (k, slot) in m.slots.iter().enumerate() {
             slots.push(match slot {
                 Slot::Weight { entry: Some(e), .. } => self.weights.ptr(*e).cast_mut(),
@@ -345,8 +387,7 @@ impl Model {
                 },
             });
         }
-        self.arena.bind(&m.arena, scratch_bytes, &mut slots)?;
-        Ok(slots)
+        self.arena.bind(&m.arena, scratch_bytes, slots)
     }
 
     /// Allocates the scratch slots whose sizes a later stage has just evaluated (never an

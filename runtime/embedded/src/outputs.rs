@@ -11,21 +11,28 @@
 use crate::descriptor::{check_view, dtype_of, Place, View};
 use crate::error::{err, Result};
 use crate::memory::{strided_copy, Direction};
-use crate::model::output_shape;
+use crate::model::{output_dim, output_shape};
 use aotc_abi::manifest::Manifest;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::{status, AotcTensor, DType};
 use std::ops::Range;
 
-/// The caller's output tensors of one call, checked.
+/// The caller's output tensors of one call, checked. Kept by an instance from call to
+/// call, so that checking them allocates nothing in steady state.
+#[derive(Default)]
 pub struct CallerOutputs {
     views: Vec<View>,
     /// Per output: its slot points at the caller's memory.
     in_place: Vec<bool>,
 }
 
-fn output_name(m: &Manifest, o: usize) -> String {
-    format!("output {o} ('{}')", m.outputs[o].name)
+/// "output 0 ('add_3')", formatted only when a message needs it.
+struct OutputName<'a>(&'a Manifest, usize);
+
+impl std::fmt::Display for OutputName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "output {} ('{}')", self.1, self.0.outputs[self.1].name)
+    }
 }
 
 impl CallerOutputs {
@@ -34,12 +41,20 @@ impl CallerOutputs {
     /// earlier call's outputs live there) share a byte: the program reads its inputs and its own memory
     /// while it writes the outputs. Shapes are checked per stage ([`Self::check_shapes`]).
     pub fn check(m: &Manifest, outputs: &[AotcTensor], place: Place, inputs: &[View], owned: impl Fn(&Range<usize>) -> bool) -> Result<CallerOutputs> {
+        let mut checked = CallerOutputs::default();
+        checked.check_into(m, outputs, place, inputs, owned)?;
+        Ok(checked)
+    }
+
+    /// [`CallerOutputs::check`] into `self`, reusing its memory.
+    pub fn check_into(&mut self, m: &Manifest, outputs: &[AotcTensor], place: Place, inputs: &[View], owned: impl Fn(&Range<usize>) -> bool) -> Result<()> {
         if outputs.len() != m.outputs.len() {
             return err(status::INVALID_ARGUMENT, format!("expected {} outputs, got {}", m.outputs.len(), outputs.len()));
         }
-        let mut views: Vec<View> = Vec::with_capacity(outputs.len());
+        let CallerOutputs { views, in_place } = self;
+        views.clear();
         for (o, (spec, t)) in m.outputs.iter().zip(outputs).enumerate() {
-            let what = output_name(m, o);
+            let what = OutputName(m, o);
             if DType::from_dlpack(t.dtype) != Some(spec.dtype) {
                 return err(status::DTYPE, format!("{what}: expected dtype {}, got {}", spec.dtype, dtype_of(t)));
             }
@@ -47,7 +62,7 @@ impl CallerOutputs {
             let view = check_view(t, &what, place, spec.sizes.len(), spec.dtype.size(), want)?;
             let overlaps = |span: &Range<usize>| !span.is_empty() && !view.span.is_empty() && span.start < view.span.end && view.span.start < span.end;
             if let Some(p) = views.iter().position(|v| overlaps(&v.span)) {
-                return err(status::INVALID_ARGUMENT, format!("{what} overlaps {}: each output needs memory of its own", output_name(m, p)));
+                return err(status::INVALID_ARGUMENT, format!("{what} overlaps {}: each output needs memory of its own", OutputName(m, p)));
             }
             if let Some(i) = inputs.iter().position(|v| overlaps(&v.span)) {
                 return err(status::INVALID_ARGUMENT, format!("{what} overlaps input {i} ('{}'): the call reads its inputs while it writes its outputs", m.inputs[i].name()));
@@ -63,11 +78,12 @@ impl CallerOutputs {
                 || m.data_symbols.iter().any(|d| d.slot == slot)
                 || m.index_errors.as_ref().is_some_and(|e| e.slot == slot)
         };
-        let in_place = m.outputs.iter().enumerate().map(|(o, spec)| {
+        in_place.clear();
+        in_place.extend(m.outputs.iter().enumerate().map(|(o, spec)| {
             views[o].strides.is_none() && views[o].bytes > 0 && !read_after(spec.slot)
                 && !m.outputs[..o].iter().any(|earlier| earlier.slot == spec.slot)
-        }).collect();
-        Ok(CallerOutputs { views, in_place })
+        }));
+        Ok(())
     }
 
     /// Checks the shapes of the outputs whose sizes stage `stage` evaluates (for the
@@ -75,9 +91,14 @@ impl CallerOutputs {
     pub fn check_shapes(&self, m: &Manifest, stage: usize, syms: &[Option<i64>]) -> Result<()> {
         for (o, view) in self.views.iter().enumerate() {
             if m.outputs[o].sizes.iter().map(|e| m.stage_of(e)).max().unwrap_or(0) == stage {
-                let shape = output_shape(m, o, syms)?;
-                if shape != view.shape {
-                    return err(status::SHAPE, format!("{}: this call computes shape {shape:?}, the caller's tensor has shape {:?}", output_name(m, o), view.shape));
+                // Dimension by dimension: a shape that matches allocates nothing.
+                let mut same = true;
+                for (d, &n) in view.shape.iter().enumerate() {
+                    same &= output_dim(m, o, d, syms)? == n;
+                }
+                if !same {
+                    let shape = output_shape(m, o, syms)?;
+                    return err(status::SHAPE, format!("{}: this call computes shape {shape:?}, the caller's tensor has shape {:?}", OutputName(m, o), view.shape));
                 }
             }
         }

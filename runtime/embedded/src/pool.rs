@@ -11,6 +11,7 @@
 //! A region nested in another (a GEMM inside a parallel kernel) runs on its caller alone.
 
 use aotc_abi::available_cores;
+use crate::spare::{self, Handle};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -36,7 +37,9 @@ pub fn threads() -> usize {
 }
 
 /// A region handed to the workers: `f(i)` for every chunk `i < chunks`, claimed one at a
-/// time through `next`; `done` counts finished chunks.
+/// time through `next`; `done` counts finished chunks. It lives in the frame of
+/// [`parallel_for`] (a region allocates nothing), which returns only once no worker
+/// holds it.
 struct Job {
     /// `&(dyn Fn(usize) + Sync)` with its lifetime erased: the caller of
     /// [`parallel_for`] keeps it alive until every chunk is done and every worker has
@@ -47,12 +50,30 @@ struct Job {
     done: AtomicUsize,
     /// Workers that may still join this job.
     seats: AtomicUsize,
+    /// Workers that joined the job and have not let go of it yet.
+    holders: AtomicUsize,
     /// A chunk panicked (on a worker): the caller panics in turn once all are done.
     panicked: std::sync::atomic::AtomicBool,
+    /// The caller's spare buffers, lent to the workers for the region.
+    spare: Handle,
+}
+
+/// A job in the pool's list; see [`Job`] for how long it lives.
+#[derive(Clone, Copy)]
+struct JobRef(*const Job);
+
+// SAFETY: a Job is Sync (below), and the list holds a job only while its caller waits.
+unsafe impl Send for JobRef {}
+
+impl JobRef {
+    fn get(&self) -> &Job {
+        // SAFETY: a job is in the list only while its caller's frame holds it (it leaves
+        // the list, under the lock, before its caller waits for the holders to go).
+        unsafe { &*self.0 }
+    }
 }
 
 // SAFETY: `f` is Sync and outlives the job (see `Job::f`); the rest is atomics.
-unsafe impl Send for Job {}
 unsafe impl Sync for Job {}
 
 impl Job {
@@ -87,6 +108,8 @@ struct Shared {
     /// Workers waiting on `wake` (changed under `state`'s lock): a region wakes them only
     /// when there are some, as the futex call costs as much as a small region.
     sleeping: AtomicUsize,
+    /// Workers that have started (see [`start`]).
+    started: AtomicUsize,
 }
 
 /// How long a worker watches for the next region before it sleeps. A model's kernels
@@ -98,7 +121,7 @@ const SPIN: std::time::Duration = std::time::Duration::from_micros(200);
 
 struct State {
     /// Jobs waiting for workers (most recent last).
-    jobs: Vec<Arc<Job>>,
+    jobs: Vec<JobRef>,
     stop: bool,
 }
 
@@ -154,30 +177,43 @@ fn start() -> Pool {
         cores,
         posted: AtomicUsize::new(0),
         sleeping: AtomicUsize::new(0),
+        started: AtomicUsize::new(0),
     });
-    let workers = (1..cores).filter_map(|i| {
+    let workers: Vec<_> = (1..cores).filter_map(|i| {
         let shared = shared.clone();
         std::thread::Builder::new().name(format!("aotc-worker-{i}")).spawn(move || worker(&shared)).ok()
     }).collect();
+    // A thread sets itself up (its thread-locals: heap allocations) once it first runs:
+    // at the instance's creation, not in one of its calls.
+    while shared.started.load(Ordering::Acquire) < workers.len() {
+        std::thread::yield_now();
+    }
     Pool { shared, workers, users: 0 }
 }
 
 fn worker(shared: &Shared) {
+    // This library's thread-locals, set up before the first region.
+    with_threads(1, || spare::with_handle(Handle::current(), || ()));
+    shared.started.fetch_add(1, Ordering::Release);
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         if state.stop {
             return;
         }
         // Join the newest job with a free seat; jobs without seats leave the list.
-        state.jobs.retain(|j| j.seats.load(Ordering::Relaxed) > 0 && j.next.load(Ordering::Relaxed) < j.chunks);
+        state.jobs.retain(|j| j.get().seats.load(Ordering::Relaxed) > 0 && j.get().next.load(Ordering::Relaxed) < j.get().chunks);
         let job = state.jobs.iter().rev().find(|j| {
-            j.seats.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| s.checked_sub(1)).is_ok()
-        }).cloned();
+            j.get().seats.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| s.checked_sub(1)).is_ok()
+        }).copied();
         match job {
             Some(job) => {
+                // Held from here (under the lock, while the job is listed) ...
+                job.get().holders.fetch_add(1, Ordering::AcqRel);
                 drop(state);
-                with_threads(1, || job.work());
-                drop(job);
+                let job = job.get();
+                spare::with_handle(job.spare, || with_threads(1, || job.work()));
+                // ... to here: the caller's frame may go once this is seen.
+                job.holders.fetch_sub(1, Ordering::Release);
                 spin_for_next(shared);
                 state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
             }
@@ -222,10 +258,20 @@ pub fn parallel_for(threads: usize, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
     // SAFETY: only the lifetime is erased; this function does not return before every
     // chunk is done and every worker has dropped its reference to the job (see below).
     let f_static: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) };
-    let job = Arc::new(Job { f: f_static, chunks, next: AtomicUsize::new(0), done: AtomicUsize::new(0), seats: AtomicUsize::new(helpers), panicked: Default::default() });
+    let job = Job {
+        f: f_static,
+        chunks,
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        seats: AtomicUsize::new(helpers),
+        holders: AtomicUsize::new(0),
+        panicked: Default::default(),
+        spare: Handle::current(),
+    };
+    let listed = JobRef(&job);
     {
         let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.jobs.push(job.clone());
+        state.jobs.push(listed);
         shared.posted.fetch_add(1, Ordering::Release);
         // Under the lock: a worker counts itself sleeping under it too, so none is missed.
         for _ in 0..helpers.min(shared.sleeping.load(Ordering::Relaxed)) {
@@ -236,8 +282,8 @@ pub fn parallel_for(threads: usize, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
     // No new worker may join now; then wait for those that did to finish their chunks
     // and let go of the job.
     job.seats.store(0, Ordering::Release);
-    shared.state.lock().unwrap_or_else(|e| e.into_inner()).jobs.retain(|j| !Arc::ptr_eq(j, &job));
-    while job.done.load(Ordering::Acquire) < chunks || Arc::strong_count(&job) > 1 {
+    shared.state.lock().unwrap_or_else(|e| e.into_inner()).jobs.retain(|j| !std::ptr::eq(j.0, listed.0));
+    while job.done.load(Ordering::Acquire) < chunks || job.holders.load(Ordering::Acquire) > 0 {
         std::hint::spin_loop();
         std::thread::yield_now();
     }

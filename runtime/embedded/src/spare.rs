@@ -39,6 +39,15 @@ pub fn lend<T>(spare: &Spare, f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// Runs `f` with `handle`'s buffers as the calling thread's: a worker of a parallel
+/// region takes those of the call that posted it.
+pub fn with_handle<T>(handle: Handle, f: impl FnOnce() -> T) -> T {
+    let previous = CURRENT.with(|c| c.replace(handle.0));
+    let out = f();
+    CURRENT.with(|c| c.set(previous));
+    out
+}
+
 /// The spare buffers of the running call, for its kernel's threads.
 #[derive(Clone, Copy)]
 pub struct Handle(*const Spare);
@@ -58,7 +67,7 @@ impl Handle {
     pub fn take(self, len: usize) -> Buffer {
         // SAFETY: see `Handle`: the pointer is null or to the lending instance's Spare.
         let spare = unsafe { self.0.as_ref() };
-        let mut data = spare.and_then(|s| s.free.lock().unwrap_or_else(|e| e.into_inner()).pop()).unwrap_or_default();
+        let mut data = spare.and_then(|s| best_fit(&mut s.free.lock().unwrap_or_else(|e| e.into_inner()), len)).unwrap_or_default();
         // Grown, never shrunk: a buffer serves calls of different sizes in turn, and
         // growing it back after a truncation would write zeros again every time.
         if data.len() < len {
@@ -66,6 +75,15 @@ impl Handle {
         }
         Buffer { data, len, home: self }
     }
+}
+
+/// The smallest free buffer that holds `len` floats, else the largest (to be grown): the
+/// buffers keep their sizes from call to call, whatever order threads take them in, so
+/// that a steady call grows none.
+fn best_fit(free: &mut Vec<Vec<f32>>, len: usize) -> Option<Vec<f32>> {
+    let holds = free.iter().enumerate().filter(|(_, b)| b.len() >= len).min_by_key(|(_, b)| b.len());
+    let (i, _) = holds.or_else(|| free.iter().enumerate().max_by_key(|(_, b)| b.len()))?;
+    Some(free.swap_remove(i))
 }
 
 /// A taken buffer (its first `len` floats); dropping it gives it back.

@@ -19,13 +19,13 @@
 use super::max_pool::row_pairs;
 use super::{Sums, TapColumns, Weight};
 use crate::gemm::{gemm_packed, Bias, Operands, Packed, Problem};
-use crate::pool;
+use crate::pool::{self, SharedOut};
 use crate::spare::Handle;
 use aotc_abi::conv::Conv2d;
 use aotc_abi::gemm::{Activation, KC, MR, NR};
+use smallvec::SmallVec;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// Positions per block of the first way: a KC x 256 block of windows is 256 KiB, half of
 /// an L2, next to the weight's depth block.
@@ -54,12 +54,14 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
     if m >= n && k * padded <= WHOLE_MAX {
         // (Every float is written: each panel depth whole, zeros past the end.)
         let mut windows = spare.take(k * padded);
-        let blocks: Vec<Mutex<&mut [f32]>> = windows.chunks_mut(KC * padded).map(Mutex::new).collect();
-        pool::parallel_for(threads, blocks.len(), &|i| {
-            let mut block = blocks[i].lock().unwrap_or_else(|e| e.into_inner());
-            panels(g, &taps, planes, 0..n, i * KC, &mut block);
+        let base = SharedOut::new(&mut windows);
+        pool::parallel_for(threads, k.div_ceil(KC), &|i| {
+            let depths = KC.min(k - i * KC);
+            // SAFETY: depth block i's panels, inside `windows` (k * padded floats), which
+            // no other chunk writes.
+            let block = unsafe { std::slice::from_raw_parts_mut(base.get().add(i * KC * padded), depths * padded) };
+            panels(g, &taps, planes, 0..n, i * KC, block);
         });
-        drop(blocks);
         let (a, packed_a) = lhs(&weight, m, 0);
         let operands = Operands { a: packed_a, b: Packed::new(windows.as_ptr(), n, NR), bias: sums.bias(), activation: g.activation };
         // Pooled: the full planes in a buffer first.
@@ -291,7 +293,8 @@ unsafe fn fill<R: Row>(g: &Conv2d, taps: &[TapColumns], planes: &[f32], cols: Ra
     // Per run of the panel: the offset of each kernel row's input row (None outside the
     // plane), and for each kernel column the panel columns it reaches (lo..hi) and the
     // input column of panel column 0 (as if the run went on to the left).
-    let (mut runs, mut rows, mut columns) = (Vec::new(), Vec::new(), Vec::new());
+    // (Inline: a panel spans at most NR runs, and short kernels fit 64 rows and columns.)
+    let (mut runs, mut rows, mut columns) = (SmallVec::<[Run; NR]>::new(), SmallVec::<[Option<isize>; 64]>::new(), SmallVec::<[(Range<usize>, isize); 64]>::new());
     for (q0, panel) in cols.clone().step_by(NR).zip(out.chunks_exact_mut(kc * NR)) {
         runs.clear();
         let end = cols.end.min(q0 + NR);

@@ -31,7 +31,9 @@ pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual
         // One slot per chunk of planes: chunk i starts at plane begin_i = planes * i /
         // chunks, so that with fewer chunks than channels (the slots at least as many)
         // each has its own; else the lock makes chunks that share one take turns.
-        let slots: Vec<Mutex<&mut [f32]>> = scratch.chunks_exact_mut(kernel.len()).map(Mutex::new).collect();
+        // (At most 64, inline: a call allocates nothing, and `for_items` makes at most 4
+        // chunks per thread.)
+        let slots: smallvec::SmallVec<[Mutex<&mut [f32]>; 64]> = scratch.chunks_exact_mut(kernel.len()).take(64).map(Mutex::new).collect();
         return for_items(out, planes, positions, out.len() * taps, &|begin, _, part| {
             let mut slot = slots[begin * slots.len() / planes].lock().unwrap_or_else(|e| e.into_inner());
             kernel.clear(&mut slot);

@@ -16,6 +16,7 @@
 //! Cranelift emits no 256-bit vectors, hence this kernel compiled by rustc; runtime
 //! detection picks it ([`available`]) and the whole loop nest is compiled for AVX2 + FMA.
 
+use crate::spare;
 use super::{Bias, Element, Operands, Problem};
 use aotc_abi::gemm::Activation;
 use std::arch::x86_64::*;
@@ -169,23 +170,25 @@ const INLINE_BYTES: usize = 8 * 1024;
 struct Inline([std::mem::MaybeUninit<u8>; INLINE_BYTES]);
 
 /// A 64-byte aligned buffer of `len` elements, written before it is read: on the stack
-/// when it fits [`INLINE_BYTES`], else on the heap.
+/// when it fits [`INLINE_BYTES`], else one of the call's spare buffers (`crate::spare`:
+/// kept by the instance, so a steady call allocates nothing).
 // (The inline variant's size is the point: it lives in the GEMM's frame.)
 #[allow(clippy::large_enum_variant)]
 enum Buffer<T> {
     Inline(Inline),
-    Heap { storage: Vec<T>, offset: usize },
+    Spare { storage: spare::Buffer, offset: usize, element: std::marker::PhantomData<T> },
 }
 
 impl<T> Buffer<T> {
     fn new(len: usize) -> Self {
-        if len * size_of::<T>() <= INLINE_BYTES {
+        let bytes = len * size_of::<T>();
+        if bytes <= INLINE_BYTES {
             return Buffer::Inline(Inline([std::mem::MaybeUninit::uninit(); INLINE_BYTES]));
         }
-        let pad = 64 / size_of::<T>();
-        let storage: Vec<T> = Vec::with_capacity(len + pad);
-        let offset = storage.as_ptr().align_offset(64).min(pad);
-        Buffer::Heap { storage, offset }
+        // Floats enough for the bytes and for a 64-byte aligned start.
+        let mut storage = spare::Handle::current().take((bytes + 64).div_ceil(size_of::<f32>()));
+        let offset = storage.as_mut_ptr().cast::<u8>().align_offset(64);
+        Buffer::Spare { storage, offset, element: std::marker::PhantomData }
     }
 
     /// Writing through the pointer is sound anywhere in the `len` elements; reading only
@@ -193,7 +196,8 @@ impl<T> Buffer<T> {
     fn ptr(&mut self) -> *mut T {
         match self {
             Buffer::Inline(bytes) => bytes.0.as_mut_ptr().cast(),
-            Buffer::Heap { storage, offset } => storage.as_mut_ptr().wrapping_add(*offset),
+            // 64-byte aligned, so aligned for T; `len` elements fit after the offset.
+            Buffer::Spare { storage, offset, .. } => storage.as_mut_ptr().cast::<u8>().wrapping_add(*offset).cast(),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! contiguous load again. -inf is the identity of the maximum, so the padding, and any
 //! window that ceil mode puts past the input, read it and need no bounds.
 
+use crate::spare::{Buffer, Handle};
 use aotc_abi::conv::Conv2d;
 use std::arch::x86_64::*;
 
@@ -16,11 +17,12 @@ pub(super) fn fits(g: &Conv2d) -> bool {
     g.out_size[1] >= 8 && (g.stride[1] == 1 || (g.stride[1] == 2 && g.dilation[1] == 1))
 }
 
-/// One thread's buffers: the padded row (`row`), and at stride 2 its even and odd columns.
+/// One thread's buffers (the call's spare ones): the padded row (`row`), and at stride 2
+/// its even and odd columns.
 pub(super) struct Rows {
-    row: Vec<f32>,
-    even: Vec<f32>,
-    odd: Vec<f32>,
+    row: Buffer,
+    even: Buffer,
+    odd: Buffer,
 }
 
 impl Rows {
@@ -31,7 +33,12 @@ impl Rows {
         // Whole vectors of 16 for the split into even and odd columns.
         let len = (g.padding[1] + g.width).max(reach).next_multiple_of(16);
         let half = if g.stride[1] == 2 { len / 2 } else { 0 };
-        Rows { row: vec![f32::NEG_INFINITY; len], even: vec![f32::NEG_INFINITY; half], odd: vec![f32::NEG_INFINITY; half] }
+        let spare = Handle::current();
+        let mut rows = Rows { row: spare.take(len), even: spare.take(half), odd: spare.take(half) };
+        for buffer in [&mut rows.row, &mut rows.even, &mut rows.odd] {
+            buffer.fill(f32::NEG_INFINITY);
+        }
+        rows
     }
 
     /// One plane: `out[OH * OW]` from `input[H * W]`.
@@ -62,10 +69,10 @@ impl Rows {
                 row.fill(f32::NEG_INFINITY);
             }
             if g.stride[1] == 1 {
-                windows(dst, g.kernel[1], |j| (&self.row, j * g.dilation[1]));
+                windows(dst, g.kernel[1], |j| (&self.row[..], j * g.dilation[1]));
             } else {
                 split(&self.row, &mut self.even, &mut self.odd);
-                windows(dst, g.kernel[1], |j| (if j % 2 == 0 { &self.even } else { &self.odd }, j / 2));
+                windows(dst, g.kernel[1], |j| (if j % 2 == 0 { &self.even[..] } else { &self.odd[..] }, j / 2));
             }
         }
     }
@@ -168,7 +175,7 @@ pub(super) unsafe fn row_pairs(src: &[f32], width: usize, dst: &mut [f32]) {
 /// `dst[o] = max over taps j of src(j).0[o + src(j).1]`, 8 outputs at a time (a last
 /// partial 8 through a masked store: small planes, as 4 x 4, are all tail).
 #[inline(always)]
-fn windows<'a>(dst: &mut [f32], taps: usize, src: impl Fn(usize) -> (&'a Vec<f32>, usize)) {
+fn windows<'a>(dst: &mut [f32], taps: usize, src: impl Fn(usize) -> (&'a [f32], usize)) {
     let len = dst.len();
     for c in 0..len.div_ceil(8) {
         let o = c * 8;
