@@ -435,6 +435,13 @@ unsafe fn pack_a<T: Element>(dst: *mut T, rows: usize, kc: usize, a: *const T, r
         for (r, src) in src.iter_mut().enumerate().take(h) {
             *src = a.wrapping_offset((i0 + r) as isize * rsa);
         }
+        // Float32 rows of contiguous depths (activations times packed weights, small
+        // products where packing A costs as much as the multiply-adds): 4 depths at a time.
+        if h == MR && csa == 1 && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+            // SAFETY: T is f32; as below, with each row's kc depths contiguous.
+            unsafe { pack_panel_f32(dst.add(i0 * kc).cast(), kc, src.map(|s| s.cast())) };
+            continue;
+        }
         // SAFETY: dst holds MR * kc elements per panel; src[r] walks row i0 + r of A.
         unsafe {
             let mut d = dst.add(i0 * kc);
@@ -445,6 +452,44 @@ unsafe fn pack_a<T: Element>(dst: *mut T, rows: usize, kc: usize, a: *const T, r
                     *src = src.wrapping_offset(csa);
                 }
                 d = d.add(MR);
+            }
+        }
+    }
+}
+
+/// One full panel of [`pack_a`] from MR float32 rows of `kc` contiguous depths: 4 x 4
+/// transposes (rows 0-3) and pair interleaves (rows 4-5) of 4 depths at a time, then the
+/// depths left one by one.
+///
+/// # Safety
+/// `dst` holds MR * kc floats, 8-byte aligned; each row holds `kc` floats.
+#[inline(always)]
+unsafe fn pack_panel_f32(dst: *mut f32, kc: usize, rows: [*const f32; MR]) {
+    const _: () = assert!(MR == 6);
+    let mut p = 0;
+    // SAFETY (all): loads of depths p..p + 4 < kc of each row, stores inside depths p..p + 4
+    // of the panel (6 floats each; the pairs 8-byte aligned: dst is, and 6 p + 4 is even).
+    unsafe {
+        while p + 4 <= kc {
+            let r = rows.map(|row| _mm_loadu_ps(row.add(p)));
+            let (t0, t1) = (_mm_unpacklo_ps(r[0], r[1]), _mm_unpacklo_ps(r[2], r[3]));
+            let (t2, t3) = (_mm_unpackhi_ps(r[0], r[1]), _mm_unpackhi_ps(r[2], r[3]));
+            let first = [_mm_movelh_ps(t0, t1), _mm_movehl_ps(t1, t0), _mm_movelh_ps(t2, t3), _mm_movehl_ps(t3, t2)];
+            let (u0, u1) = (_mm_castps_pd(_mm_unpacklo_ps(r[4], r[5])), _mm_castps_pd(_mm_unpackhi_ps(r[4], r[5])));
+            let d = dst.add(p * MR);
+            for (j, v) in first.into_iter().enumerate() {
+                _mm_storeu_ps(d.add(j * MR), v);
+            }
+            let pair = |j: usize| d.add(j * MR + 4).cast::<f64>();
+            _mm_store_sd(pair(0), u0);
+            _mm_storeh_pd(pair(1), u0);
+            _mm_store_sd(pair(2), u1);
+            _mm_storeh_pd(pair(3), u1);
+            p += 4;
+        }
+        for p in p..kc {
+            for (r, row) in rows.iter().enumerate() {
+                *dst.add(p * MR + r) = *row.add(p);
             }
         }
     }
