@@ -185,21 +185,55 @@ impl TensorValue {
         })
     }
 
-    /// For a view of contiguous memory, the same memory seen with `sizes`; `None` when the
-    /// layout needs a copy first.
+    /// The same memory seen with `sizes`, when the view's layout allows it (contiguous,
+    /// or strides torch's `view` would accept: a column slice of a matrix seen as a
+    /// batch of rows); `None` when the layout needs a copy first.
     pub fn reshape_view(&self, sizes: &[SymExpr]) -> Option<TensorValue> {
-        match &self.repr {
-            Repr::View(r) if r.strides == contiguous_strides(&self.sizes) || self.sizes.iter().all(|s| *s == SymExpr::Int(1)) => {
-                Some(TensorValue {
-                    dtype: self.dtype,
-                    sizes: sizes.to_vec(),
-                    repr: Repr::View(StridedRef { buf: r.buf, offset: r.offset.clone(), strides: contiguous_strides(sizes) }),
-                    complex: self.complex,
-                })
+        let Repr::View(r) = &self.repr else { return None };
+        let strides = if r.strides == contiguous_strides(&self.sizes) || self.sizes.iter().all(|s| *s == SymExpr::Int(1)) {
+            contiguous_strides(sizes)
+        } else {
+            view_strides(&self.sizes, &r.strides, sizes)?
+        };
+        let repr = Repr::View(StridedRef { buf: r.buf, offset: r.offset.clone(), strides });
+        Some(TensorValue { dtype: self.dtype, sizes: sizes.to_vec(), repr, complex: self.complex })
+    }
+}
+
+/// The strides with which memory laid out as `(sizes, strides)` reads as `new_sizes` in
+/// row-major order, as torch's `view` computes them (ATen's `computeStride`): each run
+/// of old dimensions that are contiguous with each other splits into new dimensions
+/// covering exactly its elements. Static sizes and strides only, and at least one
+/// element; `None` where no strides do (or they are not known).
+fn view_strides(sizes: &[SymExpr], strides: &[SymExpr], new_sizes: &[SymExpr]) -> Option<Vec<SymExpr>> {
+    let ints = |xs: &[SymExpr]| xs.iter().map(SymExpr::as_int).collect::<Option<Vec<i64>>>();
+    let (old, old_strides, new) = (ints(sizes)?, ints(strides)?, ints(new_sizes)?);
+    if old.is_empty() || old.contains(&0) {
+        return None;
+    }
+    let mut out = vec![0i64; new.len()];
+    let mut view_d = new.len() as isize - 1;
+    let mut chunk_stride = *old_strides.last()?;
+    let (mut tensor_numel, mut view_numel) = (1i64, 1i64);
+    for d in (0..old.len()).rev() {
+        tensor_numel = tensor_numel.checked_mul(old[d])?;
+        // A run ends where the next outer dimension is not contiguous with it.
+        if d == 0 || (old[d - 1] != 1 && old_strides[d - 1] != tensor_numel.checked_mul(chunk_stride)?) {
+            while view_d >= 0 && (view_numel < tensor_numel || new[view_d as usize] == 1) {
+                out[view_d as usize] = view_numel.checked_mul(chunk_stride)?;
+                view_numel = view_numel.checked_mul(new[view_d as usize])?;
+                view_d -= 1;
             }
-            _ => None,
+            if view_numel != tensor_numel {
+                return None;
+            }
+            if d > 0 {
+                chunk_stride = old_strides[d - 1];
+                (tensor_numel, view_numel) = (1, 1);
+            }
         }
     }
+    (view_d == -1).then(|| out.into_iter().map(SymExpr::Int).collect())
 }
 
 /// The broadcast shape of several operands (numpy rules).
@@ -219,4 +253,59 @@ pub fn broadcast_shapes(shapes: &[&[SymExpr]]) -> Result<Vec<SymExpr>, String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The element offsets of `(sizes, strides)` in row-major order of its indices.
+    fn addresses(sizes: &[i64], strides: &[i64]) -> Vec<i64> {
+        let mut out = vec![0i64];
+        for (&n, &s) in sizes.iter().zip(strides) {
+            out = out.iter().flat_map(|&a| (0..n).map(move |i| a + i * s)).collect();
+        }
+        out
+    }
+
+    fn syms(xs: &[i64]) -> Vec<SymExpr> {
+        xs.iter().map(|&x| SymExpr::Int(x)).collect()
+    }
+
+    fn strides_of(sizes: &[i64], strides: &[i64], new: &[i64]) -> Option<Vec<i64>> {
+        view_strides(&syms(sizes), &syms(strides), &syms(new)).map(|s| s.iter().map(|x| x.as_int().unwrap()).collect())
+    }
+
+    #[test]
+    fn views_of_strided_memory_read_the_same_elements_in_order() {
+        // (old sizes, old strides, new sizes, whether torch's view accepts it)
+        let cases: &[(&[i64], &[i64], &[i64], bool)] = &[
+            (&[16, 32], &[96, 1], &[2, 8, 32], true), // a column slice (q of a fused qkv)
+            (&[4, 6], &[12, 1], &[2, 2, 6], true),
+            (&[4, 6], &[12, 1], &[4, 2, 3], true),
+            (&[4, 6], &[12, 1], &[24], false),
+            (&[3, 4], &[1, 3], &[12], false), // a transpose
+            (&[3, 4], &[1, 3], &[3, 2, 2], true), // a dimension split in place
+            (&[3, 4], &[1, 3], &[3, 4, 1], true),
+            (&[2, 4, 8, 8], &[256, 8, 32, 1], &[8, 8, 8], false), // heads of a permute
+            (&[2, 4, 8, 8], &[256, 8, 32, 1], &[2, 4, 64], false),
+            (&[2, 4, 8, 8], &[256, 8, 32, 1], &[2, 4, 8, 2, 4], true),
+            (&[1, 4], &[999, 2], &[4, 1], true),
+            (&[1, 4], &[999, 2], &[2, 2], true),
+            (&[5, 1, 3], &[6, 7, 2], &[5, 3], true),
+            (&[5, 1, 3], &[6, 7, 2], &[15], true), // every second element
+            (&[5, 1, 3], &[7, 1, 2], &[15], false),
+        ];
+        for &(sizes, strides, new, viewable) in cases {
+            let got = strides_of(sizes, strides, new);
+            assert_eq!(got.is_some(), viewable, "{sizes:?} strides {strides:?} as {new:?}: {got:?}");
+            if let Some(s) = got {
+                assert_eq!(addresses(new, &s), addresses(sizes, strides), "{sizes:?} strides {strides:?} as {new:?} with strides {s:?}");
+            }
+        }
+        // Sizes not known at compile time, and empty views, take the copy.
+        let dynamic = view_strides(&[SymExpr::Sym(0), SymExpr::Int(4)], &syms(&[8, 1]), &[SymExpr::Sym(0), SymExpr::Int(2), SymExpr::Int(2)]);
+        assert!(dynamic.is_none());
+        assert!(strides_of(&[0, 4], &[8, 1], &[4, 0]).is_none());
+    }
 }
