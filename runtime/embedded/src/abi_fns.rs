@@ -325,7 +325,7 @@ pub unsafe extern "C" fn aotc_output_shapes(m: *const AotcModel, inputs: *const 
     guard(|| {
         let model = model_ref(m)?;
         let ins = descriptors(inputs, n_inputs, "inputs")?;
-        let dims: Vec<i64> = model.output_shapes(&ins)?.concat();
+        let dims: Vec<i64> = model.output_shapes(ins)?.concat();
         if usize::try_from(n_dims).map_or(true, |n| n < dims.len()) {
             return err(status::INVALID_ARGUMENT, format!("shapes has room for {n_dims} dimensions; the outputs have {}", dims.len()));
         }

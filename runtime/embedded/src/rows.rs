@@ -3,7 +3,7 @@
 //! contiguous dimension): a row is read once for its statistics and once for its output,
 //! where the loop IR needs a reduction kernel per statistic and a pointwise one after.
 //! Rows run on the call's threads, 8 lanes at a time with AVX2 + FMA (exp as GELU's
-//! `exp8`), sums in float64 either way.
+//! `exp8`; short softmax rows 8 rows at a time, one per lane), sums in float64 either way.
 
 use crate::pool::for_items;
 
@@ -21,14 +21,26 @@ pub unsafe extern "C" fn __aotc_softmax_f32(out: *mut f32, x: *const f32, rows: 
     }
     // SAFETY: the caller's contract.
     let (x, out) = unsafe { (std::slice::from_raw_parts(x, total), std::slice::from_raw_parts_mut(out, total)) };
-    // Short rows (attention over a few positions) measured faster one element at a time.
-    let vectors = len >= 32 && avx2_fma();
+    // Short rows (attention over a few positions) go 8 rows at a time, one per lane: one
+    // row at a time their vectors are partly padding and their max and sum end in
+    // horizontal reductions; scalar code is slower still (on 64 rows of 8 or 16, the
+    // 8-row code measured 4.5 to 5.5 times faster).
+    let vectors = len > SHORT_ROW && avx2_fma();
     for_items(out, rows, len, total * 8, &|begin, end, part| {
+        #[cfg(target_arch = "x86_64")]
+        if len <= SHORT_ROW && avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { avx2::softmax_short_rows(&x[begin * len..end * len], part, len, log != 0) };
+        }
         for (r, row) in (begin..end).zip(part.chunks_exact_mut(len)) {
             softmax_row(&x[r * len..][..len], row, log != 0, vectors);
         }
     });
 }
+
+/// The longest row that softmax takes 8 rows at a time (one per lane) rather than one row
+/// 8 lanes at a time (the bound of its stack buffers).
+const SHORT_ROW: usize = 31;
 
 /// Whether this CPU runs the [`avx2`] row code.
 fn avx2_fma() -> bool {
@@ -112,141 +124,7 @@ pub unsafe extern "C" fn __aotc_layer_norm_f32(
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use crate::gelu::avx2::exp8;
-    use std::arch::x86_64::*;
-
-    /// The 8 lanes of `x` from `i` (past its end: `fill`), and which of them exist.
-    #[inline(always)]
-    unsafe fn lanes(x: &[f32], i: usize, fill: f32) -> (__m256, __m256) {
-        // SAFETY (all): AVX, the callers' target features; 8 floats read where they exist.
-        unsafe {
-            if i + 8 <= x.len() {
-                return (_mm256_loadu_ps(x.as_ptr().add(i)), _mm256_castsi256_ps(_mm256_set1_epi32(-1)));
-            }
-            let (mut v, mut valid) = ([fill; 8], [0i32; 8]);
-            for j in 0..x.len() - i {
-                v[j] = x[i + j];
-                valid[j] = -1;
-            }
-            (_mm256_loadu_ps(v.as_ptr()), _mm256_castsi256_ps(_mm256_loadu_si256(valid.as_ptr().cast())))
-        }
-    }
-
-    /// Writes the existing lanes of `v` to `out` from `i`.
-    #[inline(always)]
-    unsafe fn store(out: &mut [f32], i: usize, v: __m256) {
-        // SAFETY: AVX; 8 floats written where they exist.
-        unsafe {
-            if i + 8 <= out.len() {
-                return _mm256_storeu_ps(out.as_mut_ptr().add(i), v);
-            }
-            let mut lanes = [0f32; 8];
-            _mm256_storeu_ps(lanes.as_mut_ptr(), v);
-            let n = out.len() - i;
-            out[i..].copy_from_slice(&lanes[..n]);
-        }
-    }
-
-    /// The float64 sum of the 8 lanes added into `acc` (two 4-lane halves).
-    #[inline(always)]
-    unsafe fn add_f64(acc: __m256d, v: __m256) -> __m256d {
-        // SAFETY: AVX.
-        unsafe { _mm256_add_pd(acc, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v)))) }
-    }
-
-    #[inline(always)]
-    unsafe fn sum_f64(v: __m256d) -> f64 {
-        let mut l = [0f64; 4];
-        // SAFETY: AVX; 4 doubles.
-        unsafe { _mm256_storeu_pd(l.as_mut_ptr(), v) };
-        (l[0] + l[1]) + (l[2] + l[3])
-    }
-
-    /// `super::softmax_row` 8 lanes at a time: the same max (NaN if any lane is), exp of
-    /// the shifted values, float64 sum.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn softmax_row(x: &[f32], out: &mut [f32], log: bool) {
-        // SAFETY (all): AVX2 and FMA by this function's target features; `lanes` and
-        // `store` stay inside the rows.
-        unsafe {
-            let (mut vmax, mut nan) = (_mm256_set1_ps(f32::NEG_INFINITY), _mm256_setzero_ps());
-            for i in (0..x.len()).step_by(8) {
-                let (v, _) = lanes(x, i, f32::NEG_INFINITY);
-                nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-                vmax = _mm256_max_ps(vmax, v);
-            }
-            let mut m = [0f32; 8];
-            _mm256_storeu_ps(m.as_mut_ptr(), vmax);
-            let max = if _mm256_movemask_ps(nan) != 0 { f32::NAN } else { m.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) };
-            let vmax = _mm256_set1_ps(max);
-            let mut sum = _mm256_setzero_pd();
-            for i in (0..x.len()).step_by(8) {
-                let (v, valid) = lanes(x, i, 0.0);
-                let shifted = _mm256_sub_ps(v, vmax);
-                // exp8 clamps its argument at -104: below, e^x is 0 in float32 (as expf
-                // gives it), not a denormal (masked attention scores are -inf). NaN stays.
-                let representable = _mm256_cmp_ps::<_CMP_NLT_UQ>(shifted, _mm256_set1_ps(-104.0));
-                let e = _mm256_and_ps(exp8(shifted), _mm256_and_ps(valid, representable));
-                if !log {
-                    store(out, i, e);
-                }
-                sum = add_f64(sum, e);
-            }
-            let sum = sum_f64(sum);
-            if log {
-                let shifted = _mm256_set1_ps(max + sum.ln() as f32);
-                for i in (0..x.len()).step_by(8) {
-                    store(out, i, _mm256_sub_ps(lanes(x, i, 0.0).0, shifted));
-                }
-            } else {
-                let inverse = _mm256_set1_ps((1.0 / sum) as f32);
-                for i in (0..out.len()).step_by(8) {
-                    let (e, _) = lanes(out, i, 0.0);
-                    store(out, i, _mm256_mul_ps(e, inverse));
-                }
-            }
-        }
-    }
-
-    /// One row of `super::__aotc_layer_norm_f32`: float64 mean and biased variance, then
-    /// `(x - mean) * rstd * weight + bias` in float32, as the scalar code computes them.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn layer_norm_row(x: &[f32], out: &mut [f32], weight: Option<&[f32]>, bias: Option<&[f32]>, eps: f64) {
-        let len = x.len() as f64;
-        // SAFETY (all): as in `softmax_row`; weight and bias hold the row's length.
-        unsafe {
-            let mut sum = _mm256_setzero_pd();
-            for i in (0..x.len()).step_by(8) {
-                sum = add_f64(sum, lanes(x, i, 0.0).0);
-            }
-            let mean = sum_f64(sum) / len;
-            let (vmean, mut squares) = (_mm256_set1_pd(mean), _mm256_setzero_pd());
-            for i in (0..x.len()).step_by(8) {
-                let (v, valid) = lanes(x, i, 0.0);
-                for half in [_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v)].into_iter().zip([_mm256_castps256_ps128(valid), _mm256_extractf128_ps::<1>(valid)]) {
-                    let d = _mm256_sub_pd(_mm256_cvtps_pd(half.0), vmean);
-                    let d = _mm256_and_pd(d, _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(half.1))));
-                    squares = _mm256_fmadd_pd(d, d, squares);
-                }
-            }
-            let var = sum_f64(squares) / len;
-            let (vmean, rstd) = (_mm256_set1_ps(mean as f32), _mm256_set1_ps((1.0 / (var + eps).sqrt()) as f32));
-            for i in (0..x.len()).step_by(8) {
-                let y = _mm256_mul_ps(_mm256_sub_ps(lanes(x, i, 0.0).0, vmean), rstd);
-                let y = match weight {
-                    Some(w) => _mm256_mul_ps(y, lanes(w, i, 0.0).0),
-                    None => y,
-                };
-                let y = match bias {
-                    Some(b) => _mm256_add_ps(y, lanes(b, i, 0.0).0),
-                    None => y,
-                };
-                store(out, i, y);
-            }
-        }
-    }
-}
+mod avx2;
 
 #[cfg(test)]
 mod tests {
@@ -260,7 +138,8 @@ mod tests {
     #[test]
     fn softmax_rows_match_float64_and_nan_spreads() {
         let user = PoolUser::acquire(2);
-        // Vectors with a partial one, and short rows done one element at a time.
+        // Vectors with a partial one, and short rows 8 rows at a time (or one element at a
+        // time without AVX2).
         for len in [37, 7] {
             softmax_rows(300, len);
         }
@@ -291,6 +170,119 @@ mod tests {
                         } else {
                             assert!((got - want).abs() <= 1e-6 * (1.0 + want.abs()), "len {len} log={log} row {r} [{i}]: {got} vs {want}");
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rows of every short length, row counts around multiples of 8, and in each of the
+    /// rows (by index) ordinary values, a NaN, some -inf, all -inf, a +inf, or values far
+    /// from 0 (exp underflows below -104); for softmax and log_softmax through the entry
+    /// point on 1 and 2 threads (chunks starting inside blocks of 8 rows), against float64
+    /// and against the scalar code.
+    #[test]
+    fn short_softmax_rows_match_float64_and_the_scalar_code() {
+        let user = PoolUser::acquire(2);
+        for len in 1..=SHORT_ROW {
+            for rows in [1, 7, 8, 9, 64, 67] {
+                check_short_rows(rows, len, |x, out, log| with_threads(1, || entry(x, out, len, log)));
+            }
+        }
+        // Enough work for 8 chunks of 50 rows (or 41 and 42) on 2 threads.
+        for (rows, len) in [(400, 23), (333, 31)] {
+            check_short_rows(rows, len, |x, out, log| with_threads(2, || entry(x, out, len, log)));
+        }
+        drop(user);
+    }
+
+    /// The 8-rows-at-a-time code itself (where the CPU has it), on ranges of rows as
+    /// `for_items` hands them, with the rows at the end of readable memory followed by an
+    /// unreadable page: a read past them faults, a write past a range shows.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn short_softmax_rows_read_only_their_rows() {
+        if !avx2_fma() {
+            return;
+        }
+        // Room for 67 rows of 31, then the unreadable page.
+        const READABLE: usize = 1 << 16;
+        // SAFETY: a fresh private mapping, its last page made unreadable, unmapped at the
+        // end; nothing else refers to it.
+        let (map, size) = unsafe {
+            let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+            let map = libc::mmap(std::ptr::null_mut(), READABLE + page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+            assert_ne!(map, libc::MAP_FAILED);
+            assert_eq!(libc::mprotect(map.cast::<u8>().add(READABLE).cast(), page, libc::PROT_NONE), 0);
+            (map, READABLE + page)
+        };
+        for len in 1..=SHORT_ROW {
+            for rows in [1, 7, 8, 9, 64, 67] {
+                let floats = rows * len;
+                // SAFETY: the last `floats` floats of the readable memory (at most 2077).
+                let x = unsafe { std::slice::from_raw_parts_mut(map.cast::<u8>().add(READABLE - 4 * floats).cast::<f32>(), floats) };
+                check_short_rows(rows, len, |xs, out, log| {
+                    x.copy_from_slice(xs);
+                    // Ranges of rows starting inside blocks of 8 (as for_items hands them
+                    // out), each written alone: the floats around it stay as they were.
+                    for (begin, end) in [(0, rows / 3), (rows / 3, rows / 2), (rows / 2, rows)] {
+                        let mut part = vec![7.0f32; rows * len];
+                        let range = begin * len..end * len;
+                        // SAFETY: the CPU has AVX2 and FMA.
+                        unsafe { avx2::softmax_short_rows(&x[range.clone()], &mut part[range.clone()], len, log != 0) };
+                        assert!(part[..range.start].iter().chain(&part[range.end..]).all(|&v| v == 7.0), "len {len} rows {begin}..{end}");
+                        out[range.clone()].copy_from_slice(&part[range]);
+                    }
+                });
+            }
+        }
+        // SAFETY: the mapping made above.
+        assert_eq!(unsafe { libc::munmap(map, size) }, 0);
+    }
+
+    fn entry(x: &[f32], out: &mut [f32], len: usize, log: i64) {
+        // SAFETY: both hold rows * len floats.
+        unsafe { __aotc_softmax_f32(out.as_mut_ptr(), x.as_ptr(), (x.len() / len) as i64, len as i64, log) }
+    }
+
+    /// Runs `softmax(x, out, log)` on rows of the kinds above and checks every output.
+    fn check_short_rows(rows: usize, len: usize, mut softmax: impl FnMut(&[f32], &mut [f32], i64)) {
+        let mut x = values(rows * len);
+        for (r, row) in x.chunks_exact_mut(len).enumerate() {
+            match (r + rows) % 7 {
+                1 => row[r % len] = f32::NAN,
+                2 => row.iter_mut().step_by(3).for_each(|v| *v = f32::NEG_INFINITY),
+                3 => row.fill(f32::NEG_INFINITY),
+                4 => row[(r + 1) % len] = f32::INFINITY,
+                5 => row.iter_mut().for_each(|v| *v = *v * 30.0 + 1e4),
+                6 => row.iter_mut().for_each(|v| *v = *v * 20.0 - 1e3),
+                _ => {}
+            }
+        }
+        for log in [0, 1] {
+            let mut out = vec![0f32; rows * len];
+            softmax(&x, &mut out, log);
+            let mut scalar = vec![0f32; rows * len];
+            for (row, s) in x.chunks_exact(len).zip(scalar.chunks_exact_mut(len)) {
+                softmax_row(row, s, log == 1, false);
+            }
+            for r in 0..rows {
+                let row = &x[r * len..][..len];
+                let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| if v.is_nan() || m.is_nan() { f64::NAN } else { m.max(v as f64) });
+                let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+                for (i, &v) in row.iter().enumerate() {
+                    let want = if log == 1 { v as f64 - max - sum.ln() } else { (v as f64 - max).exp() / sum };
+                    let (got, scalar) = (out[r * len + i] as f64, scalar[r * len + i] as f64);
+                    let at = || format!("len {len} rows {rows} log={log} row {r} [{i}]: {got} vs {want}, scalar {scalar}");
+                    if want.is_nan() {
+                        // NaN in the row, all -inf, or +inf (inf - inf).
+                        assert!(got.is_nan() && scalar.is_nan(), "{}", at());
+                    } else if v == f32::NEG_INFINITY {
+                        assert!(got == want && scalar == want, "{}", at());
+                    } else {
+                        // log_softmax adds ln(sum) to the max in float32.
+                        let tolerance = 1e-6 * (1.0 + want.abs() + if log == 1 { max.abs() } else { 0.0 });
+                        assert!((got - want).abs() <= tolerance && (got - scalar).abs() <= tolerance, "{}", at());
                     }
                 }
             }

@@ -1,0 +1,313 @@
+//! The AVX2 + FMA row code of [`super`]: one row at a time, 8 lanes of it per vector
+//! (long rows, layer norm), and short rows 8 at a time, one row per lane.
+
+use crate::gelu::avx2::exp8;
+use std::arch::x86_64::*;
+use std::mem::MaybeUninit;
+
+/// The 8 lanes of `x` from `i` (past its end: `fill`), and which of them exist.
+#[inline(always)]
+unsafe fn lanes(x: &[f32], i: usize, fill: f32) -> (__m256, __m256) {
+    // SAFETY (all): AVX, the callers' target features; 8 floats read where they exist.
+    unsafe {
+        if i + 8 <= x.len() {
+            return (_mm256_loadu_ps(x.as_ptr().add(i)), _mm256_castsi256_ps(_mm256_set1_epi32(-1)));
+        }
+        let (mut v, mut valid) = ([fill; 8], [0i32; 8]);
+        for j in 0..x.len() - i {
+            v[j] = x[i + j];
+            valid[j] = -1;
+        }
+        (_mm256_loadu_ps(v.as_ptr()), _mm256_castsi256_ps(_mm256_loadu_si256(valid.as_ptr().cast())))
+    }
+}
+
+/// Writes the existing lanes of `v` to `out` from `i`.
+#[inline(always)]
+unsafe fn store(out: &mut [f32], i: usize, v: __m256) {
+    // SAFETY: AVX; 8 floats written where they exist.
+    unsafe {
+        if i + 8 <= out.len() {
+            return _mm256_storeu_ps(out.as_mut_ptr().add(i), v);
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), v);
+        let n = out.len() - i;
+        out[i..].copy_from_slice(&lanes[..n]);
+    }
+}
+
+/// The float64 sum of the 8 lanes added into `acc` (two 4-lane halves).
+#[inline(always)]
+unsafe fn add_f64(acc: __m256d, v: __m256) -> __m256d {
+    // SAFETY: AVX.
+    unsafe { _mm256_add_pd(acc, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v)))) }
+}
+
+#[inline(always)]
+unsafe fn sum_f64(v: __m256d) -> f64 {
+    let mut l = [0f64; 4];
+    // SAFETY: AVX; 4 doubles.
+    unsafe { _mm256_storeu_pd(l.as_mut_ptr(), v) };
+    (l[0] + l[1]) + (l[2] + l[3])
+}
+
+/// `super::softmax_row` 8 lanes at a time: the same max (NaN if any lane is), exp of
+/// the shifted values, float64 sum.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn softmax_row(x: &[f32], out: &mut [f32], log: bool) {
+    // SAFETY (all): AVX2 and FMA by this function's target features; `lanes` and
+    // `store` stay inside the rows.
+    unsafe {
+        let (mut vmax, mut nan) = (_mm256_set1_ps(f32::NEG_INFINITY), _mm256_setzero_ps());
+        for i in (0..x.len()).step_by(8) {
+            let (v, _) = lanes(x, i, f32::NEG_INFINITY);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
+            vmax = _mm256_max_ps(vmax, v);
+        }
+        let mut m = [0f32; 8];
+        _mm256_storeu_ps(m.as_mut_ptr(), vmax);
+        let max = if _mm256_movemask_ps(nan) != 0 { f32::NAN } else { m.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) };
+        let vmax = _mm256_set1_ps(max);
+        let mut sum = _mm256_setzero_pd();
+        for i in (0..x.len()).step_by(8) {
+            let (v, valid) = lanes(x, i, 0.0);
+            let shifted = _mm256_sub_ps(v, vmax);
+            // exp8 clamps its argument at -104: below, e^x is 0 in float32 (as expf
+            // gives it), not a denormal (masked attention scores are -inf). NaN stays.
+            let representable = _mm256_cmp_ps::<_CMP_NLT_UQ>(shifted, _mm256_set1_ps(-104.0));
+            let e = _mm256_and_ps(exp8(shifted), _mm256_and_ps(valid, representable));
+            if !log {
+                store(out, i, e);
+            }
+            sum = add_f64(sum, e);
+        }
+        let sum = sum_f64(sum);
+        if log {
+            let shifted = _mm256_set1_ps(max + sum.ln() as f32);
+            for i in (0..x.len()).step_by(8) {
+                store(out, i, _mm256_sub_ps(lanes(x, i, 0.0).0, shifted));
+            }
+        } else {
+            let inverse = _mm256_set1_ps((1.0 / sum) as f32);
+            for i in (0..out.len()).step_by(8) {
+                let (e, _) = lanes(out, i, 0.0);
+                store(out, i, _mm256_mul_ps(e, inverse));
+            }
+        }
+    }
+}
+
+/// The fewest rows that [`softmax_short_rows`] takes 8 at a time (through a zero-padded
+/// copy under 8): a block of 8 costs about as much as 5 rows one at a time, measured.
+const FEWEST_ROWS: usize = 5;
+
+/// `super::softmax_row` over the rows of `len` (at most [`super::SHORT_ROW`]) in `x`
+/// into `out` (any range of rows that `for_items` hands out), 8 rows at a time with
+/// one row per lane ([`softmax_8_rows`]). When the count is not a multiple of 8 the
+/// last 8 rows overlap the 8 before (recomputed bit for bit: lanes do not interact),
+/// so no lane is wasted and nothing outside the rows is touched; 5 to 7 rows go
+/// through a zero-padded copy, fewer one at a time (8 lanes at a time from a row of 8,
+/// which measured faster than scalar code there, not below).
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn softmax_short_rows(x: &[f32], out: &mut [f32], len: usize, log: bool) {
+    const N: usize = super::SHORT_ROW;
+    assert!((1..=N).contains(&len) && x.len() == out.len() && x.len().is_multiple_of(len));
+    let rows = x.len() / len;
+    if rows < FEWEST_ROWS {
+        for (x, out) in x.chunks_exact(len).zip(out.chunks_exact_mut(len)) {
+            super::softmax_row(x, out, log, len >= 8);
+        }
+        return;
+    }
+    // Left uninitialized: zeroing its 2 KB measured 4% of a call on 64 rows of 8.
+    let mut scratch = [MaybeUninit::<__m256>::uninit(); 2 * N];
+    // SAFETY: AVX2 and FMA by this function's target features; 8 rows each.
+    unsafe {
+        if rows >= 8 {
+            for first in (0..rows).step_by(8) {
+                let first = first.min(rows - 8);
+                softmax_8_rows(&x[first * len..][..8 * len], &mut out[first * len..][..8 * len], len, log, &mut scratch);
+            }
+        } else {
+            let (mut padded, mut results) = ([0f32; 8 * N], [0f32; 8 * N]);
+            padded[..x.len()].copy_from_slice(x);
+            softmax_8_rows(&padded[..8 * len], &mut results[..8 * len], len, log, &mut scratch);
+            out.copy_from_slice(&results[..x.len()]);
+        }
+    }
+}
+
+/// 8 rows of `len` (1 to [`super::SHORT_ROW`]) with one row per lane, so the max and
+/// the float64 sum are vertical and no lane is padding. Each position of the 8 rows
+/// becomes a vector (in `scratch`, then the results): rows of 8 or more through 8x8
+/// transposes (the last 8 positions overlapping the group before when `len` is not a
+/// multiple of 8), which measured faster than gathers; shorter rows through gathers
+/// with stride `len` in and out (from the results, to whole vectors of `out`).
+#[inline(always)]
+unsafe fn softmax_8_rows(x: &[f32], out: &mut [f32], len: usize, log: bool, scratch: &mut [MaybeUninit<__m256>; 2 * super::SHORT_ROW]) {
+    const N: usize = super::SHORT_ROW;
+    assert!(len <= N && x.len() == 8 * len && out.len() == 8 * len);
+    let (v, y) = scratch.split_at_mut(N);
+    let (v, y) = (&mut v[..len], &mut y[..len]);
+    // SAFETY (all): AVX2 and FMA, the callers' target features; loads and stores of
+    // positions j0..j0 + 8 of each row with j0 + 8 <= len, gathers of position j of
+    // each row, and of floats of the results (under 8 * len); `v` and `y` are read
+    // as initialized once each of their `len` vectors is written.
+    unsafe {
+        if len >= 8 {
+            for j0 in (0..len).step_by(8) {
+                let j0 = j0.min(len - 8);
+                let mut group = [_mm256_setzero_ps(); 8];
+                for (r, g) in group.iter_mut().enumerate() {
+                    *g = _mm256_loadu_ps(x.as_ptr().add(r * len + j0));
+                }
+                for (v, &t) in v[j0..j0 + 8].iter_mut().zip(&transpose8(group)) {
+                    v.write(t);
+                }
+            }
+        } else {
+            let stride = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(len as i32));
+            for (j, v) in v.iter_mut().enumerate() {
+                v.write(_mm256_i32gather_ps::<4>(x.as_ptr().add(j), stride));
+            }
+        }
+        // Every position was written just above.
+        let v = &*(v as *const [MaybeUninit<__m256>] as *const [__m256]);
+        // The max may skip a NaN (max_ps returns its second operand then), but the
+        // NaN's exp is NaN, so its row's sum, so the whole row.
+        let mut vmax = _mm256_set1_ps(f32::NEG_INFINITY);
+        for &v in v {
+            vmax = _mm256_max_ps(vmax, v);
+        }
+        for (y, &v) in y.iter_mut().zip(v) {
+            let shifted = _mm256_sub_ps(v, vmax);
+            // As in `softmax_row`: 0 below -104 (masked scores), NaN stays.
+            let representable = _mm256_cmp_ps::<_CMP_NLT_UQ>(shifted, _mm256_set1_ps(-104.0));
+            y.write(_mm256_and_ps(exp8(shifted), representable));
+        }
+        // Every position was written just above.
+        let y = &mut *(y as *mut [MaybeUninit<__m256>] as *mut [__m256]);
+        // Summed after, not in the loop above: a chain through it measured slower.
+        let (mut lo, mut hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+        for y in &*y {
+            lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(*y)));
+            hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(*y)));
+        }
+        if log {
+            let mut sums = [0f64; 8];
+            _mm256_storeu_pd(sums.as_mut_ptr(), lo);
+            _mm256_storeu_pd(sums.as_mut_ptr().add(4), hi);
+            let ln = sums.map(|s| s.ln() as f32);
+            let shifted = _mm256_add_ps(vmax, _mm256_loadu_ps(ln.as_ptr()));
+            for (y, &v) in y.iter_mut().zip(v) {
+                *y = _mm256_sub_ps(v, shifted);
+            }
+        } else {
+            let one = _mm256_set1_pd(1.0);
+            let inverse = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(one, hi)), _mm256_cvtpd_ps(_mm256_div_pd(one, lo)));
+            for y in y.iter_mut() {
+                *y = _mm256_mul_ps(*y, inverse);
+            }
+        }
+        if len >= 8 {
+            for j0 in (0..len).step_by(8) {
+                let j0 = j0.min(len - 8);
+                let mut group = [_mm256_setzero_ps(); 8];
+                group.copy_from_slice(&y[j0..j0 + 8]);
+                for (r, &g) in transpose8(group).iter().enumerate() {
+                    _mm256_storeu_ps(out.as_mut_ptr().add(r * len + j0), g);
+                }
+            }
+        } else {
+            // Output float p = 8 k + lane is row p / len, position p % len: lane
+            // p / len of y[p % len], float 8 (p % len) + p / len of y.
+            let p = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            let inverse_len = _mm256_set1_ps(1.0 / len as f32);
+            for k in 0..len {
+                let p = _mm256_add_epi32(p, _mm256_set1_epi32(8 * k as i32));
+                // p < 64: the float quotient, nudged up by half, truncates exactly.
+                let r = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_add_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(0.5)), inverse_len));
+                let j = _mm256_sub_epi32(p, _mm256_mullo_epi32(r, _mm256_set1_epi32(len as i32)));
+                let index = _mm256_add_epi32(_mm256_slli_epi32::<3>(j), r);
+                _mm256_storeu_ps(out.as_mut_ptr().add(8 * k), _mm256_i32gather_ps::<4>(y.as_ptr().cast(), index));
+            }
+        }
+    }
+}
+
+/// Rows to columns: lane `j` of vector `i` becomes lane `i` of vector `j`.
+#[inline(always)]
+unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    // SAFETY: AVX.
+    unsafe {
+        let t: [__m256; 8] = [
+            _mm256_unpacklo_ps(r[0], r[1]),
+            _mm256_unpackhi_ps(r[0], r[1]),
+            _mm256_unpacklo_ps(r[2], r[3]),
+            _mm256_unpackhi_ps(r[2], r[3]),
+            _mm256_unpacklo_ps(r[4], r[5]),
+            _mm256_unpackhi_ps(r[4], r[5]),
+            _mm256_unpacklo_ps(r[6], r[7]),
+            _mm256_unpackhi_ps(r[6], r[7]),
+        ];
+        let s: [__m256; 8] = [
+            _mm256_shuffle_ps::<0x44>(t[0], t[2]),
+            _mm256_shuffle_ps::<0xee>(t[0], t[2]),
+            _mm256_shuffle_ps::<0x44>(t[1], t[3]),
+            _mm256_shuffle_ps::<0xee>(t[1], t[3]),
+            _mm256_shuffle_ps::<0x44>(t[4], t[6]),
+            _mm256_shuffle_ps::<0xee>(t[4], t[6]),
+            _mm256_shuffle_ps::<0x44>(t[5], t[7]),
+            _mm256_shuffle_ps::<0xee>(t[5], t[7]),
+        ];
+        [
+            _mm256_permute2f128_ps::<0x20>(s[0], s[4]),
+            _mm256_permute2f128_ps::<0x20>(s[1], s[5]),
+            _mm256_permute2f128_ps::<0x20>(s[2], s[6]),
+            _mm256_permute2f128_ps::<0x20>(s[3], s[7]),
+            _mm256_permute2f128_ps::<0x31>(s[0], s[4]),
+            _mm256_permute2f128_ps::<0x31>(s[1], s[5]),
+            _mm256_permute2f128_ps::<0x31>(s[2], s[6]),
+            _mm256_permute2f128_ps::<0x31>(s[3], s[7]),
+        ]
+    }
+}
+
+/// One row of `super::__aotc_layer_norm_f32`: float64 mean and biased variance, then
+/// `(x - mean) * rstd * weight + bias` in float32, as the scalar code computes them.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn layer_norm_row(x: &[f32], out: &mut [f32], weight: Option<&[f32]>, bias: Option<&[f32]>, eps: f64) {
+    let len = x.len() as f64;
+    // SAFETY (all): as in `softmax_row`; weight and bias hold the row's length.
+    unsafe {
+        let mut sum = _mm256_setzero_pd();
+        for i in (0..x.len()).step_by(8) {
+            sum = add_f64(sum, lanes(x, i, 0.0).0);
+        }
+        let mean = sum_f64(sum) / len;
+        let (vmean, mut squares) = (_mm256_set1_pd(mean), _mm256_setzero_pd());
+        for i in (0..x.len()).step_by(8) {
+            let (v, valid) = lanes(x, i, 0.0);
+            for half in [_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v)].into_iter().zip([_mm256_castps256_ps128(valid), _mm256_extractf128_ps::<1>(valid)]) {
+                let d = _mm256_sub_pd(_mm256_cvtps_pd(half.0), vmean);
+                let d = _mm256_and_pd(d, _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(half.1))));
+                squares = _mm256_fmadd_pd(d, d, squares);
+            }
+        }
+        let var = sum_f64(squares) / len;
+        let (vmean, rstd) = (_mm256_set1_ps(mean as f32), _mm256_set1_ps((1.0 / (var + eps).sqrt()) as f32));
+        for i in (0..x.len()).step_by(8) {
+            let y = _mm256_mul_ps(_mm256_sub_ps(lanes(x, i, 0.0).0, vmean), rstd);
+            let y = match weight {
+                Some(w) => _mm256_mul_ps(y, lanes(w, i, 0.0).0),
+                None => y,
+            };
+            let y = match bias {
+                Some(b) => _mm256_add_ps(y, lanes(b, i, 0.0).0),
+                None => y,
+            };
+            store(out, i, y);
+        }
+    }
+}
