@@ -29,24 +29,33 @@ fn count() {
 
 // SAFETY (all four): glibc's own entry points under their internal names, with the same
 // contracts; `free` stays glibc's, which takes memory from any of them.
+
+/// # Safety
+/// C's `malloc`.
 #[no_mangle]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     count();
     unsafe { __libc_malloc(size) }
 }
 
+/// # Safety
+/// C's `calloc`.
 #[no_mangle]
 pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     count();
     unsafe { __libc_calloc(n, size) }
 }
 
+/// # Safety
+/// C's `realloc`.
 #[no_mangle]
 pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     count();
     unsafe { __libc_realloc(p, size) }
 }
 
+/// # Safety
+/// C's `posix_memalign`: `out` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
     count();

@@ -279,7 +279,8 @@ mod tests {
     #[test]
     fn views_of_strided_memory_read_the_same_elements_in_order() {
         // (old sizes, old strides, new sizes, whether torch's view accepts it)
-        let cases: &[(&[i64], &[i64], &[i64], bool)] = &[
+        type Case = (&'static [i64], &'static [i64], &'static [i64], bool);
+        let cases: &[Case] = &[
             (&[16, 32], &[96, 1], &[2, 8, 32], true), // a column slice (q of a fused qkv)
             (&[4, 6], &[12, 1], &[2, 2, 6], true),
             (&[4, 6], &[12, 1], &[4, 2, 3], true),
