@@ -51,3 +51,46 @@ fn copy_of_weight(prog: &Program, k: &Kernel) -> Option<Vec<u8>> {
     }
     strided_elements(&prog.weights[*w], dtype.size(), index.offset.as_int()?, &sizes, &coeffs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::expr::{self, Affine};
+    use aotc_abi::sym::SymExpr;
+    use aotc_abi::DType;
+
+    /// A 2 x 3 float32 weight and the kernel that writes its transpose into a scratch
+    /// buffer, which a second kernel reads; `output` makes the transpose a graph output.
+    fn transpose_program(output: bool) -> (Lowered, crate::ir::BufId) {
+        let mut prog = Program::default();
+        let bytes = [1f32, 2., 3., 4., 5., 6.].iter().flat_map(|v| v.to_le_bytes()).collect();
+        prog.weights.push(bytes);
+        let int = |v: i64| SymExpr::Int(v);
+        let w = prog.add_buffer("w", DType::F32, vec![int(2), int(3)], BufKind::Weight(0));
+        let t = prog.add_buffer("w_t", DType::F32, vec![int(3), int(2)], BufKind::Scratch);
+        let user = prog.add_buffer("user", DType::F32, vec![int(3), int(2)], BufKind::Scratch);
+        // t[i, j] = w[j, i]: element 3 j + i.
+        let index = Affine::var(1).scale(&int(3)).plus(&Affine::var(0));
+        prog.kernels.push(Kernel::Pointwise { out: t, ranges: vec![int(3), int(2)], body: expr::load(w, DType::F32, index) });
+        let read = Affine::var(0).scale(&int(2)).plus(&Affine::var(1));
+        prog.kernels.push(Kernel::Pointwise { out: user, ranges: vec![int(3), int(2)], body: expr::load(t, DType::F32, read) });
+        let outputs = if output { vec![("w_t".to_string(), t)] } else { vec![("user".to_string(), user)] };
+        (Lowered { program: prog, outputs, ..Default::default() }, t)
+    }
+
+    #[test]
+    fn a_transposed_weight_becomes_a_weight_unless_it_is_an_output() {
+        let (mut lowered, t) = transpose_program(false);
+        fold_weight_copies(&mut lowered);
+        let prog = &lowered.program;
+        assert_eq!(prog.kernels.len(), 1, "the copy kernel is gone");
+        let BufKind::Weight(k) = prog.buffers[t].kind else { panic!("w_t is {:?}", prog.buffers[t].kind) };
+        let values: Vec<f32> = prog.weights[k].chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(values, [1., 4., 2., 5., 3., 6.]);
+
+        let (mut lowered, t) = transpose_program(true);
+        fold_weight_copies(&mut lowered);
+        assert_eq!(lowered.program.kernels.len(), 2, "an output keeps its kernel");
+        assert!(matches!(lowered.program.buffers[t].kind, BufKind::Scratch));
+    }
+}
