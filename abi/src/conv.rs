@@ -135,10 +135,14 @@ impl Size for crate::sym::SymExpr {
     }
 }
 
+/// The most scratch slots a depthwise convolution uses: one per chunk of planes, and the
+/// library makes at most 4 chunks per thread.
+pub const DEPTHWISE_SLOTS: usize = 64;
+
 /// Floats of scratch a convolution needs, reused image by image: for
-/// [`Algorithm::Depthwise`] O x ((H + 2 PH)(W + 2 PW) + positions + taps), room for a
-/// zero-padded input plane per output channel and more (the kernel uses one padded plane,
-/// plus a vector of slack, per chunk of planes); none for the GEMMs.
+/// [`Algorithm::Depthwise`] min(O, [`DEPTHWISE_SLOTS`]) x ((H + 2 PH)(W + 2 PW) +
+/// positions + taps), room for a zero-padded input plane per slot and more (the kernel
+/// uses one padded plane, plus a vector of slack, per chunk of planes); none for the GEMMs.
 #[allow(clippy::too_many_arguments)]
 pub fn scratch_len<S: Size>(
     algorithm: Algorithm, out_channels: usize, kernel: [usize; 2], padding: [usize; 2], [height, width]: [S; 2],
@@ -151,7 +155,7 @@ pub fn scratch_len<S: Size>(
         Algorithm::Columns | Algorithm::Pointwise | Algorithm::Winograd => S::int(0),
         Algorithm::Depthwise => {
             let padded = height.add(S::int(2 * padding[0])).mul(width.add(S::int(2 * padding[1])));
-            S::int(out_channels).mul(padded.add(positions).add(S::int(taps)))
+            S::int(out_channels.min(DEPTHWISE_SLOTS)).mul(padded.add(positions).add(S::int(taps)))
         }
     }
 }

@@ -14,7 +14,7 @@ pub(super) mod avx2;
 
 use super::TapColumns;
 use crate::pool::for_items;
-use aotc_abi::conv::Conv2d;
+use aotc_abi::conv::{Conv2d, DEPTHWISE_SLOTS};
 use std::sync::Mutex;
 
 /// `out = activation(conv(x, weight) + bias (+ residual))` for one depthwise geometry;
@@ -31,9 +31,8 @@ pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual
         // One slot per chunk of planes: chunk i starts at plane begin_i = planes * i /
         // chunks, so that with fewer chunks than channels (the slots at least as many)
         // each has its own; else the lock makes chunks that share one take turns.
-        // (At most 64, inline: a call allocates nothing, and `for_items` makes at most 4
-        // chunks per thread.)
-        let slots: smallvec::SmallVec<[Mutex<&mut [f32]>; 64]> = scratch.chunks_exact_mut(kernel.len()).take(64).map(Mutex::new).collect();
+        // (Inline: a call allocates nothing.)
+        let slots: smallvec::SmallVec<[Mutex<&mut [f32]>; DEPTHWISE_SLOTS]> = scratch.chunks_exact_mut(kernel.len()).take(DEPTHWISE_SLOTS).map(Mutex::new).collect();
         return for_items(out, planes, positions, out.len() * taps, &|begin, _, part| {
             let mut slot = slots[begin * slots.len() / planes].lock().unwrap_or_else(|e| e.into_inner());
             kernel.clear(&mut slot);
