@@ -9,6 +9,7 @@ if [ -x "$dest" ] && "$dest" --version >/dev/null 2>&1; then
   exit 0
 fi
 command -v python3 >/dev/null || { echo "install_ptxas: python3 is required" >&2; exit 1; }
+echo "==> install_ptxas: downloading ptxas (the nvidia-cuda-nvcc-cu12 wheel) into .tools/"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # The system python may lack pip (Debian's python3 without python3-pip): use a venv's then.

@@ -11,14 +11,22 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the repo").to_path_buf()
 }
 
-/// A fixture folder: vendored in tests/fixtures, or in ../shared/fixtures (or $AOTC_FIXTURES).
-pub fn fixture(name: &str) -> PathBuf {
-    let mut places = vec![repo_root().join("tests/fixtures"), repo_root().join("../shared/fixtures")];
-    if let Ok(dir) = std::env::var("AOTC_FIXTURES") {
-        places.insert(0, PathBuf::from(dir));
+/// The repository's fixtures (tests/fixtures: model fixtures, with the op suite in ops/
+/// and standard architectures in models/), or the folder $AOTC_FIXTURES names instead
+/// (one of the same layout, such as ../shared/fixtures).
+pub fn fixtures_root() -> PathBuf {
+    match std::env::var_os("AOTC_FIXTURES") {
+        Some(dir) => PathBuf::from(dir),
+        None => repo_root().join("tests/fixtures"),
     }
-    places.iter().map(|p| p.join(name)).find(|p| p.join("model.pt2").exists())
-        .unwrap_or_else(|| panic!("fixture {name} not found in {places:?}"))
+}
+
+/// A fixture folder by its path under [`fixtures_root`] ("small_cnn", "models/vit_tiny",
+/// "ops/abs__float32__0"). A missing fixture fails the test that names it.
+pub fn fixture(name: &str) -> PathBuf {
+    let dir = fixtures_root().join(name);
+    assert!(dir.join("model.pt2").exists(), "fixture {name} not found: no {}", dir.join("model.pt2").display());
+    dir
 }
 
 /// The fixture folders (those holding a model.pt2) directly inside `folder`, sorted.
@@ -28,16 +36,15 @@ pub fn fixture_dirs(folder: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The shared fixtures: (op fixtures of ../shared/fixtures/ops, model fixtures of
-/// ../shared/fixtures and its models/ folder), or None when ../shared/fixtures is absent.
-pub fn shared_fixture_dirs() -> Option<(Vec<PathBuf>, Vec<PathBuf>)> {
-    let shared = repo_root().join("../shared/fixtures");
-    if !shared.exists() {
-        return None;
-    }
-    let mut models = fixture_dirs(&shared);
-    models.extend(fixture_dirs(&shared.join("models")));
-    Some((fixture_dirs(&shared.join("ops")), models))
+/// The fixture suite: (the op fixtures of ops/, the model fixtures of the root and of
+/// models/). Fails the test when either is empty: a suite that checks nothing must not pass.
+pub fn suite_fixture_dirs() -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let root = fixtures_root();
+    let ops = fixture_dirs(&root.join("ops"));
+    let mut models = fixture_dirs(&root);
+    models.extend(fixture_dirs(&root.join("models")));
+    assert!(!ops.is_empty() && !models.is_empty(), "no op or model fixtures in {} (ops: {}, models: {})", root.display(), ops.len(), models.len());
+    (ops, models)
 }
 
 /// Compiles `model` into a library inside a fresh temporary directory.

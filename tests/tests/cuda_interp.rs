@@ -5,15 +5,12 @@
 //! `cuda_op_suite.rs`. Programs with an extern kernel that has no CUDA form (none
 //! left: FFT and nonzero have one) are listed, not failures.
 
-use aotc_tests::{fake_cuda_driver, shared_fixture_dirs, fixture_dirs, repo_root, verify_fixture_cuda};
+use aotc_tests::{fake_cuda_driver, suite_fixture_dirs, verify_fixture_cuda};
 
 #[test]
 fn model_fixtures_match_pytorch_on_the_interpreted_gpu() {
     std::env::set_var("AOTC_CUDA_DRIVER", fake_cuda_driver());
-    let mut dirs = fixture_dirs(&repo_root().join("tests/fixtures"));
-    if let Some((_, models)) = shared_fixture_dirs() {
-        dirs.extend(models);
-    }
+    let (_, dirs) = suite_fixture_dirs();
     let (mut passed, mut failed, mut unsupported) = (vec![], vec![], vec![]);
     for dir in &dirs {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();

@@ -1,4 +1,4 @@
-//! Every op fixture (../shared/fixtures/ops) compiled for CUDA and run by the library's
+//! Every op fixture (tests/fixtures/ops) compiled for CUDA and run by the library's
 //! CUDA runtime on the fake driver, which executes each launch in the PTX interpreter
 //! with race checks (see cuda_interp.rs), compared with PyTorch's recorded outputs.
 //!
@@ -7,15 +7,12 @@
 //! tests/known_failures_cuda.tsv. Anything else failing fails the test.
 
 use aotc_tests::suite::{run_all, Tally};
-use aotc_tests::{fake_cuda_driver, shared_fixture_dirs, verify_fixture_cuda};
+use aotc_tests::{fake_cuda_driver, suite_fixture_dirs, verify_fixture_cuda};
 
 #[test]
 fn every_op_fixture_matches_pytorch_on_the_interpreted_gpu() {
     std::env::set_var("AOTC_CUDA_DRIVER", fake_cuda_driver());
-    let Some((ops, _)) = shared_fixture_dirs() else {
-        eprintln!("../shared/fixtures is not there: nothing to check");
-        return;
-    };
+    let (ops, _) = suite_fixture_dirs();
     let total = ops.len();
     let outcomes = run_all(ops, verify_fixture_cuda);
     let t = Tally::of(&outcomes, "tests/known_failures_cuda.tsv");

@@ -26,8 +26,8 @@ fn user_input_mutation_writes_back_into_caller_tensors() {
 }
 
 #[test]
-fn bench_mlp_gemm_bound() {
-    assert_eq!(check_fixture("bench_mlp"), 1);
+fn bench_mlp_slim_gemm_bound() {
+    assert_eq!(check_fixture("bench_mlp_slim"), 1);
 }
 
 #[test]

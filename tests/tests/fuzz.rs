@@ -4,14 +4,14 @@
 //! mutants are saved under target/tmp/fuzz-failures. `scripts/fuzz.sh` is the long run.
 
 use aotc_tests::fuzz::{self, Config, Valgrind};
-use aotc_tests::repo_root;
+use aotc_tests::{fixture, fixtures_root};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const MUTANTS: usize = 500;
 const SEED: u64 = 20_260_101;
 
-/// Single-op programs (../shared/fixtures/ops) whose input feeds a view, split, slice or
+/// Single-op programs (tests/fixtures/ops) whose input feeds a view, split, slice or
 /// index directly: there a shape lie meets the op's own checks with nothing in between.
 /// The ones aotc does not compile yet are left out by the campaign until it does.
 const OPS: &[&str] = &[
@@ -37,13 +37,10 @@ fn aotc_binary() -> PathBuf {
 
 #[test]
 fn fuzzed_archives_weights_and_inputs_never_panic_crash_hang_or_corrupt_memory() {
-    let mut fixtures = vec![repo_root().join("tests/fixtures")];
-    let shared = repo_root().join("../shared/fixtures");
-    if shared.exists() {
-        fixtures.push(shared.clone());
-        // Named fixtures form one group of their own (see fuzz::fixture::discover).
-        fixtures.extend(OPS.iter().map(|name| shared.join("ops").join(name)).filter(|d| d.exists()));
-    }
+    // The model fixtures are one group; the named op fixtures form another (see
+    // fuzz::fixture::discover).
+    let mut fixtures = vec![fixtures_root()];
+    fixtures.extend(OPS.iter().map(|name| fixture(&format!("ops/{name}"))));
     let valgrind = if std::process::Command::new("valgrind").arg("--version").output().is_ok() {
         Valgrind::Sample(3)
     } else {

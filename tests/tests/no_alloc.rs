@@ -99,7 +99,7 @@ fn steady_calls_allocate_nothing() {
 
     // State, dynamic sizes, attention, convolutions (Winograd, columns, pooled,
     // depthwise), max pools, large GEMMs.
-    for name in ["mlp_buffer_mutation", "dynamic_batch_mlp", "transformer_block", "small_cnn", "bench_convnet", "models/shufflenet_v2_x0_5", "models/efficientnet_b0", "bench_mlp"] {
+    for name in ["mlp_buffer_mutation", "dynamic_batch_mlp", "transformer_block", "small_cnn", "bench_convnet", "models/shufflenet_v2_x0_5", "models/efficientnet_b0_w040", "bench_mlp_slim"] {
         let dir = fixture(name);
         let (_tmp, so) = compile(&dir.join("model.pt2"));
         for threads in [1, 2] {

@@ -1,13 +1,12 @@
 //! Every fixture lowered for CUDA (`aotc::ptx_module`: the op fixtures of
-//! ../shared/fixtures/ops, the model fixtures of ../shared/fixtures, its models/ folder and
-//! tests/fixtures) gives a PTX module that ptxas assembles for sm_80 and for sm_90, and
+//! tests/fixtures/ops, the model fixtures of tests/fixtures and its models/ folder) gives a PTX module that ptxas assembles for sm_80 and for sm_90, and
 //! the model fixtures' kernels spill no registers. Programs whose only obstacle is an
 //! extern kernel with no CUDA form (none left: FFT and nonzero have one) are listed,
 //! not failures.
 //!
 //! ptxas comes from `scripts/install_ptxas.sh` (.tools/ptxas) or $AOTC_PTXAS.
 
-use aotc_tests::{fixture_dirs, repo_root, shared_fixture_dirs};
+use aotc_tests::{repo_root, suite_fixture_dirs};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -87,8 +86,7 @@ fn assemble_all(dirs: &[PathBuf], ptxas: &Path, scratch: &Path) -> BTreeMap<Path
 #[test]
 fn every_fixture_assembles_for_sm80_and_sm90() {
     let ptxas = ptxas();
-    let (ops, mut models) = shared_fixture_dirs().unwrap_or_default();
-    models.extend(fixture_dirs(&repo_root().join("tests/fixtures")));
+    let (ops, models) = suite_fixture_dirs();
     let scratch = tempfile::tempdir().expect("temporary directory");
     let mut problems = vec![];
     for (what, dirs, spills_allowed) in [("op", &ops, true), ("model", &models, false)] {

@@ -7,7 +7,7 @@ use aotc_tests::{check_call, compile, fixture, recorded, tolerance};
 #[test]
 fn one_two_and_four_threads_give_pytorchs_results() {
     // Large enough for the driver to split its kernels (GEMMs and pointwise passes).
-    for name in ["bench_mlp", "bench_convnet", "transformer_block"] {
+    for name in ["bench_mlp_slim", "bench_convnet", "transformer_block"] {
         let dir = fixture(name);
         let (inputs, expected) = recorded(&dir, 0);
         let (_tmp, so) = compile(&dir.join("model.pt2"));

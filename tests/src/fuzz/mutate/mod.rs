@@ -113,9 +113,9 @@ fn apply(mutant: &mut Mutant, stage: Stage, rng: &mut Rng) {
 mod tests {
     use super::*;
 
-    /// The vendored fixtures, and the shared ones where present.
+    /// The model fixtures of the repository.
     fn fixtures() -> Vec<Fixture> {
-        let dirs = [crate::repo_root().join("tests/fixtures"), crate::repo_root().join("../shared/fixtures")];
+        let dirs = [crate::fixtures_root()];
         super::super::fixture::discover(&dirs).concat().iter().map(|d| Fixture::load(d).expect("fixture")).collect()
     }
 
