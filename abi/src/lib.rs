@@ -241,7 +241,7 @@ pub mod internal_symbols {
     pub const GELU: &str = "__aotc_gelu_f32";
 }
 
-/// The FFT kernel of the support library, which the generated code calls (hidden from the
+/// nonzero's scan in the support library, which the generated code calls (hidden from the
 /// `.so`'s dynamic symbol table like every internal symbol):
 /// `void __aotc_nonzero(int64_t *out, const uint8_t *mask, const int64_t *sizes, int64_t
 /// ndim, int64_t rows)` (an IR `Extern` call): the row-major coordinates of the first

@@ -5,7 +5,8 @@
 //! - `Pointwise`: `out[i...] = body(i...)`, one scalar expression per output element;
 //! - `Reduction`: `out[i...] = combine_j body(i..., j...)`;
 //! - `Matmul`: an extern GEMM call on strided operands;
-//! - `Extern`: a call into the support library by name (`nonzero`'s scan, 1-D FFTs).
+//! - `Extern`: a call into the support library by name (convolution, max pool, row
+//!   softmax/layer norm, GELU, `nonzero`'s scan, 1-D FFTs: the table is in docs/ir.md).
 //!
 //! Bodies are [`expr::Expr`] trees whose leaves load buffers at [`expr::Affine`] indices
 //! of the loop variables. Views (permute, expand, slice...) only rewrite those indices;

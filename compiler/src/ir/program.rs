@@ -105,7 +105,7 @@ pub struct ExternCall {
 pub enum ExternArg {
     Buf(BufId),
     /// Scratch the callee may overwrite and whose contents mean nothing before or after
-    /// the call (im2col's matrix): no kernel writes it as its output.
+    /// the call (the depthwise convolution's scratch): no kernel writes it as its output.
     Workspace(BufId),
     Size(SymExpr),
     Sizes(Vec<SymExpr>),
