@@ -38,12 +38,21 @@ pub fn fixture_dirs(folder: &Path) -> Vec<PathBuf> {
 
 /// The fixture suite: (the op fixtures of ops/, the model fixtures of the root and of
 /// models/). Fails the test when either is empty: a suite that checks nothing must not pass.
+/// `AOTC_FIXTURE_FILTER=TEXT` keeps the fixtures whose folder name contains TEXT (while
+/// working on one operator), and fails when none does.
 pub fn suite_fixture_dirs() -> (Vec<PathBuf>, Vec<PathBuf>) {
     let root = fixtures_root();
-    let ops = fixture_dirs(&root.join("ops"));
+    let mut ops = fixture_dirs(&root.join("ops"));
     let mut models = fixture_dirs(&root);
     models.extend(fixture_dirs(&root.join("models")));
     assert!(!ops.is_empty() && !models.is_empty(), "no op or model fixtures in {} (ops: {}, models: {})", root.display(), ops.len(), models.len());
+    if let Ok(filter) = std::env::var("AOTC_FIXTURE_FILTER") {
+        let keep = |d: &PathBuf| d.file_name().is_some_and(|n| n.to_string_lossy().contains(&filter));
+        ops.retain(keep);
+        models.retain(keep);
+        assert!(!ops.is_empty() || !models.is_empty(), "AOTC_FIXTURE_FILTER={filter} matches no fixture in {}", root.display());
+        eprintln!("AOTC_FIXTURE_FILTER={filter}: {} op and {} model fixtures", ops.len(), models.len());
+    }
     (ops, models)
 }
 
