@@ -3,7 +3,7 @@
 # self-contained .so, and runs it twice (state carries over), printing the outputs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q -p aotc
+cargo build --release -p aotc --bin aotc
 mkdir -p target/example
 ./target/release/aotc compile examples/mlp/model.pt2 -o target/example/mlp.so
 ./target/release/aotc run target/example/mlp.so \
