@@ -38,7 +38,7 @@ pub struct BenchReport {
 pub fn bench(library: &Path, input: &Path, opts: &BenchOptions) -> Result<BenchReport, String> {
     let mut model = Model::load_with(library, opts.device, opts.threads, opts.weights_file.clone().map_or(aotc_runtime::Weights::Default, aotc_runtime::Weights::File)).map_err(|e| e.to_string())?;
     let manifest: Manifest = serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
-    let inputs = crate::tensor_io::read_inputs(input, model.inputs().len())?;
+    let inputs = crate::tensor_io::read_named_inputs(input, &model.inputs().iter().map(|i| i.name.as_str()).collect::<Vec<_>>())?;
     let mut times = Vec::with_capacity(opts.iters);
     for i in 0..opts.warmup + opts.iters.max(1) {
         // Each call gets fresh inputs: a program may mutate them.

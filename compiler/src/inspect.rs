@@ -2,21 +2,40 @@
 
 use crate::lower::{Lowered, LoweredInput};
 use crate::{frontend::Source, CompileOptions, Result};
-use aotc_abi::manifest::{InputSpec, Manifest, Slot};
+use aotc_abi::manifest::{InputSpec, Manifest, Slot, SymbolRange};
 use aotc_abi::sym::SymExpr;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
-fn shape(sizes: &[SymExpr], m: &[aotc_abi::manifest::SymbolRange]) -> String {
+fn shape(sizes: &[SymExpr], m: &[SymbolRange]) -> String {
     let dims: Vec<String> = sizes.iter().map(|s| match s {
         SymExpr::Sym(i) => {
             let r = &m[*i as usize];
             format!("{}∈{r}", r.name)
         }
-        other => other.to_string(),
+        other => named(other, m),
     }).collect();
     format!("[{}]", dims.join(", "))
+}
+
+/// `e` written as `SymExpr`'s Display does, each symbol by the program's own name for it
+/// (the name the inputs show: "s77", not the manifest's index "s0").
+fn named(e: &SymExpr, m: &[SymbolRange]) -> String {
+    let list = |xs: &[SymExpr], sep: &str| xs.iter().map(|x| match x {
+        SymExpr::Add(_) | SymExpr::Mul(_) => format!("({})", named(x, m)),
+        _ => named(x, m),
+    }).collect::<Vec<_>>().join(sep);
+    match e {
+        SymExpr::Int(v) => v.to_string(),
+        SymExpr::Sym(s) => m.get(*s as usize).map_or_else(|| format!("s{s}"), |r| r.name.clone()),
+        SymExpr::Add(xs) => list(xs, " + "),
+        SymExpr::Mul(xs) => list(xs, "*"),
+        SymExpr::FloorDiv(a, b) => format!("floordiv({}, {})", named(a, m), named(b, m)),
+        SymExpr::Mod(a, b) => format!("mod({}, {})", named(a, m), named(b, m)),
+        SymExpr::Max(xs) => format!("max({})", list(xs, ", ")),
+        SymExpr::Min(xs) => format!("min({})", list(xs, ", ")),
+    }
 }
 
 /// Describes a compiled library from its embedded manifest.
@@ -34,12 +53,12 @@ pub fn describe_manifest(m: &Manifest) -> String {
     for (i, o) in m.outputs.iter().enumerate() {
         let _ = writeln!(s, "  {i}: {} {}{}", o.name, o.dtype, shape(&o.sizes, &m.symbols));
     }
-    let _ = writeln!(s, "buffers ({}):", m.buffers.len());
+    let _ = if m.buffers.is_empty() { writeln!(s, "buffers: none") } else { writeln!(s, "buffers ({}):", m.buffers.len()) };
     for b in &m.buffers {
         let _ = writeln!(s, "  {} {}{:?} ({} bytes)", b.name, b.dtype, b.sizes, b.byte_len());
     }
     let _ = writeln!(s, "mutations: {} buffer(s), {} user input(s)", m.buffer_mutations.len(), m.input_mutations.len());
-    let _ = writeln!(s, "GEMM FLOPs per call: {}", m.flops);
+    let _ = writeln!(s, "GEMM FLOPs per call: {}", named(&m.flops, &m.symbols));
     let _ = writeln!(s, "{}", describe_weights(m));
     let _ = writeln!(s, "{}", describe_arena(m));
     let _ = writeln!(s, "in_spec: {}\nout_spec: {}", m.in_spec, m.out_spec);
@@ -86,7 +105,8 @@ pub fn describe_program(src: &Source, l: &Lowered) -> String {
         let buf = &l.program.buffers[*b];
         let _ = writeln!(s, "  {i}: {name} {}{}", buf.dtype, shape(&buf.sizes, &l.symbols));
     }
-    let _ = writeln!(s, "buffers (mutable state): {}", l.buffers.iter().map(|b| b.fqn.as_str()).collect::<Vec<_>>().join(", "));
+    let buffers: Vec<&str> = l.buffers.iter().map(|b| b.fqn.as_str()).collect();
+    let _ = writeln!(s, "buffers (mutable state): {}", if buffers.is_empty() { "none".to_string() } else { buffers.join(", ") });
     let mut ops: BTreeMap<&str, usize> = BTreeMap::new();
     for n in &p.graph_module.graph.nodes {
         *ops.entry(&n.target).or_default() += 1;

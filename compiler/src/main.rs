@@ -19,7 +19,11 @@ struct Cli {
 enum Command {
     /// Compile a .pt2 archive (or a bare model.json) into a shared library.
     Compile {
+        /// The program: a .pt2 archive written by torch.export.save(torch.export.export(model,
+        /// args), "model.pt2"), or the models/model.json inside one (its weights are then read
+        /// from ../data/weights beside it, or from --weights).
         model: PathBuf,
+        /// The shared library to write (e.g. model.so).
         #[arg(short, long)]
         output: PathBuf,
         /// safetensors file of weights keyed by FQN (overrides the archive's).
@@ -44,36 +48,50 @@ enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
-    /// Run a compiled library on fixture-layout inputs, one call per file, in order.
+    /// Run a compiled library on input files, one call per file, in order (one instance:
+    /// the buffers a call mutates carry over to the next), printing or saving the outputs.
+    #[command(after_help = tensor_io::INPUT_FORMAT)]
     Run {
+        /// The shared library `aotc compile` wrote.
         library: PathBuf,
+        /// An inputs file (safetensors, see below): one call each; repeat for more calls.
         #[arg(long = "input", required = true)]
         inputs: Vec<PathBuf>,
+        /// Write each call's outputs there as outputs_N.safetensors (keyed by flat output
+        /// index), and the user inputs it mutated as mutated_N.safetensors. Without it the
+        /// outputs are printed.
         #[arg(long)]
-        output_dir: PathBuf,
+        output_dir: Option<PathBuf>,
+        /// The device to run on: cpu, cuda or cuda:N (a library compiled with --device cuda).
         #[arg(long, default_value = "cpu")]
         device: String,
         /// Weights to run with instead of the library's own: a weights file of the same
         /// structure (aotc compile --external-weights [--weights NEW.safetensors]).
         #[arg(long)]
         weights_file: Option<PathBuf>,
-        /// Print every output.
+        /// Print every output (the first 16 values of each); the default without --output-dir.
         #[arg(long)]
         print: bool,
     },
     /// Time a compiled library on one input file: min/median/max ms per call, and GEMM
     /// GFLOP/s against the measured FMA peak where the compiler counted the FLOPs.
+    #[command(after_help = tensor_io::INPUT_FORMAT)]
     Bench {
+        /// The shared library `aotc compile` wrote.
         library: PathBuf,
+        /// The inputs of every timed call: one inputs file (safetensors, see below).
         #[arg(long)]
         input: PathBuf,
+        /// Timed calls.
         #[arg(long, default_value_t = 100)]
         iters: usize,
+        /// Untimed calls first.
         #[arg(long, default_value_t = 10)]
         warmup: usize,
         /// Threads per call (0: $AOTC_NUM_THREADS, else the available cores).
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// The device to run on: cpu, cuda or cuda:N (a library compiled with --device cuda).
         #[arg(long, default_value = "cpu")]
         device: String,
         /// Weights to run with instead of the library's own (see `aotc run`).
@@ -85,17 +103,23 @@ enum Command {
     },
     /// Time each kernel of a compiled library on one input file, slowest first, each named
     /// by the graph nodes it computes (no special build needed).
+    #[command(after_help = tensor_io::INPUT_FORMAT)]
     Profile {
+        /// The shared library `aotc compile` wrote.
         library: PathBuf,
+        /// The inputs of every profiled call: one inputs file (safetensors, see below).
         #[arg(long)]
         input: PathBuf,
+        /// Profiled calls.
         #[arg(long, default_value_t = 100)]
         iters: usize,
+        /// Unprofiled calls first.
         #[arg(long, default_value_t = 10)]
         warmup: usize,
         /// Threads per call (0: $AOTC_NUM_THREADS, else the available cores).
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// The device to run on: cpu, cuda or cuda:N (a library compiled with --device cuda).
         #[arg(long, default_value = "cpu")]
         device: String,
         /// Weights to run with instead of the library's own (see `aotc run`).
@@ -105,11 +129,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print the PTX module of a program lowered for CUDA: one entry per kernel (sm_80,
-    /// PTX 7.8). Fails naming any extern kernel with no CUDA form (the FFT and nonzero's
-    /// scan have one).
+    /// Write the PTX module of a program lowered for CUDA, without compiling a library: one
+    /// entry per kernel (sm_80, PTX 7.8).
+    ///
+    /// The text `aotc compile --device cuda` embeds in the library, for reading or for
+    /// checking with ptxas (`ptxas -arch=sm_80 model.ptx`); no GPU needed. Fails naming any
+    /// extern kernel with no CUDA form (the FFT and nonzero's scan have one).
+    ///
+    /// Example: aotc ptx model.pt2 -o model.ptx
     Ptx {
+        /// The program: a .pt2 archive or a model.json, as for `aotc compile`.
         model: PathBuf,
+        /// The PTX file to write (e.g. model.ptx).
         #[arg(short, long)]
         output: PathBuf,
         /// safetensors file of weights keyed by FQN (overrides the archive's).
@@ -118,9 +149,13 @@ enum Command {
     },
     /// List the Core ATen operators and whether aotc supports each.
     Ops,
-    /// Describe a program or a compiled library.
+    /// Describe a program or a compiled library: inputs (the names an inputs file may use),
+    /// outputs, buffers, weights.
     Inspect {
+        /// A .pt2 archive or model.json (described after lowering), or a library `aotc
+        /// compile` wrote (described from its embedded manifest).
         path: PathBuf,
+        /// For a program: safetensors file of weights keyed by FQN (overrides the archive's).
         #[arg(long)]
         weights: Option<PathBuf>,
     },
@@ -214,22 +249,27 @@ fn run(cli: Cli) -> Result<(), String> {
             let mut model = Model::load_with(&library, device, 0, weights).map_err(|e| e.to_string())?;
             println!("loaded {} in {:.1} ms", library.display(), t.elapsed().as_secs_f64() * 1e3);
             let manifest: Manifest = serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
-            std::fs::create_dir_all(&output_dir).map_err(|e| format!("{}: {e}", output_dir.display()))?;
+            if let Some(dir) = &output_dir {
+                std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            }
+            let names: Vec<String> = model.inputs().iter().map(|i| i.name.clone()).collect();
             for (call, file) in inputs.iter().enumerate() {
-                let mut values = tensor_io::read_inputs(file, model.inputs().len())?;
+                let mut values = tensor_io::read_named_inputs(file, &names)?;
                 let t = Instant::now();
                 let outputs = model.run(&mut values).map_err(|e| format!("call {call} ({}): {e}", file.display()))?;
-                let named: Vec<(String, &aotc_runtime::Tensor)> = outputs.iter().enumerate().map(|(i, t)| (i.to_string(), t)).collect();
-                tensor_io::write(&output_dir.join(format!("outputs_{call}.safetensors")), &named)?;
-                let mutated: Vec<(String, &aotc_runtime::Tensor)> = manifest.input_mutations.iter().filter_map(|&(_, i)| match &values[i] {
-                    Value::Tensor(t) => Some((i.to_string(), t)),
-                    _ => None,
-                }).collect();
-                if !mutated.is_empty() {
-                    tensor_io::write(&output_dir.join(format!("mutated_{call}.safetensors")), &mutated)?;
-                }
                 println!("call {call}: {} output(s) in {:.1} ms", outputs.len(), t.elapsed().as_secs_f64() * 1e3);
-                if print {
+                if let Some(dir) = &output_dir {
+                    let named: Vec<(String, &aotc_runtime::Tensor)> = outputs.iter().enumerate().map(|(i, t)| (i.to_string(), t)).collect();
+                    tensor_io::write(&dir.join(format!("outputs_{call}.safetensors")), &named)?;
+                    let mutated: Vec<(String, &aotc_runtime::Tensor)> = manifest.input_mutations.iter().filter_map(|&(_, i)| match &values[i] {
+                        Value::Tensor(t) => Some((i.to_string(), t)),
+                        _ => None,
+                    }).collect();
+                    if !mutated.is_empty() {
+                        tensor_io::write(&dir.join(format!("mutated_{call}.safetensors")), &mutated)?;
+                    }
+                }
+                if print || output_dir.is_none() {
                     for (i, t) in outputs.iter().enumerate() {
                         let v = t.to_f64_vec();
                         let shown: Vec<String> = v.iter().take(16).map(|x| format!("{x:.6}")).collect();

@@ -51,7 +51,7 @@ pub fn profile(library: &Path, input: &Path, opts: &ProfileOptions) -> Result<Pr
     if manifest.kernels.len() != count {
         return Err(format!("the manifest describes {} kernels, the library runs {count}", manifest.kernels.len()));
     }
-    let inputs = crate::tensor_io::read_inputs(input, model.inputs().len())?;
+    let inputs = crate::tensor_io::read_named_inputs(input, &model.inputs().iter().map(|i| i.name.as_str()).collect::<Vec<_>>())?;
     let iters = opts.iters.max(1);
     for i in 0..opts.warmup + iters {
         if i == opts.warmup {

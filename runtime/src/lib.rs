@@ -160,6 +160,28 @@ fn owned(p: *const c_char) -> String {
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
+/// Refuses, before dlopen, a file that is no shared library, saying what it is instead
+/// (dlopen would only say "invalid ELF header").
+fn check_library_file(path: &Path) -> Result<(), Error> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(64);
+    std::fs::File::open(path).and_then(|f| f.take(64).read_to_end(&mut head))
+        .map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("{}: {e}", path.display())))?;
+    let p = path.display();
+    let message = if head.starts_with(b"\x7fELF") {
+        return Ok(());
+    } else if head.is_empty() {
+        format!("{p} is empty, not a compiled library")
+    } else if head.starts_with(b"PK") {
+        format!("{p} is a zip archive (a .pt2?), not a compiled library: compile it first with `aotc compile {p} -o model.so`")
+    } else if head.trim_ascii_start().starts_with(b"{") {
+        format!("{p} is JSON (a model.json?), not a compiled library: compile it first with `aotc compile {p} -o model.so`")
+    } else {
+        format!("{p} is not a compiled library (it has no ELF header): load a shared library made by `aotc compile MODEL.pt2 -o model.so`")
+    };
+    Err(Error::new(status::INVALID_ARGUMENT, message))
+}
+
 impl Model {
     /// Loads the library at `path` (a bare file name is the file in the current
     /// directory) and creates an instance on `device` with the default number of threads
@@ -181,6 +203,7 @@ impl Model {
         // dlopen looks a name without a '/' up in the library search path, never in the
         // current directory: "model.so" means ./model.so to whoever types it.
         let file = if path.is_relative() { Path::new(".").join(path) } else { path.to_path_buf() };
+        check_library_file(path)?;
         // SAFETY: loading runs the library's initialisers; an aotc .so has none beyond libc's.
         let lib = unsafe { Library::new(&file) }.map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("{}: {e}", path.display())))?;
         let version: ft::AbiVersion = sym(&lib, symbols::ABI_VERSION)?;

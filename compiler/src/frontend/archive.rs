@@ -70,7 +70,7 @@ pub fn load_archive(path: &Path, bytes: Vec<u8>) -> Result<Source> {
         parts.len() >= 2 && parts[parts.len() - 2] == "models" && n.ends_with(".json")
     }).map(String::from).collect();
     let model = match models.as_slice() {
-        [] => return Err(fmt_err("archive holds no models/*.json program".into())),
+        [] => return Err(fmt_err(no_program(zip.file_names()))),
         [one] => one.clone(),
         // torch.export.save writes one program; prefer the default name when there are more.
         many => many.iter().find(|n| n.ends_with("models/model.json")).cloned()
@@ -82,6 +82,54 @@ pub fn load_archive(path: &Path, bytes: Vec<u8>) -> Result<Source> {
     let json = entries.read(&format!("models/{file}"))?.ok_or_else(|| fmt_err(format!("cannot read {model}")))?;
     let program = parse_program(path, &json)?;
     load_payloads(path, program, &mut entries)
+}
+
+/// What `aotc compile` reads, for the errors of a file that is something else.
+const EXPECTED: &str = "aotc reads archives written by torch.export.save(torch.export.export(model, args), 'model.pt2'), or the models/model.json inside one";
+
+/// Why a zip archive with no `models/*.json` is not a program: what wrote it, when its
+/// entries say.
+fn no_program<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let (mut torchscript, mut pickled, mut aoti) = (false, false, false);
+    for name in names {
+        let parts: Vec<&str> = name.split('/').collect();
+        let (last, dirs) = parts.split_last().unwrap_or((&"", &[]));
+        torchscript |= *last == "constants.pkl" || dirs.contains(&"code");
+        pickled |= *last == "data.pkl";
+        aoti |= dirs.contains(&"aotinductor");
+    }
+    let what = if torchscript {
+        "a TorchScript archive (torch.jit.save)"
+    } else if pickled {
+        "a PyTorch archive written by torch.save (a state_dict or a pickled module)"
+    } else if aoti {
+        "an AOTInductor package (compiled code, no program)"
+    } else {
+        "a zip archive with no models/*.json in it"
+    };
+    format!("{what}, not a torch.export program; {EXPECTED}")
+}
+
+/// What a file that failed to load as a `model.json` is, when it is not JSON at all (the
+/// JSON error would only puzzle); None for JSON, even malformed (its error says where).
+pub fn not_json(path: &Path, bytes: &[u8]) -> Option<Error> {
+    if bytes.trim_ascii_start().starts_with(b"{") || serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() {
+        return None;
+    }
+    let what = if bytes.is_empty() {
+        "an empty file, not a torch.export program".to_string()
+    } else if bytes.starts_with(b"\x7fELF") {
+        return Some(Error::Format { path: path.into(), message: "a shared library (ELF), perhaps one aotc compiled: run it with `aotc run` \
+            (`aotc inspect` describes it); `aotc compile` takes a .pt2 archive or a model.json".into() });
+    } else if bytes.first() == Some(&0x80) && bytes.get(1).is_some_and(|p| (2..=5).contains(p)) {
+        "a Python pickle (torch.save(..., _use_new_zipfile_serialization=False), or pickle.dump), not a torch.export program".to_string()
+    } else if crate::tensor_io::looks_like_text(bytes) {
+        let python = path.extension().is_some_and(|e| e == "py");
+        format!("neither a zip archive (.pt2) nor JSON, but text{}", if python { " (Python source? aotc does not run Python)" } else { "" })
+    } else {
+        "neither a zip archive (.pt2) nor JSON".to_string()
+    };
+    Some(Error::Format { path: path.into(), message: format!("{what}; {EXPECTED}") })
 }
 
 /// A bare `model.json`: weights come from `../data/weights` (the archive layout) when present.

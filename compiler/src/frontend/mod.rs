@@ -34,7 +34,8 @@ pub fn load(path: &Path, weights_file: Option<&Path>) -> Result<Source> {
     let mut src = if bytes.starts_with(b"PK") {
         archive::load_archive(path, bytes)?
     } else {
-        archive::load_json_with_layout(path, &bytes)?
+        // A file that is not JSON either is named for what it is, rather than by a JSON error.
+        archive::load_json_with_layout(path, &bytes).map_err(|e| archive::not_json(path, &bytes).unwrap_or(e))?
     };
     if let Some(w) = weights_file {
         let file = std::fs::read(w).map_err(|source| Error::Io { path: w.into(), source })?;
