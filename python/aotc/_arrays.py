@@ -1,4 +1,5 @@
-"""Array helpers the native module calls: numpy allocation, dtype names, torch views.
+"""Array helpers the native module calls: numpy allocation, dtype names, torch views,
+torch tensors on a GPU.
 
 Kept in Python so that numpy (and ml_dtypes, torch when present) stay ordinary imports.
 """
@@ -49,12 +50,26 @@ def dtype(name, torch):
 _torch = None
 
 
-def to_torch(array, name):
-    """A torch tensor sharing `array`'s memory (allocated with dtype(name, True))."""
+def _import_torch():
     global _torch
     if _torch is None:
         import torch
 
         _torch = torch
-    t = _torch.from_numpy(array)
-    return t.view(_torch.bfloat16) if name == "bfloat16" else t
+    return _torch
+
+
+def to_torch(array, name):
+    """A torch tensor sharing `array`'s memory (allocated with dtype(name, True))."""
+    torch = _import_torch()
+    t = torch.from_numpy(array)
+    return t.view(torch.bfloat16) if name == "bfloat16" else t
+
+
+def torch_empty(shape, name, device):
+    """A new contiguous torch tensor of aotc dtype `name` on `device` ("cuda:N": from
+    torch's caching allocator) and its data address, for a model on a GPU to write an
+    output into."""
+    torch = _import_torch()
+    t = torch.empty(shape, dtype=getattr(torch, name), device=device)
+    return t, t.data_ptr()

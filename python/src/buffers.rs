@@ -24,7 +24,7 @@ impl Model {
         let dtype = info.dtype.ok_or_else(|| raise(py, status::INTERNAL, format!("buffer '{name}' has an unknown dtype")))?;
         let np_dtype = self.support.buffer_numpy[i].as_ref()
             .ok_or_else(|| raise(py, status::DTYPE, format!("buffer '{name}' is {}, which numpy lacks: install ml_dtypes", dtype.name())))?;
-        let (arr, addr) = outputs::empty(py, self, &info.sizes, np_dtype)?;
+        let (arr, addr) = outputs::empty(py, self.support.empty.bind(py), &info.sizes, np_dtype)?;
         let mut shape = info.sizes.clone();
         let dst = Descriptors(vec![AotcTensor {
             data: addr as *mut std::ffi::c_void,

@@ -1,14 +1,15 @@
-//! One call: `(args, kwargs)` flattened by the in_spec, each leaf described in place, the
-//! library run with the GIL released, writing its outputs into new arrays, which the
-//! out_spec rebuilds into the result.
+//! One call: `(args, kwargs)` bound to the program's parameters and flattened by the
+//! in_spec, each leaf described in place, the library run with the GIL released, writing
+//! its outputs into new arrays (device memory on a GPU), which the out_spec rebuilds into
+//! the result.
 
 use crate::error::{raise, to_py};
 use crate::leaf::{self, Label, Leaf};
 use crate::model::Model;
 use crate::outputs;
 use crate::tree;
-use aotc_abi::status;
-use aotc_runtime::AotcTensor;
+use aotc_abi::{status, value_kind, DL_CUDA};
+use aotc_runtime::{AotcTensor, DLDevice, DL_CPU};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use std::time::Instant;
@@ -25,16 +26,14 @@ unsafe impl Send for Descriptors {}
 impl Model {
     /// The program's inputs from `(args, kwargs)`, described in place.
     pub(crate) fn leaves(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<Leaf>> {
-        let kwargs = match kwargs {
-            Some(k) => k.clone(),
-            None => PyDict::new(py),
-        };
-        let call = PyTuple::new(py, [args.as_any(), kwargs.as_any()])?;
         let mut flat = Vec::with_capacity(self.inputs.len());
-        tree::flatten(call.as_any(), &self.in_spec, &mut flat).map_err(|m| raise(py, status::INPUT_COUNT, m.describe_call()))?;
+        self.signature.flatten_call(&self.in_spec, args, kwargs, &mut flat).map_err(|m| raise(py, status::INPUT_COUNT, m))?;
         flat.iter().zip(&self.inputs).zip(&self.mutated).enumerate().map(|(index, ((obj, info), &mutated))| {
             let label = Label { what: "input", index, name: &info.name };
             let leaf = leaf::convert(&self.support.np, obj, info.kind, &label)?;
+            if info.kind == value_kind::TENSOR && leaf.device != self.dl_device {
+                return Err(raise(py, status::DEVICE, self.wrong_device(&label, obj, leaf.device)));
+            }
             if mutated && leaf.readonly {
                 return Err(raise(py, status::INVALID_ARGUMENT, format!("{label}: the program writes this input back (mutates it in place), but the array is read-only")));
             }
@@ -42,12 +41,30 @@ impl Model {
         }).collect()
     }
 
+    /// Why a tensor on `device` cannot be input `label` of this model: aotc never copies
+    /// between host and device (as aotc.h: the caller's memory is the model's).
+    fn wrong_device(&self, label: &Label<'_>, obj: &Bound<'_, PyAny>, device: DLDevice) -> String {
+        let place = |d: DLDevice| match d.device_type {
+            DL_CPU => "the CPU".to_string(),
+            DL_CUDA => format!("cuda:{}", d.device_id),
+            t => format!("DLPack device type {t} (id {})", d.device_id),
+        };
+        let ty = obj.get_type();
+        let ty = format!("{}.{}", ty.module().map(|m| m.to_string()).unwrap_or_default(), ty.name().map(|n| n.to_string()).unwrap_or_default());
+        let fix = match self.dl_device.device_type {
+            DL_CUDA => format!("pass memory of that device (e.g. a torch tensor on '{0}': x.to('{0}'))", place(self.dl_device)),
+            _ => "pass host memory (e.g. x.cpu())".to_string(),
+        };
+        format!("{label}: a tensor on {} ({ty}) given to a model on {}: {fix}; aotc never copies between host and device", place(device), place(self.dl_device))
+    }
+
     /// `model(*args, **kwargs)`.
     pub(crate) fn call<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
         let mut leaves = self.leaves(py, args, kwargs)?;
         let torch = leaves.iter().any(|l| l.torch);
         let dtypes = if torch { &self.support.out_torch } else { &self.support.out_numpy };
-        if let Some((i, info)) = self.outputs.iter().enumerate().find(|(i, info)| info.kind == aotc_abi::value_kind::TENSOR && dtypes[*i].is_none()) {
+        // (Device memory holds any dtype: only host arrays need numpy's.)
+        if let Some((i, info)) = self.outputs.iter().enumerate().find(|(i, info)| self.gpu.is_none() && info.kind == value_kind::TENSOR && dtypes[*i].is_none()) {
             return Err(raise(py, status::DTYPE, format!("output {i} ('{}') is {}, which numpy lacks: install ml_dtypes (pip install ml_dtypes) or pass torch tensors", info.name, info.dtype.map_or("?", |d| d.name()))));
         }
         let descriptors = Descriptors(leaves.iter_mut().map(Leaf::descriptor).collect());
@@ -71,6 +88,11 @@ impl Model {
                         // aotc_run_into): run, then copy the outputs out while the lock
                         // is held.
                         _ => {
+                            if let Some(gpu) = &self.gpu {
+                                // SAFETY: as above.
+                                let result = unsafe { model.run_descriptors(&descriptors.0) };
+                                return Python::attach(|py| outputs::convert_on_device(py, self, gpu, &result.map_err(|e| to_py(py, e))?, torch));
+                            }
                             // SAFETY: as above.
                             let result = unsafe { model.run_raw(&descriptors.0) };
                             return Python::attach(|py| outputs::convert(py, self, &result.map_err(|e| to_py(py, e))?, torch));
@@ -79,10 +101,10 @@ impl Model {
                 }
             };
             let targets: Vec<AotcTensor> = arrays.iter().zip(&self.outputs).zip(shapes.iter_mut())
-                .map(|(((_, addr), info), shape)| outputs::descriptor(*addr, info, shape)).collect();
+                .map(|(((_, addr), info), shape)| outputs::descriptor(*addr, self.dl_device, info, shape)).collect();
             // SAFETY: the inputs as above; each target describes a fresh contiguous array
-            // of the output's dtype and shape, which `arrays` keeps alive and nothing else
-            // references until this call returns.
+            // (on the model's device) of the output's dtype and shape, which `arrays` keeps
+            // alive and nothing else references until this call returns.
             let result = unsafe { model.run_into_raw(&descriptors.0, &targets) };
             Python::attach(|py| {
                 result.map_err(|e| to_py(py, e))?;
@@ -114,7 +136,7 @@ impl Model {
             for i in 0..warmup + iters {
                 let t = Instant::now();
                 // SAFETY: as in `call`.
-                unsafe { model.run_raw(&descriptors.0) }?;
+                unsafe { model.run_descriptors(&descriptors.0) }?;
                 if i >= warmup {
                     times.push(t.elapsed().as_secs_f64() * 1e6);
                 }

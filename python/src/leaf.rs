@@ -12,10 +12,10 @@ use std::ffi::c_void;
 
 /// DLPack's `DLManagedTensor` (the legacy, unversioned capsule "dltensor").
 #[repr(C)]
-struct DLManagedTensor {
-    dl_tensor: AotcTensor,
-    manager_ctx: *mut c_void,
-    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
+pub struct DLManagedTensor {
+    pub dl_tensor: AotcTensor,
+    pub manager_ctx: *mut c_void,
+    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
 }
 
 /// A leaf ready to be described to the library. Owns the shape, strides and scalar bytes
@@ -23,7 +23,8 @@ struct DLManagedTensor {
 pub struct Leaf {
     data: *mut c_void,
     byte_offset: u64,
-    device: DLDevice,
+    /// Where the data lives (a scalar's: the CPU).
+    pub device: DLDevice,
     dtype: DLDataType,
     shape: Vec<i64>,
     strides: Option<Vec<i64>>,

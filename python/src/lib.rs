@@ -3,10 +3,13 @@
 
 mod buffers;
 mod call;
+mod cuda;
+mod device_array;
 mod error;
 mod leaf;
 mod model;
 mod outputs;
+mod signature;
 mod tree;
 mod weights;
 
@@ -16,6 +19,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Error", m.py().get_type::<error::Error>())?;
     m.add_class::<model::Model>()?;
+    m.add_class::<device_array::DeviceArray>()?;
     m.add("ABI_VERSION", aotc_abi::ABI_VERSION)?;
     Ok(())
 }

@@ -2,24 +2,28 @@
 //! module. The instance sits behind a mutex taken with the GIL released: threads that
 //! share one Model take turns, threads with their own Models run at once.
 
+use crate::cuda::Gpu;
 use crate::error::{raise, to_py};
 use crate::leaf::Numpy;
+use crate::signature::Signature;
 use crate::tree::NodeTypes;
 use crate::weights::PyWeights;
-use aotc_abi::{status, value_kind, DType};
+use aotc_abi::{status, value_kind, DType, DL_CUDA};
 use aotc_runtime::pytree::TreeSpec;
-use aotc_runtime::{Device, ValueInfo};
+use aotc_runtime::{DLDevice, Device, ValueInfo, DL_CPU};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What the binding takes from the Python side (module `aotc._arrays`), looked up once.
 pub struct Support {
     pub np: Numpy,
     pub empty: Py<PyAny>,
     pub to_torch: Py<PyAny>,
+    /// `torch_empty(shape, dtype name, device)`: a new torch tensor on a GPU and its address.
+    pub torch_empty: Py<PyAny>,
     pub node_types: NodeTypes,
     /// Per output: the numpy dtype to return it as (None: numpy lacks it, e.g. bfloat16
     /// without ml_dtypes), and the one to allocate it as before a torch.from_numpy view.
@@ -34,6 +38,11 @@ pub struct Model {
     pub(crate) inner: Mutex<aotc_runtime::Model>,
     pub(crate) path: PathBuf,
     pub(crate) device: String,
+    /// Where the model's tensors live (DLPack's device).
+    pub(crate) dl_device: DLDevice,
+    /// On a GPU: the driver and device the binding allocates outputs with.
+    pub(crate) gpu: Option<Arc<Gpu>>,
+    pub(crate) signature: Signature,
     pub(crate) in_spec: TreeSpec,
     pub(crate) out_spec: TreeSpec,
     // Kept here: reading them must not wait for the instance's lock with the GIL held
@@ -105,8 +114,9 @@ impl Model {
 
 #[pymethods]
 impl Model {
-    /// Loads the library at `path` and creates an instance on `device` running each call
-    /// on up to `threads` threads (None: $AOTC_NUM_THREADS, else the available cores).
+    /// Loads the library at `path` and creates an instance on `device` ("cpu", "cuda",
+    /// "cuda:N") running each call on up to `threads` threads (None: $AOTC_NUM_THREADS,
+    /// else the available cores).
     /// `support` is the module aotc._arrays.
     #[new]
     /// `weights`: None (the library's own), or a weights file's path or bytes.
@@ -125,6 +135,12 @@ impl Model {
             return Err(raise(py, status::INTERNAL, format!("{}: the call spec has {} inputs and {} outputs, the library {} and {}", path.display(),
                 in_spec.num_leaves(), out_spec.num_leaves(), model.inputs().len(), model.outputs().len())));
         }
+        let input_names: Vec<&str> = model.inputs().iter().map(|i| i.name.as_str()).collect();
+        let signature = Signature::new(&in_spec, &input_names).map_err(|e| raise(py, status::INTERNAL, format!("{}: {e}", path.display())))?;
+        let (dl_device, gpu) = match dev {
+            Device::Cpu => (DLDevice { device_type: DL_CPU, device_id: 0 }, None),
+            Device::Cuda(n) => (DLDevice { device_type: DL_CUDA, device_id: n }, Some(Arc::new(Gpu::open(n).map_err(|e| to_py(py, e))?))),
+        };
         let dtype = |info: &ValueInfo, torch: bool| -> PyResult<Option<Py<PyAny>>> {
             let d = support.call_method1("dtype", (dtype_name(info), torch))?;
             Ok((!d.is_none()).then(|| d.unbind()))
@@ -134,7 +150,8 @@ impl Model {
             np: Numpy { asarray: get("asarray")?, ascontiguousarray: get("ascontiguousarray")? },
             empty: get("empty")?,
             to_torch: get("to_torch")?,
-            node_types: NodeTypes { ordered_dict: get("OrderedDict")?, namedtuples: namedtuple_types(&support, model.metadata_json())? },
+            torch_empty: get("torch_empty")?,
+            node_types: NodeTypes { ordered_dict: get("OrderedDict")?, namedtuples: namedtuple_types(support, model.metadata_json())? },
             out_numpy: model.outputs().iter().map(|i| dtype(i, false)).collect::<PyResult<_>>()?,
             out_torch: model.outputs().iter().map(|i| dtype(i, true)).collect::<PyResult<_>>()?,
             buffer_numpy: model.buffers().iter().map(|i| dtype(i, false)).collect::<PyResult<_>>()?,
@@ -153,6 +170,9 @@ impl Model {
             metadata_text: model.metadata_json().to_string(),
             path,
             device: device.to_string(),
+            dl_device,
+            gpu,
+            signature,
             support,
             inner: Mutex::new(model),
         })
@@ -211,8 +231,10 @@ impl Model {
         &self.device
     }
 
-    /// Runs the program: `(args, kwargs)` flattened by the in_spec, the outputs rebuilt by
-    /// the out_spec. Mutated inputs are written back into the caller's arrays.
+    /// Runs the program: `(args, kwargs)` bound to its parameters (by position or by name)
+    /// and flattened by the in_spec, the outputs rebuilt by the out_spec. Mutated inputs
+    /// are written back into the caller's arrays. On a GPU, tensors are device memory
+    /// (torch CUDA tensors, DLPack producers) and outputs too (see aotc.DeviceArray).
     #[pyo3(signature = (*args, **kwargs))]
     fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
         self.call(py, args, kwargs)

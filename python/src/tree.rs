@@ -1,6 +1,7 @@
 //! The call spec on Python values (torch.utils._pytree, as torch.export serialises it):
-//! `(args, kwargs)` flattened into the program's leaves, outputs rebuilt into tuples,
-//! lists, dicts (OrderedDicts), None, like `torch._export.aot_load`.
+//! each argument of a call (bound to its parameter by `signature.rs`) flattened into the
+//! program's leaves, outputs rebuilt into tuples, lists, dicts (OrderedDicts), None, like
+//! `torch._export.aot_load`.
 
 use aotc_runtime::pytree::{Node, TreeSpec};
 use pyo3::prelude::*;
@@ -22,18 +23,6 @@ impl Mismatch {
     fn under(mut self, step: String) -> Mismatch {
         self.path.insert_str(0, &step);
         self
-    }
-
-    /// "args[1]: ..." / "kwargs['scale']: ..." for a mismatch under the `(args, kwargs)` root.
-    pub fn describe_call(&self) -> String {
-        let path = if let Some(rest) = self.path.strip_prefix("[0]") {
-            format!("args{rest}")
-        } else if let Some(rest) = self.path.strip_prefix("[1]") {
-            format!("kwargs{rest}")
-        } else {
-            "(args, kwargs)".into()
-        };
-        format!("{path}: {}", self.message)
     }
 }
 
@@ -82,7 +71,7 @@ pub fn flatten<'py>(obj: &Bound<'py, PyAny>, spec: &TreeSpec, out: &mut Vec<Boun
             for ((key, name), child) in spec.keys.iter().zip(names).zip(&spec.children) {
                 let k = py_key(py, key).map_err(err)?;
                 let item = dict.get_item(&k).map_err(err)?.ok_or_else(|| Mismatch::new(format!("missing key {}", repr(&k))))?;
-                flatten(&item, child, out).map_err(|m| m.under(format!("[{name:?}]")))?;
+                flatten(&item, child, out).map_err(|m| m.under(format!("['{name}']")))?;
             }
             if dict.len() != names.len() {
                 let extra: Vec<String> = dict.keys().iter().filter(|k| !spec.keys.iter().any(|j| py_key(py, j).and_then(|p| p.eq(k)).unwrap_or(false))).map(|k| repr(&k)).collect();

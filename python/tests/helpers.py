@@ -13,8 +13,8 @@ except ImportError:  # pragma: no cover
     ml_dtypes = None
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-VENDORED = os.path.join(REPO, "tests", "fixtures")
-SHARED = os.environ.get("AOTC_SHARED_FIXTURES", os.path.join(REPO, "..", "shared", "fixtures"))
+# The repository's fixtures (tests/fixtures/README.md), or $AOTC_FIXTURES as in the Rust tests.
+VENDORED = os.environ.get("AOTC_FIXTURES") or os.path.join(REPO, "tests", "fixtures")
 
 _DTYPES = {
     "U8": np.uint8, "I8": np.int8, "I16": np.int16, "I32": np.int32, "I64": np.int64,
@@ -48,12 +48,10 @@ def read_safetensors(path):
 
 
 def fixture_dirs():
-    """(name, dir) of every model fixture: the vendored ones, then those of
-    ../shared/fixtures and its models/ folder not vendored (when that folder exists)."""
+    """(name, dir) of every model fixture: those of tests/fixtures and of its models/
+    folder."""
     found = {}
-    for root in [VENDORED, SHARED, os.path.join(SHARED, "models")]:
-        if not os.path.isdir(root):
-            continue
+    for root in [VENDORED, os.path.join(VENDORED, "models")]:
         for name in sorted(os.listdir(root)):
             d = os.path.join(root, name)
             if os.path.isfile(os.path.join(d, "model.pt2")) and name not in found:
@@ -65,7 +63,7 @@ def fixture(name):
     for n, d in fixture_dirs():
         if n == name:
             return d
-    raise LookupError(f"fixture {name} not found")
+    raise LookupError(f"fixture {name} not found in {VENDORED}")
 
 
 def info(d):

@@ -1,4 +1,4 @@
-"""Every model fixture (vendored, and ../shared/fixtures when present), compiled with
+"""Every model fixture (tests/fixtures and its models/ folder), compiled with
 aotc.compile and called through aotc.load like the exported module, matches the outputs
 (and mutated inputs) PyTorch recorded, with the Rust tests' tolerances."""
 import os
@@ -10,12 +10,13 @@ import aotc
 import helpers
 
 FIXTURES = helpers.fixture_dirs()
-VENDORED = {"dynamic_batch_mlp", "mlp_buffer_mutation", "pytree_io", "user_input_mutation"}
+EXPECTED = {"dynamic_batch_mlp", "mlp_buffer_mutation", "pytree_io", "user_input_mutation", "small_cnn",
+            "transformer_block", "vit_tiny", "t5_tiny_dynseq", "unet_block_dynhw"}
 
 
-def test_the_vendored_fixtures_are_found():
-    # CI always has these: the parametrised test below must not silently shrink.
-    assert VENDORED <= {name for name, _ in FIXTURES}
+def test_the_fixtures_are_found():
+    # The parametrised test below must not silently shrink.
+    assert EXPECTED <= {name for name, _ in FIXTURES}
 
 
 @pytest.mark.parametrize("name,d", FIXTURES, ids=[n for n, _ in FIXTURES])

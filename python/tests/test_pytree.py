@@ -47,11 +47,12 @@ def test_a_list_may_stand_for_a_tuple_of_args(model, recorded):
 
 
 @pytest.mark.parametrize("args,kwargs,message", [
-    (lambda a, b: ({"a": a}, 3.0), {}, "args[0]: missing key 'b'"),
-    (lambda a, b: ({"a": a, "b": b, "c": a}, 3.0), {}, "args[0]: unexpected key(s) 'c'"),
-    (lambda a, b: ([a, b], 3.0), {}, "args[0]: expected a dict"),
-    (lambda a, b: ({"a": a, "b": b},), {}, "args: expected 2 elements, got 1"),
-    (lambda a, b: ({"a": a, "b": b}, 3.0), {"extra": 1}, "kwargs: unexpected key(s) 'extra'"),
+    (lambda a, b: ({"a": a}, 3.0), {}, "argument 'inputs': missing key 'b'"),
+    (lambda a, b: ({"a": a, "b": b, "c": a}, 3.0), {}, "argument 'inputs': unexpected key(s) 'c'"),
+    (lambda a, b: ([a, b], 3.0), {}, "argument 'inputs': expected a dict"),
+    (lambda a, b: ({"a": a, "b": b},), {}, "missing required argument 'scale' (the model takes (inputs, scale))"),
+    (lambda a, b: ({"a": a, "b": b}, 3.0), {"extra": 1}, "unexpected keyword argument 'extra' (the model takes (inputs, scale))"),
+    (lambda a, b: ({"a": a, "b": b}, 3.0), {"scale": 3.0}, "got multiple values for argument 'scale'"),
 ])
 def test_structure_mismatch_names_the_place(model, recorded, args, kwargs, message):
     a, b = recorded[0], recorded[1]
@@ -59,6 +60,16 @@ def test_structure_mismatch_names_the_place(model, recorded, args, kwargs, messa
         model(*args(a, b), **kwargs)
     assert message in str(e.value)
     assert e.value.status == "AOTC_ERR_INPUT_COUNT"
+
+
+def test_arguments_may_be_passed_by_name(model, recorded):
+    # The names are the parameters' (torch.export names a container's leaves after it:
+    # inputs_a, inputs_b for inputs["a"], inputs["b"]).
+    a, b, scale, expected, (rtol, atol) = recorded
+    out = model(scale=scale, inputs={"a": a, "b": b})
+    helpers.compare("sum", expected["0"], out["sum"], rtol, atol)
+    out = model({"a": a, "b": b}, scale=scale)
+    helpers.compare("sum", expected["0"], out["sum"], rtol, atol)
 
 
 def test_specialised_scalar_is_checked_by_the_library(model, recorded):

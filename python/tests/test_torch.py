@@ -1,5 +1,7 @@
 """With torch installed (not needed otherwise): torch tensors in, torch tensors out,
-without copies on the way in; mutated torch inputs updated in place."""
+without copies on the way in; mutated torch inputs updated in place. With a GPU too:
+the same with CUDA tensors and a library compiled for CUDA (test_cuda.py runs that
+library on the fake driver, without torch)."""
 import os
 
 import numpy as np
@@ -31,3 +33,53 @@ def test_torch_tensor_that_requires_grad(compiled):
     m = aotc.load(compiled("dynamic_batch_mlp"))
     x = torch.ones(3, 8, requires_grad=True)
     np.testing.assert_array_equal(m(x).numpy(), m(np.ones((3, 8), np.float32)))
+
+
+class DLPackOnly:
+    """A torch tensor seen only through DLPack: not torch to aotc, so outputs are
+    aotc.DeviceArrays."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, **kwargs):
+        return self.t.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch has no GPU")
+def test_torch_cuda_tensors_in_and_out(tmp_path):
+    d = helpers.fixture("user_input_mutation")
+    m = aotc.load(aotc.compile(os.path.join(d, "model.pt2"), str(tmp_path / "cuda.so"), device="cuda"), device="cuda:0")
+    mutated, _ = helpers.read_safetensors(os.path.join(d, "mutated_0.safetensors"))
+    expected, _ = helpers.read_safetensors(os.path.join(d, "expected_0.safetensors"))
+    rtol, atol = helpers.tolerance(d)
+    x, y = (torch.from_numpy(a).cuda() for a in helpers.flat_inputs(d, 0, 2))
+    x0, y0 = x.clone(), y.clone()
+    out = m(x, y)
+    assert isinstance(out, torch.Tensor) and out.device == torch.device("cuda:0")
+    helpers.compare("output", expected["0"], out.cpu().numpy(), rtol, atol)
+    helpers.compare("x in place", mutated["0"], x.cpu().numpy(), rtol, atol)
+    helpers.compare("y in place", mutated["1"], y.cpu().numpy(), rtol, atol)
+    with pytest.raises(aotc.Error, match=r"input 0 \('x'\): a tensor on the CPU \(torch.Tensor\) given to a model on cuda:0") as e:
+        m(x0.cpu(), y0.cpu())
+    assert e.value.status == "AOTC_ERR_DEVICE"
+    # Not torch: an aotc.DeviceArray, which torch takes through DLPack.
+    other = aotc.load(aotc.compile(os.path.join(d, "model.pt2"), str(tmp_path / "cuda2.so"), device="cuda"), device="cuda:0")
+    arr = other(DLPackOnly(x0), DLPackOnly(y0))
+    assert isinstance(arr, aotc.DeviceArray)
+    helpers.compare("output via DLPack", expected["0"], torch.from_dlpack(arr).cpu().numpy(), rtol, atol)
+    helpers.compare("output via numpy()", expected["0"], arr.numpy(), rtol, atol)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch has no GPU")
+def test_torch_cuda_output_whose_shape_depends_on_the_data(tmp_path):
+    d = os.path.join(helpers.VENDORED, "ops", "nonzero__float32__1")
+    m = aotc.load(aotc.compile(os.path.join(d, "model.pt2"), str(tmp_path / "nonzero.so"), device="cuda"), device="cuda:0")
+    (x,) = helpers.flat_inputs(d, 0, 1)
+    out = m(torch.from_numpy(x).cuda())
+    expected, _ = helpers.read_safetensors(os.path.join(d, "expected_0.safetensors"))
+    assert isinstance(out, torch.Tensor) and out.is_cuda
+    helpers.compare("nonzero", expected["0"], out.cpu().numpy(), 0, 0)
