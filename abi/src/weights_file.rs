@@ -156,7 +156,7 @@ pub fn check(table: &WeightsTable, h: &Header, file_len: u64, base_align: usize)
             _ => return Err(format!("the file is truncated: tensor '{}' ends at byte {}, the file has {file_len} bytes", e.name, end.map_or("(overflow)".into(), |x| x.to_string()))),
         }
         let start = start.expect("no larger than end");
-        if start % ALIGN as u64 != 0 || base_align % ALIGN != 0 {
+        if !start.is_multiple_of(ALIGN as u64) || !base_align.is_multiple_of(ALIGN) {
             return Err(format!("tensor '{}' starts at byte {start} of the file, not a multiple of {ALIGN}: the library reads weights in place and needs them {ALIGN}-byte aligned (write the file with aotc compile --external-weights)", e.name));
         }
         offsets.push(start);

@@ -114,7 +114,7 @@ impl Model {
         Ok(())
     }
 
-    fn into_fns(&self) -> Result<&IntoFns, Error> {
+    fn run_into_fns(&self) -> Result<&IntoFns, Error> {
         self.fns.into.as_ref().ok_or_else(|| Error::new(status::INVALID_ARGUMENT, "this library was compiled before aotc could write outputs into the caller's memory (it lacks aotc_run_into): compile it again"))
     }
 
@@ -129,7 +129,7 @@ impl Model {
     /// # Safety
     /// As [`Model::run_raw`]'s inputs (only read here).
     pub unsafe fn output_shapes_raw(&self, inputs: &[AotcTensor]) -> Result<Vec<Vec<i64>>, Error> {
-        let fns = self.into_fns()?;
+        let fns = self.run_into_fns()?;
         let n_in = i64::try_from(inputs.len()).map_err(|_| Error::new(status::INPUT_COUNT, "too many inputs"))?;
         let ranks: Vec<usize> = self.outputs.iter().map(|o| o.sizes.len()).collect();
         let mut dims = vec![0i64; ranks.iter().sum()];
@@ -154,7 +154,7 @@ impl Model {
     /// As [`Model::run_raw`]; and each output descriptor must describe writable memory as
     /// `aotc.h` requires, valid and used by no one else until this returns.
     pub unsafe fn run_into_raw(&mut self, inputs: &[AotcTensor], outputs: &[AotcTensor]) -> Result<(), Error> {
-        let fns = self.into_fns()?;
+        let fns = self.run_into_fns()?;
         let n_in = i64::try_from(inputs.len()).map_err(|_| Error::new(status::INPUT_COUNT, "too many inputs"))?;
         // SAFETY: arrays of the stated lengths; the caller vouches for the memory.
         let rc = unsafe { (fns.run_into)(self.handle, inputs.as_ptr(), n_in, outputs.as_ptr(), outputs.len() as i64) };

@@ -31,7 +31,7 @@ enum Outcome {
 
 /// The spill bytes `ptxas -v` reports ("N bytes spill stores, M bytes spill loads").
 fn spill_bytes(report: &str) -> u64 {
-    report.lines().filter_map(|l| l.split_once(" bytes spill stores, ").map(|(a, b)| (a, b))).map(|(stores, loads)| {
+    report.lines().filter_map(|l| l.split_once(" bytes spill stores, ")).map(|(stores, loads)| {
         let stores = stores.rsplit(' ').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
         let loads = loads.split(' ').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
         stores + loads

@@ -110,7 +110,7 @@ fn mutated_state_advances_the_same_way_through_run_into() {
 #[test]
 fn bad_output_descriptors_are_refused_before_anything_is_written() {
     let (_d, mut m) = load("dynamic_batch_mlp");
-    let x = vec![0.5f32; 16];
+    let x = [0.5f32; 16];
     let mut input_shape = [2i64, 8];
     let input = descriptor(x.as_ptr().cast_mut().cast(), &mut input_shape, None, DType::F32);
     let mut memory = vec![7.0f32; 16];

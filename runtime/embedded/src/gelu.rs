@@ -4,6 +4,8 @@
 //! wide and without FMA). erf and exp are the algorithms and coefficients of the
 //! compiler's `codegen/cpu/vmath.rs` (erf within 1.4 ulp), evaluated with fused
 //! multiply-adds; values past the last whole vector go through the same vector code.
+// The coefficients are vmath.rs's, digit for digit: clippy would round them to what float parsing gives anyway.
+#![allow(clippy::excessive_precision)]
 
 use crate::pool::for_items;
 

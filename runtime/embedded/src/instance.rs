@@ -12,6 +12,8 @@ use crate::program::{program, Program};
 use crate::weights::Source;
 use aotc_abi::{status, AotcTensor};
 
+// The CPU model inline: one Instance per aotc_model_create, so its size costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Instance {
     Cpu(Model),
     Cuda(Box<CudaModel>),

@@ -328,6 +328,35 @@ pub fn for_items(out: &mut [f32], items: usize, item_len: usize, work: usize, f:
     });
 }
 
+/// A generated kernel over `[begin, end)` of its split loop.
+type KernelFn = unsafe extern "C" fn(slots: *const *mut u8, dims: *const i64, begin: i64, end: i64);
+
+/// The generated driver's entry for a large kernel (`aotc_abi::internal_symbols::PARALLEL`):
+/// `kernel` over `[0, extent)`, split into contiguous ranges across the call's threads
+/// when `extent * work` is worth it.
+///
+/// # Safety
+/// `kernel` is a generated kernel whose iterations of the split loop write disjoint
+/// memory, and `slots`/`dims` are the call's tables.
+#[no_mangle]
+pub unsafe extern "C" fn __aotc_parallel(kernel: KernelFn, slots: *const *mut u8, dims: *const i64, extent: i64, work: i64) {
+    let threads = threads();
+    let total = extent.saturating_mul(work.max(1));
+    if threads <= 1 || extent <= 1 || total < aotc_abi::internal_symbols::MIN_PARALLEL_WORK {
+        // SAFETY: the caller's contract.
+        return unsafe { kernel(slots, dims, 0, extent) };
+    }
+    // A few chunks per thread even out uneven iterations; each is worth waking for.
+    let per_chunk_min = (aotc_abi::internal_symbols::MIN_PARALLEL_WORK / work.max(1)).max(1);
+    let chunks = (threads as i64 * 4).min(extent).min((extent / per_chunk_min).max(1));
+    let (slots, dims) = (slots as usize, dims as usize);
+    parallel_for(threads, chunks as usize, &|i| {
+        let (begin, end) = (extent * i as i64 / chunks, extent * (i as i64 + 1) / chunks);
+        // SAFETY: the caller's contract; the chunks' ranges are disjoint and cover [0, extent).
+        unsafe { kernel(slots as *const *mut u8, dims as *const i64, begin, end) }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,33 +397,4 @@ mod tests {
         // it exists only while it has users.)
         assert!(POOL.lock().unwrap().as_ref().is_none_or(|p| p.users > 0));
     }
-}
-
-/// A generated kernel over `[begin, end)` of its split loop.
-type KernelFn = unsafe extern "C" fn(slots: *const *mut u8, dims: *const i64, begin: i64, end: i64);
-
-/// The generated driver's entry for a large kernel (`aotc_abi::internal_symbols::PARALLEL`):
-/// `kernel` over `[0, extent)`, split into contiguous ranges across the call's threads
-/// when `extent * work` is worth it.
-///
-/// # Safety
-/// `kernel` is a generated kernel whose iterations of the split loop write disjoint
-/// memory, and `slots`/`dims` are the call's tables.
-#[no_mangle]
-pub unsafe extern "C" fn __aotc_parallel(kernel: KernelFn, slots: *const *mut u8, dims: *const i64, extent: i64, work: i64) {
-    let threads = threads();
-    let total = extent.saturating_mul(work.max(1));
-    if threads <= 1 || extent <= 1 || total < aotc_abi::internal_symbols::MIN_PARALLEL_WORK {
-        // SAFETY: the caller's contract.
-        return unsafe { kernel(slots, dims, 0, extent) };
-    }
-    // A few chunks per thread even out uneven iterations; each is worth waking for.
-    let per_chunk_min = (aotc_abi::internal_symbols::MIN_PARALLEL_WORK / work.max(1)).max(1);
-    let chunks = (threads as i64 * 4).min(extent).min((extent / per_chunk_min).max(1));
-    let (slots, dims) = (slots as usize, dims as usize);
-    parallel_for(threads, chunks as usize, &|i| {
-        let (begin, end) = (extent * i as i64 / chunks, extent * (i as i64 + 1) / chunks);
-        // SAFETY: the caller's contract; the chunks' ranges are disjoint and cover [0, extent).
-        unsafe { kernel(slots as *const *mut u8, dims as *const i64, begin, end) }
-    });
 }

@@ -102,7 +102,7 @@ impl<'a, 'b> Ops<'a, 'b> {
     }
 
     /// The signed integer lanes `x` converted to f32 (exactly, for |x| <= 2^24).
-    pub fn to_float(&mut self, x: Value) -> Value {
+    pub fn int_to_float(&mut self, x: Value) -> Value {
         let ty = if self.vector { types::F32X4 } else { types::F32 };
         self.b.ins().fcvt_from_sint(ty, x)
     }

@@ -16,6 +16,8 @@
 //! caller's MXCSR says so).
 //!
 //! Scalars keep libm: only vectors have four calls to save.
+// Cephes's coefficients and the fitted ones are written with the digits they were published or fitted with: clippy would round them to what float parsing gives anyway.
+#![allow(clippy::excessive_precision)]
 
 use super::lanes::Ops;
 use crate::ir::Prim;
@@ -148,7 +150,7 @@ pub fn log(ops: &mut Ops, x: Value) -> Value {
     let low = ops.fcompare(FloatCC::LessThan, m, std::f32::consts::FRAC_1_SQRT_2);
     let (one, zero) = (ops.splat_float(1.0), ops.splat_float(0.0));
     let decrement = ops.choose(low, one, zero);
-    let e = ops.to_float(e);
+    let e = ops.int_to_float(e);
     let e = ops.b.ins().fsub(e, decrement);
     let extra = ops.choose(low, m, zero);
     let f = ops.b.ins().fsub(m, one);
@@ -338,7 +340,7 @@ mod tests {
     /// PyTorch: the sweep stops at -87.
     #[test]
     fn sigmoid() {
-        let x: Vec<f32> = inputs().into_iter().filter(|x| !(*x < -87.0)).collect();
+        let x: Vec<f32> = inputs().into_iter().filter(|x| x.is_nan() || *x >= -87.0).collect();
         let (error, at) = max_error(Prim::Sigmoid, &x, |x| 1.0 / (1.0 + (-x).exp()));
         assert!(error <= 2.5, "sigmoid: {error} ulp at x = {at:e}");
         assert_eq!(run(Prim::Sigmoid, &[-100.0, f32::NEG_INFINITY]), [0.0, 0.0]);

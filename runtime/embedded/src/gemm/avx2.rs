@@ -662,6 +662,7 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize, const W: usize>(kc: usiz
         // Constant indices, no slices: the sets stay in registers (a slice of them, as
         // `&sets[1..]`, kept every accumulator in memory, stored after each multiply-add).
         let mut acc = sets[0];
+        #[allow(clippy::needless_range_loop)]
         for set in 1..S {
             for r in 0..R {
                 for h in 0..W {

@@ -96,9 +96,8 @@ fn copy_into(row: &mut [f32], src: &[f32]) {
         // SAFETY: AVX (the caller's target features); d and s hold 8 floats.
         unsafe { _mm256_storeu_ps(d.as_mut_ptr(), _mm256_loadu_ps(s.as_ptr())) };
     }
-    for c in n..row.len() {
-        row[c] = src[c];
-    }
+    let len = row.len();
+    row[n..].copy_from_slice(&src[n..len]);
 }
 
 /// `row[c] = max(row[c], src[c])`.
