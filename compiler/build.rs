@@ -12,10 +12,17 @@ fn main() {
     let target_dir = out.join("embedded-target");
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--release", "--lib", "-p", "aotc-embedded", "--target-dir"]).arg(&target_dir).current_dir(workspace);
+    cmd.args(["build", "--release", "--lib", "-p", "aotc-embedded", "--target-dir"])
+        .arg(&target_dir)
+        .current_dir(workspace);
     // The outer build's settings (target dir, flags, jobserver) must not leak in.
     for (k, _) in env::vars() {
-        if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_NET_OFFLINE") || k.starts_with("RUSTC") || k == "RUSTFLAGS" || k.ends_with("MAKEFLAGS") || k == "MFLAGS" {
+        if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_NET_OFFLINE")
+            || k.starts_with("RUSTC")
+            || k == "RUSTFLAGS"
+            || k.ends_with("MAKEFLAGS")
+            || k == "MFLAGS"
+        {
             cmd.env_remove(&k);
         }
     }
@@ -23,7 +30,9 @@ fn main() {
     assert!(status.success(), "building aotc-embedded failed");
     let lib = target_dir.join("release").join("libaotc_embedded.a");
     println!("cargo:rustc-env=AOTC_EMBEDDED_LIB={}", lib.display());
-    for p in ["runtime/embedded/src", "runtime/embedded/Cargo.toml", "abi/src", "abi/Cargo.toml", "Cargo.toml", "Cargo.lock"] {
+    for p in
+        ["runtime/embedded/src", "runtime/embedded/Cargo.toml", "abi/src", "abi/Cargo.toml", "Cargo.toml", "Cargo.lock"]
+    {
         println!("cargo:rerun-if-changed={}", workspace.join(p).display());
     }
 }

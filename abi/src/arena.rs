@@ -70,7 +70,12 @@ pub fn pack(lifetimes: &[Lifetime], sizes: &[usize]) -> Option<Layout> {
             continue;
         }
         taken.clear();
-        taken.extend(placed.iter().filter(|&&j| lifetimes[j].overlaps(lifetimes[i])).map(|&j| (offsets[j], offsets[j] + rounded[j])));
+        taken.extend(
+            placed
+                .iter()
+                .filter(|&&j| lifetimes[j].overlaps(lifetimes[i]))
+                .map(|&j| (offsets[j], offsets[j] + rounded[j])),
+        );
         taken.sort_unstable();
         let mut offset = 0;
         for &(start, end) in &taken {
@@ -104,7 +109,12 @@ mod tests {
             for j in 0..i {
                 let disjoint = o[i] + sizes[i] <= o[j] || o[j] + sizes[j] <= o[i];
                 let empty = sizes[i] == 0 || sizes[j] == 0;
-                assert!(!lifetimes[i].overlaps(lifetimes[j]) || disjoint || empty, "{i} {:?} and {j} {:?} overlap: {layout:?}", lifetimes[i], lifetimes[j]);
+                assert!(
+                    !lifetimes[i].overlaps(lifetimes[j]) || disjoint || empty,
+                    "{i} {:?} and {j} {:?} overlap: {layout:?}",
+                    lifetimes[i],
+                    lifetimes[j]
+                );
             }
         }
         assert!(layout.bytes <= sizes.iter().map(|n| n.next_multiple_of(ALIGN)).sum::<usize>());
@@ -166,15 +176,27 @@ mod tests {
         for _ in 0..500 {
             let count = 1 + next(40);
             let kernels = 1 + next(30);
-            let lifetimes: Vec<Lifetime> = (0..count).map(|_| {
-                let first = next(kernels);
-                live(first, first + next(kernels - first))
-            }).collect();
+            let lifetimes: Vec<Lifetime> = (0..count)
+                .map(|_| {
+                    let first = next(kernels);
+                    live(first, first + next(kernels - first))
+                })
+                .collect();
             let sizes: Vec<usize> = (0..count).map(|_| if next(8) == 0 { 0 } else { 1 + next(5000) }).collect();
             let layout = pack(&lifetimes, &sizes).unwrap();
             check(&lifetimes, &sizes, &layout);
             // The buffers live at the busiest kernel lie side by side, whatever the packing.
-            let peak = (0..kernels).map(|k| lifetimes.iter().zip(&sizes).filter(|(l, _)| l.first <= k && k <= l.last).map(|(_, n)| n.next_multiple_of(ALIGN)).sum::<usize>()).max().unwrap();
+            let peak = (0..kernels)
+                .map(|k| {
+                    lifetimes
+                        .iter()
+                        .zip(&sizes)
+                        .filter(|(l, _)| l.first <= k && k <= l.last)
+                        .map(|(_, n)| n.next_multiple_of(ALIGN))
+                        .sum::<usize>()
+                })
+                .max()
+                .unwrap();
             assert!(layout.bytes >= peak);
         }
     }

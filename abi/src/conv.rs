@@ -145,7 +145,11 @@ pub const DEPTHWISE_SLOTS: usize = 64;
 /// uses one padded plane, plus a vector of slack, per chunk of planes); none for the GEMMs.
 #[allow(clippy::too_many_arguments)]
 pub fn scratch_len<S: Size>(
-    algorithm: Algorithm, out_channels: usize, kernel: [usize; 2], padding: [usize; 2], [height, width]: [S; 2],
+    algorithm: Algorithm,
+    out_channels: usize,
+    kernel: [usize; 2],
+    padding: [usize; 2],
+    [height, width]: [S; 2],
     [out_h, out_w]: [S; 2],
 ) -> S {
     let taps = kernel[0] * kernel[1];
@@ -168,7 +172,13 @@ impl Algorithm {
 
     /// The algorithm for a geometry whose weight is not in [`WeightForm::Winograd`]; the
     /// compiler decides it from these alone (the spatial sizes may be symbolic).
-    pub fn choose(group_channels: usize, groups: usize, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Algorithm {
+    pub fn choose(
+        group_channels: usize,
+        groups: usize,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> Algorithm {
         if group_channels == 1 && groups > 1 {
             Algorithm::Depthwise
         } else if kernel == [1, 1] && stride == [1, 1] && padding == [0, 0] {
@@ -184,11 +194,27 @@ impl Conv2d {
     pub fn to_list(&self) -> [i64; GEOMETRY_LEN] {
         let v = |x: usize| x as i64;
         [
-            v(self.batch), v(self.channels), v(self.height), v(self.width), v(self.out_channels),
-            v(self.kernel[0]), v(self.kernel[1]), v(self.out_size[0]), v(self.out_size[1]),
-            v(self.stride[0]), v(self.stride[1]), v(self.padding[0]), v(self.padding[1]),
-            v(self.dilation[0]), v(self.dilation[1]), v(self.groups), self.has_bias as i64, self.weight.code(),
-            self.residual as i64, self.activation.code(), self.pool as i64,
+            v(self.batch),
+            v(self.channels),
+            v(self.height),
+            v(self.width),
+            v(self.out_channels),
+            v(self.kernel[0]),
+            v(self.kernel[1]),
+            v(self.out_size[0]),
+            v(self.out_size[1]),
+            v(self.stride[0]),
+            v(self.stride[1]),
+            v(self.padding[0]),
+            v(self.padding[1]),
+            v(self.dilation[0]),
+            v(self.dilation[1]),
+            v(self.groups),
+            self.has_bias as i64,
+            self.weight.code(),
+            self.residual as i64,
+            self.activation.code(),
+            self.pool as i64,
         ]
     }
 
@@ -199,14 +225,18 @@ impl Conv2d {
     /// ([`Algorithm::pools`]).
     pub fn from_list(l: &[i64]) -> Option<Conv2d> {
         let g = Conv2d::windows_from_list(l)?;
-        let sizes_agree = [(g.height, 0), (g.width, 1)].iter().all(|&(input, d)| g.expected_out(input, d) == Some(g.out_size[d]));
+        let sizes_agree =
+            [(g.height, 0), (g.width, 1)].iter().all(|&(input, d)| g.expected_out(input, d) == Some(g.out_size[d]));
         let packing_fits = match g.weight {
             WeightForm::Rows => true,
-            WeightForm::Panels => Algorithm::choose(g.group_channels(), g.groups, g.kernel, g.stride, g.padding) != Algorithm::Depthwise,
+            WeightForm::Panels => {
+                Algorithm::choose(g.group_channels(), g.groups, g.kernel, g.stride, g.padding) != Algorithm::Depthwise
+            }
             WeightForm::Winograd => winograd::fits(g.kernel, g.stride, g.dilation, g.groups),
         };
         let pool_fits = !g.pool || (!g.residual && g.algorithm().pools());
-        (sizes_agree && packing_fits && pool_fits && g.channels % g.groups == 0 && g.out_channels % g.groups == 0).then_some(g)
+        (sizes_agree && packing_fits && pool_fits && g.channels % g.groups == 0 && g.out_channels % g.groups == 0)
+            .then_some(g)
     }
 
     /// The geometry from its list with any output sizes (a pooling's ceil mode adds a
@@ -218,10 +248,22 @@ impl Conv2d {
         }
         let u = |i: usize| l[i] as usize;
         let g = Conv2d {
-            batch: u(0), channels: u(1), height: u(2), width: u(3), out_channels: u(4),
-            kernel: [u(5), u(6)], out_size: [u(7), u(8)], stride: [u(9), u(10)], padding: [u(11), u(12)],
-            dilation: [u(13), u(14)], groups: u(15), has_bias: l[HAS_BIAS] != 0, weight: WeightForm::from_code(l[WEIGHT_FORM])?,
-            residual: l[RESIDUAL] != 0, activation: Activation::from_code(l[ACTIVATION])?, pool: l[POOL] != 0,
+            batch: u(0),
+            channels: u(1),
+            height: u(2),
+            width: u(3),
+            out_channels: u(4),
+            kernel: [u(5), u(6)],
+            out_size: [u(7), u(8)],
+            stride: [u(9), u(10)],
+            padding: [u(11), u(12)],
+            dilation: [u(13), u(14)],
+            groups: u(15),
+            has_bias: l[HAS_BIAS] != 0,
+            weight: WeightForm::from_code(l[WEIGHT_FORM])?,
+            residual: l[RESIDUAL] != 0,
+            activation: Activation::from_code(l[ACTIVATION])?,
+            pool: l[POOL] != 0,
         };
         let positive = g.stride.iter().chain(&g.dilation).chain(&g.kernel).all(|&x| x > 0) && g.groups > 0;
         (positive && [HAS_BIAS, RESIDUAL, POOL].iter().all(|&flag| l[flag] <= 1)).then_some(g)
@@ -274,7 +316,11 @@ impl Conv2d {
     /// pooled.
     pub fn written_size(&self) -> [usize; 2] {
         let [h, w] = self.out_size;
-        if self.pool { [h / 2, w / 2] } else { [h, w] }
+        if self.pool {
+            [h / 2, w / 2]
+        } else {
+            [h, w]
+        }
     }
 
     /// The GEMM's depth: input channels per group times kernel taps.
@@ -292,7 +338,14 @@ impl Conv2d {
     /// Floats of scratch the library needs ([`scratch_len`]), None if that overflows.
     pub fn scratch_len(&self) -> Option<usize> {
         let s = |v: usize| Some(v);
-        scratch_len(self.algorithm(), self.out_channels, self.kernel, self.padding, [s(self.height), s(self.width)], [s(self.out_size[0]), s(self.out_size[1])])
+        scratch_len(
+            self.algorithm(),
+            self.out_channels,
+            self.kernel,
+            self.padding,
+            [s(self.height), s(self.width)],
+            [s(self.out_size[0]), s(self.out_size[1])],
+        )
     }
 }
 
@@ -302,9 +355,22 @@ mod tests {
 
     fn resnet_stem() -> Conv2d {
         Conv2d {
-            batch: 1, channels: 3, height: 224, width: 224, out_channels: 64, kernel: [7, 7], out_size: [112, 112],
-            stride: [2, 2], padding: [3, 3], dilation: [1, 1], groups: 1, has_bias: false, weight: WeightForm::Rows,
-            residual: false, activation: Activation::None, pool: false,
+            batch: 1,
+            channels: 3,
+            height: 224,
+            width: 224,
+            out_channels: 64,
+            kernel: [7, 7],
+            out_size: [112, 112],
+            stride: [2, 2],
+            padding: [3, 3],
+            dilation: [1, 1],
+            groups: 1,
+            has_bias: false,
+            weight: WeightForm::Rows,
+            residual: false,
+            activation: Activation::None,
+            pool: false,
         }
     }
 
@@ -343,10 +409,29 @@ mod tests {
         let packed = Conv2d { weight: WeightForm::Panels, ..g };
         assert_eq!(Conv2d::from_list(&packed.to_list()), Some(packed));
         assert_eq!(packed.lens().unwrap().1, 66 * 3 * 49, "64 rows padded to 11 panels of 6");
-        let depthwise = Conv2d { channels: 64, out_channels: 64, groups: 64, kernel: [3, 3], padding: [1, 1], weight: WeightForm::Panels, ..g };
+        let depthwise = Conv2d {
+            channels: 64,
+            out_channels: 64,
+            groups: 64,
+            kernel: [3, 3],
+            padding: [1, 1],
+            weight: WeightForm::Panels,
+            ..g
+        };
         assert_eq!(Conv2d::from_list(&depthwise.to_list()), None, "a packed depthwise weight");
-        assert_eq!(Conv2d::from_list(&Conv2d { weight: WeightForm::Winograd, ..g }.to_list()), None, "a 7x7 kernel at stride 2 in Winograd's form");
-        let three = Conv2d { kernel: [3, 3], stride: [1, 1], padding: [1, 1], out_size: [224, 224], weight: WeightForm::Winograd, ..g };
+        assert_eq!(
+            Conv2d::from_list(&Conv2d { weight: WeightForm::Winograd, ..g }.to_list()),
+            None,
+            "a 7x7 kernel at stride 2 in Winograd's form"
+        );
+        let three = Conv2d {
+            kernel: [3, 3],
+            stride: [1, 1],
+            padding: [1, 1],
+            out_size: [224, 224],
+            weight: WeightForm::Winograd,
+            ..g
+        };
         assert_eq!(Conv2d::from_list(&three.to_list()), Some(three));
         assert_eq!((three.algorithm(), three.lens().unwrap().1), (Algorithm::Winograd, 16 * 66 * 3));
         let mut bad = three.to_list();
@@ -355,9 +440,14 @@ mod tests {
         let pooled = Conv2d { pool: true, ..three };
         assert_eq!(Conv2d::from_list(&pooled.to_list()), Some(pooled));
         assert_eq!((pooled.written_size(), pooled.lens().unwrap().2), ([112, 112], 64 * 112 * 112));
-        assert_eq!(Conv2d::from_list(&Conv2d { pool: true, ..g }.to_list()).map(|p| p.written_size()), Some([56, 56]), "columns pool");
+        assert_eq!(
+            Conv2d::from_list(&Conv2d { pool: true, ..g }.to_list()).map(|p| p.written_size()),
+            Some([56, 56]),
+            "columns pool"
+        );
         assert_eq!(Conv2d::from_list(&Conv2d { residual: true, ..pooled }.to_list()), None, "a residual with pooling");
-        let pointwise = Conv2d { kernel: [1, 1], stride: [1, 1], padding: [0, 0], out_size: [224, 224], pool: true, ..g };
+        let pointwise =
+            Conv2d { kernel: [1, 1], stride: [1, 1], padding: [0, 0], out_size: [224, 224], pool: true, ..g };
         assert_eq!(Conv2d::from_list(&pointwise.to_list()), None, "a pooled pointwise convolution");
         let mut bad = pooled.to_list();
         bad[POOL] = 2;

@@ -95,15 +95,23 @@ impl CudaKernel {
         let mut grid = [0u32; 3];
         for (g, e) in grid.iter_mut().zip(&self.grid) {
             let n = eval(e)?;
-            *g = u32::try_from(n).map_err(|_| format!("kernel {}: a grid of {n} blocks ({e}) is out of range", self.entry))?;
+            *g = u32::try_from(n)
+                .map_err(|_| format!("kernel {}: a grid of {n} blocks ({e}) is out of range", self.entry))?;
         }
         if grid.contains(&0) {
             return Ok(None);
         }
-        let params = self.params.iter().map(|p| match p {
-            CudaParam::Slot(s) => slots.get(*s).map(|&a| ParamValue::Pointer(a)).ok_or_else(|| format!("kernel {}: no slot {s}", self.entry)),
-            CudaParam::Size(e) => eval(e).map(ParamValue::Int),
-        }).collect::<Result<Vec<_>, String>>()?;
+        let params = self
+            .params
+            .iter()
+            .map(|p| match p {
+                CudaParam::Slot(s) => slots
+                    .get(*s)
+                    .map(|&a| ParamValue::Pointer(a))
+                    .ok_or_else(|| format!("kernel {}: no slot {s}", self.entry)),
+                CudaParam::Size(e) => eval(e).map(ParamValue::Int),
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         Ok(Some(Launch { grid, block: self.block, shared_bytes: self.shared_bytes, params }))
     }
 }
@@ -118,13 +126,25 @@ mod tests {
         let k = CudaKernel {
             entry: "k0".into(),
             block: 256,
-            grid: [SymExpr::floor_div(SymExpr::add([n.clone(), SymExpr::Int(255)]), SymExpr::Int(256)), SymExpr::Int(1), SymExpr::Int(1)],
+            grid: [
+                SymExpr::floor_div(SymExpr::add([n.clone(), SymExpr::Int(255)]), SymExpr::Int(256)),
+                SymExpr::Int(1),
+                SymExpr::Int(1),
+            ],
             shared_bytes: 0,
             params: vec![CudaParam::Slot(1), CudaParam::Size(n)],
             gemm: None,
         };
         let l = k.launch(&[Some(1000)], &[0x10, 0x20]).unwrap().unwrap();
-        assert_eq!(l, Launch { grid: [4, 1, 1], block: 256, shared_bytes: 0, params: vec![ParamValue::Pointer(0x20), ParamValue::Int(1000)] });
+        assert_eq!(
+            l,
+            Launch {
+                grid: [4, 1, 1],
+                block: 256,
+                shared_bytes: 0,
+                params: vec![ParamValue::Pointer(0x20), ParamValue::Int(1000)]
+            }
+        );
         assert_eq!(k.launch(&[Some(0)], &[0x10, 0x20]).unwrap(), None);
         assert!(k.launch(&[None], &[0x10, 0x20]).unwrap_err().contains("k0"));
     }

@@ -170,12 +170,20 @@ mod tests {
         assert_eq!(extent(&[3], &[i64::MAX]), None);
         assert_eq!(extent(&[3], &[i64::MIN]), None);
         assert_eq!(extent(&[2, 2], &[i64::MAX, i64::MAX]), None, "each reach fits, their sum does not");
-        assert_eq!(extent(&[1, 5], &[i64::MAX, 1]), Some(Extent { numel: 5, min: 0, max: 4 }), "a size-1 dimension reaches nothing");
+        assert_eq!(
+            extent(&[1, 5], &[i64::MAX, 1]),
+            Some(Extent { numel: 5, min: 0, max: 4 }),
+            "a size-1 dimension reaches nothing"
+        );
         assert_eq!(extent(&[2], &[1, 1]), None, "rank mismatch");
         let e = extent(&[4], &[1]).unwrap();
         assert_eq!(e.byte_span(4, u64::MAX), None);
         assert_eq!(e.byte_span(4, i64::MAX as u64), None);
-        assert_eq!(extent(&[0, 7], &[i64::MAX, 1]).unwrap().byte_span(4, 8), Some(8..8), "an empty view touches nothing");
+        assert_eq!(
+            extent(&[0, 7], &[i64::MAX, 1]).unwrap().byte_span(4, 8),
+            Some(8..8),
+            "an empty view touches nothing"
+        );
         // Views of an empty tensor with huge sizes need strides too; they saturate.
         assert_eq!(contiguous_strides(&[0, i64::MAX, i64::MAX]), vec![i64::MAX, i64::MAX, 1]);
     }

@@ -198,11 +198,33 @@ pub mod symbols {
     pub const SET_STREAM: &str = "aotc_set_stream";
 
     pub const ALL: &[&str] = &[
-        ABI_VERSION, LAST_ERROR, MODEL_CREATE, MODEL_CREATE_THREADS, MODEL_DESTROY, METADATA_JSON, IN_SPEC, OUT_SPEC,
-        INPUT_COUNT, INPUT_INFO, OUTPUT_COUNT, OUTPUT_INFO, BUFFER_COUNT, BUFFER_INFO,
-        BUFFER_READ, BUFFER_WRITE, RUN, KERNEL_COUNT, PROFILE_ENABLE, PROFILE_READ,
-        MODEL_CREATE_WEIGHTS, MODEL_CREATE_WEIGHTS_BYTES, LOAD_WEIGHTS, LOAD_WEIGHTS_BYTES,
-        OUTPUT_SHAPES, RUN_INTO, SET_STREAM,
+        ABI_VERSION,
+        LAST_ERROR,
+        MODEL_CREATE,
+        MODEL_CREATE_THREADS,
+        MODEL_DESTROY,
+        METADATA_JSON,
+        IN_SPEC,
+        OUT_SPEC,
+        INPUT_COUNT,
+        INPUT_INFO,
+        OUTPUT_COUNT,
+        OUTPUT_INFO,
+        BUFFER_COUNT,
+        BUFFER_INFO,
+        BUFFER_READ,
+        BUFFER_WRITE,
+        RUN,
+        KERNEL_COUNT,
+        PROFILE_ENABLE,
+        PROFILE_READ,
+        MODEL_CREATE_WEIGHTS,
+        MODEL_CREATE_WEIGHTS_BYTES,
+        LOAD_WEIGHTS,
+        LOAD_WEIGHTS_BYTES,
+        OUTPUT_SHAPES,
+        RUN_INTO,
+        SET_STREAM,
     ];
 }
 
@@ -292,7 +314,8 @@ pub mod fn_types {
     pub type ProfileEnable = unsafe extern "C" fn(*mut AotcModel, i32) -> i32;
     pub type ProfileRead = unsafe extern "C" fn(*const AotcModel, *mut i64, *mut f64, *mut f64, i64) -> i32;
     pub type ModelCreateWeights = unsafe extern "C" fn(*const c_char, i64, *const c_char, *mut *mut AotcModel) -> i32;
-    pub type ModelCreateWeightsBytes = unsafe extern "C" fn(*const c_char, i64, *const c_void, u64, *mut *mut AotcModel) -> i32;
+    pub type ModelCreateWeightsBytes =
+        unsafe extern "C" fn(*const c_char, i64, *const c_void, u64, *mut *mut AotcModel) -> i32;
     pub type LoadWeights = unsafe extern "C" fn(*mut AotcModel, *const c_char) -> i32;
     pub type LoadWeightsBytes = unsafe extern "C" fn(*mut AotcModel, *const c_void, u64) -> i32;
 }

@@ -236,7 +236,10 @@ pub struct TensorSpec {
 pub enum InputSpec {
     Tensor(TensorSpec),
     /// A python scalar that export specialised into the program: checked, not used.
-    Constant { name: String, value: ConstValue },
+    Constant {
+        name: String,
+        value: ConstValue,
+    },
 }
 
 impl InputSpec {
@@ -281,7 +284,11 @@ impl BufferSpec {
 pub enum Slot {
     /// Read-only data at this byte offset of the weights blob: entry `entry` of the weights
     /// table (none when it is empty: a weight nothing reads, or a tensor of no elements).
-    Weight { offset: u64, #[serde(default)] entry: Option<usize> },
+    Weight {
+        offset: u64,
+        #[serde(default)]
+        entry: Option<usize>,
+    },
     /// The instance's current value of buffer N.
     Buffer(usize),
     /// The caller's user input N (made contiguous first if it is not).

@@ -70,7 +70,12 @@ impl SymExpr {
     /// `c`, starting from `identity`. A constant whose fold would overflow stays a term
     /// of its own: the expression is then no longer static, and evaluating it reports
     /// the overflow instead of a wrapped value.
-    fn flatten(terms: impl IntoIterator<Item = SymExpr>, identity: i64, fold: fn(i64, i64) -> Option<i64>, nested: fn(SymExpr) -> Result<Vec<SymExpr>, SymExpr>) -> (i64, Vec<SymExpr>) {
+    fn flatten(
+        terms: impl IntoIterator<Item = SymExpr>,
+        identity: i64,
+        fold: fn(i64, i64) -> Option<i64>,
+        nested: fn(SymExpr) -> Result<Vec<SymExpr>, SymExpr>,
+    ) -> (i64, Vec<SymExpr>) {
         let mut c = identity;
         let mut rest = Vec::new();
         for t in terms {
@@ -96,7 +101,11 @@ impl SymExpr {
         if c != 0 || rest.is_empty() {
             rest.push(SymExpr::Int(c));
         }
-        if rest.len() == 1 { rest.pop().unwrap() } else { SymExpr::Add(rest) }
+        if rest.len() == 1 {
+            rest.pop().unwrap()
+        } else {
+            SymExpr::Add(rest)
+        }
     }
 
     /// Product with constant folding and flattening.
@@ -111,7 +120,11 @@ impl SymExpr {
         if c != 1 || rest.is_empty() {
             rest.insert(0, SymExpr::Int(c));
         }
-        if rest.len() == 1 { rest.pop().unwrap() } else { SymExpr::Mul(rest) }
+        if rest.len() == 1 {
+            rest.pop().unwrap()
+        } else {
+            SymExpr::Mul(rest)
+        }
     }
 
     /// `self / d` when it divides exactly term by term (`8*s0 / 2` is `4*s0`).
@@ -119,7 +132,9 @@ impl SymExpr {
         match self {
             SymExpr::Int(v) if v % d == 0 => Some(SymExpr::Int(v / d)),
             SymExpr::Mul(xs) => match xs.first() {
-                Some(SymExpr::Int(c)) if c % d == 0 => Some(SymExpr::mul(std::iter::once(SymExpr::Int(c / d)).chain(xs[1..].iter().cloned()))),
+                Some(SymExpr::Int(c)) if c % d == 0 => {
+                    Some(SymExpr::mul(std::iter::once(SymExpr::Int(c / d)).chain(xs[1..].iter().cloned())))
+                }
                 _ => None,
             },
             SymExpr::Add(xs) => xs.iter().map(|x| x.exact_quotient(d)).collect::<Option<Vec<_>>>().map(SymExpr::add),
@@ -132,7 +147,9 @@ impl SymExpr {
             return q;
         }
         match (&a, &b) {
-            (SymExpr::Int(x), SymExpr::Int(y)) if floor_div(*x, *y).is_some() => SymExpr::Int(floor_div(*x, *y).unwrap_or_default()),
+            (SymExpr::Int(x), SymExpr::Int(y)) if floor_div(*x, *y).is_some() => {
+                SymExpr::Int(floor_div(*x, *y).unwrap_or_default())
+            }
             (_, SymExpr::Int(1)) => a,
             _ if a == b => SymExpr::Int(1),
             _ => SymExpr::FloorDiv(Box::new(a), Box::new(b)),
@@ -141,7 +158,9 @@ impl SymExpr {
 
     pub fn modulo(a: SymExpr, b: SymExpr) -> SymExpr {
         match (&a, &b) {
-            (SymExpr::Int(x), SymExpr::Int(y)) if py_mod(*x, *y).is_some() => SymExpr::Int(py_mod(*x, *y).unwrap_or_default()),
+            (SymExpr::Int(x), SymExpr::Int(y)) if py_mod(*x, *y).is_some() => {
+                SymExpr::Int(py_mod(*x, *y).unwrap_or_default())
+            }
             (_, SymExpr::Int(1)) => SymExpr::Int(0),
             _ => SymExpr::Mod(Box::new(a), Box::new(b)),
         }
@@ -181,11 +200,19 @@ impl SymExpr {
             SymExpr::Min(xs) => fold(&xs[1..], xs[0].eval(syms)?, |a, b| Some(a.min(b))),
             SymExpr::FloorDiv(a, b) => {
                 let (a, b) = (a.eval(syms)?, b.eval(syms)?);
-                if b == 0 { Err(EvalError::DivisionByZero) } else { floor_div(a, b).ok_or(EvalError::Overflow) }
+                if b == 0 {
+                    Err(EvalError::DivisionByZero)
+                } else {
+                    floor_div(a, b).ok_or(EvalError::Overflow)
+                }
             }
             SymExpr::Mod(a, b) => {
                 let (a, b) = (a.eval(syms)?, b.eval(syms)?);
-                if b == 0 { Err(EvalError::DivisionByZero) } else { py_mod(a, b).ok_or(EvalError::Overflow) }
+                if b == 0 {
+                    Err(EvalError::DivisionByZero)
+                } else {
+                    py_mod(a, b).ok_or(EvalError::Overflow)
+                }
             }
         }
     }
@@ -255,8 +282,16 @@ impl fmt::Display for SymExpr {
             SymExpr::Mul(xs) => list(f, xs, "*"),
             SymExpr::FloorDiv(a, b) => write!(f, "floordiv({a}, {b})"),
             SymExpr::Mod(a, b) => write!(f, "mod({a}, {b})"),
-            SymExpr::Max(xs) => { f.write_str("max(")?; list(f, xs, ", ")?; f.write_str(")") }
-            SymExpr::Min(xs) => { f.write_str("min(")?; list(f, xs, ", ")?; f.write_str(")") }
+            SymExpr::Max(xs) => {
+                f.write_str("max(")?;
+                list(f, xs, ", ")?;
+                f.write_str(")")
+            }
+            SymExpr::Min(xs) => {
+                f.write_str("min(")?;
+                list(f, xs, ", ")?;
+                f.write_str(")")
+            }
         }
     }
 }
@@ -273,7 +308,10 @@ mod tests {
         assert_eq!(e.eval(&[Some(3)]), Ok(24));
         assert_eq!(SymExpr::floor_div((-7).into(), 2.into()), SymExpr::Int(-4));
         assert_eq!(SymExpr::modulo((-7).into(), 2.into()), SymExpr::Int(1));
-        assert_eq!(SymExpr::FloorDiv(Box::new(s.clone()), Box::new(0.into())).eval(&[Some(1)]), Err(EvalError::DivisionByZero));
+        assert_eq!(
+            SymExpr::FloorDiv(Box::new(s.clone()), Box::new(0.into())).eval(&[Some(1)]),
+            Err(EvalError::DivisionByZero)
+        );
         assert_eq!(s.eval(&[None]), Err(EvalError::UnboundSymbol(0)));
         assert_eq!(SymExpr::mul([s, i64::MAX.into()]).eval(&[Some(2)]), Err(EvalError::Overflow));
     }
@@ -289,7 +327,13 @@ mod tests {
         assert_eq!(SymExpr::mul([SymExpr::Int(1 << 20), SymExpr::Int(1 << 20)]), SymExpr::Int(1 << 40));
         let s = SymExpr::Sym(0);
         assert_eq!(SymExpr::floor_div(SymExpr::mul([8.into(), s.clone()]), 2.into()).to_string(), "4*s0");
-        assert_eq!(SymExpr::floor_div(SymExpr::add([SymExpr::mul([6.into(), s.clone()]), 3.into()]), 3.into()).to_string(), "(2*s0) + 1");
-        assert_eq!(SymExpr::floor_div(SymExpr::add([SymExpr::mul([6.into(), s.clone()]), 1.into()]), 3.into()).to_string(), "floordiv((6*s0) + 1, 3)");
+        assert_eq!(
+            SymExpr::floor_div(SymExpr::add([SymExpr::mul([6.into(), s.clone()]), 3.into()]), 3.into()).to_string(),
+            "(2*s0) + 1"
+        );
+        assert_eq!(
+            SymExpr::floor_div(SymExpr::add([SymExpr::mul([6.into(), s.clone()]), 1.into()]), 3.into()).to_string(),
+            "floordiv((6*s0) + 1, 3)"
+        );
     }
 }

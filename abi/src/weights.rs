@@ -81,7 +81,14 @@ pub fn hash64(data: &[u8]) -> u64 {
 pub fn structure_fingerprint(entries: &[WeightEntry]) -> String {
     let mut text = layout();
     for e in entries {
-        text.push_str(&format!("\n{}\0{}\0{:?}\0{}\0{}", e.name, e.dtype.safetensors_name(), e.sizes, e.offset, e.bytes));
+        text.push_str(&format!(
+            "\n{}\0{}\0{:?}\0{}\0{}",
+            e.name,
+            e.dtype.safetensors_name(),
+            e.sizes,
+            e.offset,
+            e.bytes
+        ));
     }
     format!("{:016x}", hash64(text.as_bytes()))
 }

@@ -84,7 +84,9 @@ pub struct Header {
 
 /// How many bytes of the file [`parse_header`] needs: the prefix, then the header.
 pub fn header_len(prefix: &[u8]) -> Result<u64, String> {
-    let n = prefix.get(..8).ok_or_else(|| format!("not a safetensors file: {} bytes, shorter than the 8-byte header length", prefix.len()))?;
+    let n = prefix.get(..8).ok_or_else(|| {
+        format!("not a safetensors file: {} bytes, shorter than the 8-byte header length", prefix.len())
+    })?;
     let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
     if n > MAX_HEADER {
         return Err(format!("not a safetensors file: its header length field says {n} bytes (at most {MAX_HEADER})"));
@@ -96,24 +98,44 @@ pub fn header_len(prefix: &[u8]) -> Result<u64, String> {
 pub fn parse_header(bytes: &[u8]) -> Result<Header, String> {
     let n = header_len(bytes)?;
     let end = 8 + n as usize;
-    let text = bytes.get(8..end).ok_or_else(|| format!("the file is truncated: {} bytes, its header alone needs {end}", bytes.len()))?;
-    let json: serde_json::Value = serde_json::from_slice(text).map_err(|e| format!("not a safetensors file: the header is not JSON ({e})"))?;
+    let text = bytes
+        .get(8..end)
+        .ok_or_else(|| format!("the file is truncated: {} bytes, its header alone needs {end}", bytes.len()))?;
+    let json: serde_json::Value =
+        serde_json::from_slice(text).map_err(|e| format!("not a safetensors file: the header is not JSON ({e})"))?;
     let obj = json.as_object().ok_or("not a safetensors file: the header is not a JSON object")?;
     let mut h = Header { data_start: 8 + n, metadata: BTreeMap::new(), tensors: BTreeMap::new() };
     for (name, v) in obj {
         if name == "__metadata__" {
             let m = v.as_object().ok_or("not a safetensors file: __metadata__ is not an object")?;
             for (k, v) in m {
-                h.metadata.insert(k.clone(), v.as_str().ok_or_else(|| format!("not a safetensors file: metadata '{k}' is not a string"))?.to_string());
+                h.metadata.insert(
+                    k.clone(),
+                    v.as_str()
+                        .ok_or_else(|| format!("not a safetensors file: metadata '{k}' is not a string"))?
+                        .to_string(),
+                );
             }
             continue;
         }
         let bad = |what: &str| format!("not a safetensors file: tensor '{name}': {what}");
         let dtype = v.get("dtype").and_then(|d| d.as_str()).ok_or_else(|| bad("no dtype"))?.to_string();
-        let shape = v.get("shape").and_then(|s| s.as_array()).ok_or_else(|| bad("no shape"))?
-            .iter().map(|s| s.as_u64()).collect::<Option<Vec<u64>>>().ok_or_else(|| bad("a size is not a non-negative integer"))?;
-        let offs = v.get("data_offsets").and_then(|s| s.as_array()).filter(|a| a.len() == 2).ok_or_else(|| bad("no data_offsets pair"))?;
-        let (Some(begin), Some(end)) = (offs[0].as_u64(), offs[1].as_u64()) else { return Err(bad("data_offsets are not non-negative integers")) };
+        let shape = v
+            .get("shape")
+            .and_then(|s| s.as_array())
+            .ok_or_else(|| bad("no shape"))?
+            .iter()
+            .map(|s| s.as_u64())
+            .collect::<Option<Vec<u64>>>()
+            .ok_or_else(|| bad("a size is not a non-negative integer"))?;
+        let offs = v
+            .get("data_offsets")
+            .and_then(|s| s.as_array())
+            .filter(|a| a.len() == 2)
+            .ok_or_else(|| bad("no data_offsets pair"))?;
+        let (Some(begin), Some(end)) = (offs[0].as_u64(), offs[1].as_u64()) else {
+            return Err(bad("data_offsets are not non-negative integers"));
+        };
         if end < begin {
             return Err(bad(&format!("data_offsets [{begin}, {end}] end before they begin")));
         }
@@ -135,12 +157,20 @@ pub fn check(table: &WeightsTable, h: &Header, file_len: u64, base_align: usize)
     };
     match h.metadata.get(KEY_FORMAT).map(String::as_str) {
         Some(FORMAT_VERSION) => {}
-        v => return Err(format!("aotc weights format {} is not the format {FORMAT_VERSION} this library reads", v.unwrap_or("(none)"))),
+        v => {
+            return Err(format!(
+                "aotc weights format {} is not the format {FORMAT_VERSION} this library reads",
+                v.unwrap_or("(none)")
+            ))
+        }
     }
     let mut offsets = Vec::with_capacity(table.entries.len());
     for e in &table.entries {
         let want = || format!("{}{:?}", e.dtype, e.sizes);
-        let t = h.tensors.get(&e.name).ok_or_else(|| format!("tensor '{}' ({}) is missing from the file", e.name, want()))?;
+        let t = h
+            .tensors
+            .get(&e.name)
+            .ok_or_else(|| format!("tensor '{}' ({}) is missing from the file", e.name, want()))?;
         let got_dtype = DType::from_safetensors_name(&t.dtype);
         let got_shape: Option<Vec<i64>> = t.shape.iter().map(|&s| i64::try_from(s).ok()).collect();
         if got_dtype != Some(e.dtype) || got_shape.as_deref() != Some(&e.sizes[..]) {
@@ -148,12 +178,26 @@ pub fn check(table: &WeightsTable, h: &Header, file_len: u64, base_align: usize)
             return Err(format!("tensor '{}': expected {}, the file has {dtype}{:?}", e.name, want(), t.shape));
         }
         if t.end - t.begin != e.bytes {
-            return Err(format!("tensor '{}': {} takes {} bytes, the file's data_offsets [{}, {}] hold {}", e.name, want(), e.bytes, t.begin, t.end, t.end - t.begin));
+            return Err(format!(
+                "tensor '{}': {} takes {} bytes, the file's data_offsets [{}, {}] hold {}",
+                e.name,
+                want(),
+                e.bytes,
+                t.begin,
+                t.end,
+                t.end - t.begin
+            ));
         }
         let (start, end) = (h.data_start.checked_add(t.begin), h.data_start.checked_add(t.end));
         match end {
             Some(end) if end <= file_len => {}
-            _ => return Err(format!("the file is truncated: tensor '{}' ends at byte {}, the file has {file_len} bytes", e.name, end.map_or("(overflow)".into(), |x| x.to_string()))),
+            _ => {
+                return Err(format!(
+                    "the file is truncated: tensor '{}' ends at byte {}, the file has {file_len} bytes",
+                    e.name,
+                    end.map_or("(overflow)".into(), |x| x.to_string())
+                ))
+            }
         }
         let start = start.expect("no larger than end");
         if !start.is_multiple_of(ALIGN as u64) || !base_align.is_multiple_of(ALIGN) {

@@ -2,8 +2,8 @@
 //! timed calls after warm-up calls), and its GEMM FLOP rate against this machine's peak
 //! where the compiler counted the FLOPs.
 
-use aotc_abi::manifest::{InputSpec, Manifest};
 use aotc_abi::available_cores;
+use aotc_abi::manifest::{InputSpec, Manifest};
 use aotc_abi::sym::SymExpr;
 use aotc_runtime::{Device, Model, Value};
 use std::path::Path;
@@ -36,9 +36,19 @@ pub struct BenchReport {
 }
 
 pub fn bench(library: &Path, input: &Path, opts: &BenchOptions) -> Result<BenchReport, String> {
-    let mut model = Model::load_with(library, opts.device, opts.threads, opts.weights_file.clone().map_or(aotc_runtime::Weights::Default, aotc_runtime::Weights::File)).map_err(|e| e.to_string())?;
-    let manifest: Manifest = serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
-    let inputs = crate::tensor_io::read_named_inputs(input, &model.inputs().iter().map(|i| i.name.as_str()).collect::<Vec<_>>())?;
+    let mut model = Model::load_with(
+        library,
+        opts.device,
+        opts.threads,
+        opts.weights_file.clone().map_or(aotc_runtime::Weights::Default, aotc_runtime::Weights::File),
+    )
+    .map_err(|e| e.to_string())?;
+    let manifest: Manifest =
+        serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
+    let inputs = crate::tensor_io::read_named_inputs(
+        input,
+        &model.inputs().iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
+    )?;
     let mut times = Vec::with_capacity(opts.iters);
     for i in 0..opts.warmup + opts.iters.max(1) {
         // Each call gets fresh inputs: a program may mutate them.
@@ -100,13 +110,19 @@ fn call_flops(m: &Manifest, inputs: &[Value]) -> Option<f64> {
 
 impl BenchReport {
     pub fn text(&self) -> String {
-        let mut s = format!("{}: {} calls on {} thread(s): min {:.4} ms, median {:.4} ms, max {:.4} ms",
-            self.library, self.iters, self.threads, self.min_ms, self.median_ms, self.max_ms);
+        let mut s = format!(
+            "{}: {} calls on {} thread(s): min {:.4} ms, median {:.4} ms, max {:.4} ms",
+            self.library, self.iters, self.threads, self.min_ms, self.median_ms, self.max_ms
+        );
         match (self.gflop, self.gflops) {
             (Some(g), Some(r)) => {
                 s += &format!("\n  GEMM work {g:.4} GFLOP per call: {r:.1} GFLOP/s");
                 if let (Some(p), Some(f)) = (self.peak_gflops, self.fraction_of_peak) {
-                    s += &format!(", {:.0}% of the measured FMA peak ({p:.1} GFLOP/s on {} thread(s))", f * 100.0, self.threads.min(available_cores()));
+                    s += &format!(
+                        ", {:.0}% of the measured FMA peak ({p:.1} GFLOP/s on {} thread(s))",
+                        f * 100.0,
+                        self.threads.min(available_cores())
+                    );
                 }
             }
             _ => s += "\n  no GEMM FLOP count (no matmul/convolution, or sizes the inputs do not bind)",

@@ -6,17 +6,30 @@ use std::path::PathBuf;
 
 #[derive(Debug)]
 pub enum Error {
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The archive or JSON is malformed or of an unsupported version.
-    Format { path: PathBuf, message: String },
+    Format {
+        path: PathBuf,
+        message: String,
+    },
     /// A weight or constant is missing, mis-shaped, pickled...
-    Weight { name: String, message: String },
+    Weight {
+        name: String,
+        message: String,
+    },
     /// The program uses something aotc does not support (custom objects, tokens...).
     Unsupported(String),
     /// Every unsupported operator, with the nodes that use it.
     UnsupportedOps(Vec<(String, Vec<String>)>),
     /// A node could not be lowered.
-    Lower { node: String, target: String, message: String },
+    Lower {
+        node: String,
+        target: String,
+        message: String,
+    },
     Codegen(String),
     Link(String),
 }

@@ -9,23 +9,31 @@ use std::fmt::Write;
 use std::path::Path;
 
 fn shape(sizes: &[SymExpr], m: &[SymbolRange]) -> String {
-    let dims: Vec<String> = sizes.iter().map(|s| match s {
-        SymExpr::Sym(i) => {
-            let r = &m[*i as usize];
-            format!("{}∈{r}", r.name)
-        }
-        other => named(other, m),
-    }).collect();
+    let dims: Vec<String> = sizes
+        .iter()
+        .map(|s| match s {
+            SymExpr::Sym(i) => {
+                let r = &m[*i as usize];
+                format!("{}∈{r}", r.name)
+            }
+            other => named(other, m),
+        })
+        .collect();
     format!("[{}]", dims.join(", "))
 }
 
 /// `e` written as `SymExpr`'s Display does, each symbol by the program's own name for it
 /// (the name the inputs show: "s77", not the manifest's index "s0").
 fn named(e: &SymExpr, m: &[SymbolRange]) -> String {
-    let list = |xs: &[SymExpr], sep: &str| xs.iter().map(|x| match x {
-        SymExpr::Add(_) | SymExpr::Mul(_) => format!("({})", named(x, m)),
-        _ => named(x, m),
-    }).collect::<Vec<_>>().join(sep);
+    let list = |xs: &[SymExpr], sep: &str| {
+        xs.iter()
+            .map(|x| match x {
+                SymExpr::Add(_) | SymExpr::Mul(_) => format!("({})", named(x, m)),
+                _ => named(x, m),
+            })
+            .collect::<Vec<_>>()
+            .join(sep)
+    };
     match e {
         SymExpr::Int(v) => v.to_string(),
         SymExpr::Sym(s) => m.get(*s as usize).map_or_else(|| format!("s{s}"), |r| r.name.clone()),
@@ -53,7 +61,8 @@ pub fn describe_manifest(m: &Manifest) -> String {
     for (i, o) in m.outputs.iter().enumerate() {
         let _ = writeln!(s, "  {i}: {} {}{}", o.name, o.dtype, shape(&o.sizes, &m.symbols));
     }
-    let _ = if m.buffers.is_empty() { writeln!(s, "buffers: none") } else { writeln!(s, "buffers ({}):", m.buffers.len()) };
+    let _ =
+        if m.buffers.is_empty() { writeln!(s, "buffers: none") } else { writeln!(s, "buffers ({}):", m.buffers.len()) };
     for b in &m.buffers {
         let _ = writeln!(s, "  {} {}{:?} ({} bytes)", b.name, b.dtype, b.sizes, b.byte_len());
     }
@@ -72,7 +81,13 @@ fn describe_weights(m: &Manifest) -> String {
         (Some(f), true) => format!("in {f} beside the library"),
         _ => "linked in".to_string(),
     };
-    format!("weights: {} tensors, {} bytes, {place} (structure fingerprint {}, weights id {})", w.entries.len(), w.bytes, w.fingerprint, w.id)
+    format!(
+        "weights: {} tensors, {} bytes, {place} (structure fingerprint {}, weights id {})",
+        w.entries.len(),
+        w.bytes,
+        w.fingerprint,
+        w.id
+    )
 }
 
 /// "arena: N bytes (M slots; without reuse: K bytes)" when the compiler laid it out.
@@ -83,7 +98,9 @@ fn describe_arena(m: &Manifest) -> String {
         _ => None,
     });
     match (&a.layout, unshared) {
-        (Some(l), Some(unshared)) => format!("arena: {} bytes ({} slots; without reuse: {unshared} bytes)", l.bytes, a.slots.len()),
+        (Some(l), Some(unshared)) => {
+            format!("arena: {} bytes ({} slots; without reuse: {unshared} bytes)", l.bytes, a.slots.len())
+        }
         _ => format!("arena: {} slots, laid out by the library for the sizes of a call", a.slots.len()),
     }
 }
@@ -92,11 +109,20 @@ fn describe_arena(m: &Manifest) -> String {
 pub fn describe_program(src: &Source, l: &Lowered) -> String {
     let mut s = String::new();
     let p = &src.program;
-    let _ = writeln!(s, "program: {} (torch {}, schema {}.{})", src.path.display(), p.torch_version, p.schema_version.major, p.schema_version.minor);
+    let _ = writeln!(
+        s,
+        "program: {} (torch {}, schema {}.{})",
+        src.path.display(),
+        p.torch_version,
+        p.schema_version.major,
+        p.schema_version.minor
+    );
     let _ = writeln!(s, "inputs ({}):", l.inputs.len());
     for (i, inp) in l.inputs.iter().enumerate() {
         let _ = match inp {
-            LoweredInput::Tensor { name, dtype, sizes, .. } => writeln!(s, "  {i}: {name} {dtype}{}", shape(sizes, &l.symbols)),
+            LoweredInput::Tensor { name, dtype, sizes, .. } => {
+                writeln!(s, "  {i}: {name} {dtype}{}", shape(sizes, &l.symbols))
+            }
             LoweredInput::Constant { name, value } => writeln!(s, "  {i}: {name} = {value:?} (specialised constant)"),
         };
     }
@@ -106,7 +132,11 @@ pub fn describe_program(src: &Source, l: &Lowered) -> String {
         let _ = writeln!(s, "  {i}: {name} {}{}", buf.dtype, shape(&buf.sizes, &l.symbols));
     }
     let buffers: Vec<&str> = l.buffers.iter().map(|b| b.fqn.as_str()).collect();
-    let _ = writeln!(s, "buffers (mutable state): {}", if buffers.is_empty() { "none".to_string() } else { buffers.join(", ") });
+    let _ = writeln!(
+        s,
+        "buffers (mutable state): {}",
+        if buffers.is_empty() { "none".to_string() } else { buffers.join(", ") }
+    );
     let mut ops: BTreeMap<&str, usize> = BTreeMap::new();
     for n in &p.graph_module.graph.nodes {
         *ops.entry(&n.target).or_default() += 1;

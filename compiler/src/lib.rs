@@ -89,7 +89,13 @@ pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<Com
     // Fail before the work, not at link time, when the output cannot be written there.
     let out_dir = output.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !out_dir.is_dir() {
-        return Err(Error::Io { path: output.into(), source: std::io::Error::new(std::io::ErrorKind::NotFound, format!("the output directory {} does not exist", out_dir.display())) });
+        return Err(Error::Io {
+            path: output.into(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("the output directory {} does not exist", out_dir.display()),
+            ),
+        });
     }
     let mut stages = vec![];
     let mut t = Instant::now();
@@ -113,7 +119,8 @@ pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<Com
         // data symbols come with it) is never called.
         codegen::cuda::require_no_extern(&lowered.program).map_err(Error::Unsupported)?;
         let module = codegen::cuda::emit_module(&lowered.program).map_err(Error::Codegen)?;
-        plan.manifest.cuda = Some(codegen::cuda::launch_plan(&lowered.program, &module, &plan).map_err(Error::Codegen)?);
+        plan.manifest.cuda =
+            Some(codegen::cuda::launch_plan(&lowered.program, &module, &plan).map_err(Error::Codegen)?);
         lap("ptx", &mut stages);
     }
     let object = codegen::cpu::emit_object(&lowered.program, &plan)?;

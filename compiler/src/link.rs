@@ -28,16 +28,26 @@ pub fn link(object: &[u8], output: &Path) -> Result<()> {
     let cc = std::env::var("AOTC_CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
         .arg("-shared")
-        .arg("-o").arg(output)
+        .arg("-o")
+        .arg(output)
         .arg(&obj)
         // Nothing in the object references the ABI functions: ask the linker for them.
         .args(aotc_abi::symbols::ALL.iter().map(|s| format!("-Wl,--undefined={s}")))
         .arg(&lib)
         .arg(format!("-Wl,--version-script={}", map.display()))
-        .args(["-Wl,--gc-sections", "-Wl,-z,defs", "-Wl,-z,noexecstack", "-Wl,-z,relro", "-Wl,--strip-all", "-static-libgcc"])
+        .args([
+            "-Wl,--gc-sections",
+            "-Wl,-z,defs",
+            "-Wl,-z,noexecstack",
+            "-Wl,-z,relro",
+            "-Wl,--strip-all",
+            "-static-libgcc",
+        ])
         .args(["-lm", "-lpthread", "-ldl", "-lc"])
         .output()
-        .map_err(|e| Error::Link(format!("cannot run the C compiler driver '{cc}' (install a C toolchain or set AOTC_CC): {e}")))?;
+        .map_err(|e| {
+            Error::Link(format!("cannot run the C compiler driver '{cc}' (install a C toolchain or set AOTC_CC): {e}"))
+        })?;
     if !out.status.success() {
         return Err(Error::Link(format!("{cc} failed:\n{}", String::from_utf8_lossy(&out.stderr))));
     }

@@ -178,8 +178,12 @@ fn main() -> ExitCode {
     let slot = panic_message.clone();
     std::panic::set_hook(Box::new(move |info| {
         let node = aotc::lower::current_node().map(|n| format!(" while lowering {n}")).unwrap_or_default();
-        let what = info.payload().downcast_ref::<&str>().map(|s| s.to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned()).unwrap_or_default();
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         if let Ok(mut m) = slot.lock() {
             *m = format!("internal error{node}: {what}{at} (this is a bug in aotc; please report it with the input)");
@@ -207,10 +211,27 @@ fn run(cli: Cli) -> Result<(), String> {
                 (_, true) => WeightsPlacement::Embedded,
                 _ => WeightsPlacement::Auto,
             };
-            let report = compile(&model, &output, &CompileOptions { weights, placement, weights_out, device: if device == "cuda" { aotc::Target::Cuda } else { aotc::Target::Cpu } }).map_err(|e| e.to_string())?;
+            let report = compile(
+                &model,
+                &output,
+                &CompileOptions {
+                    weights,
+                    placement,
+                    weights_out,
+                    device: if device == "cuda" { aotc::Target::Cuda } else { aotc::Target::Cpu },
+                },
+            )
+            .map_err(|e| e.to_string())?;
             let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
-            println!("compiled {} -> {} in {:.1} ms ({} kernels, {} weight bytes, {} byte library)",
-                model.display(), output.display(), t.elapsed().as_secs_f64() * 1e3, report.kernels, report.weight_bytes, size);
+            println!(
+                "compiled {} -> {} in {:.1} ms ({} kernels, {} weight bytes, {} byte library)",
+                model.display(),
+                output.display(),
+                t.elapsed().as_secs_f64() * 1e3,
+                report.kernels,
+                report.weight_bytes,
+                size
+            );
             if let Some(file) = &report.weights_file {
                 println!("weights -> {}", file.display());
             }
@@ -224,7 +245,11 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Bench { library, input, iters, warmup, threads, device, weights_file, json } => {
             let device = Device::parse(&device).map_err(|e| e.to_string())?;
-            let report = aotc::bench::bench(&library, &input, &aotc::bench::BenchOptions { iters, warmup, threads, device, weights_file })?;
+            let report = aotc::bench::bench(
+                &library,
+                &input,
+                &aotc::bench::BenchOptions { iters, warmup, threads, device, weights_file },
+            )?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
             } else {
@@ -234,7 +259,11 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Profile { library, input, iters, warmup, threads, device, weights_file, json } => {
             let device = Device::parse(&device).map_err(|e| e.to_string())?;
-            let report = aotc::profile::profile(&library, &input, &aotc::profile::ProfileOptions { iters, warmup, threads, device, weights_file })?;
+            let report = aotc::profile::profile(
+                &library,
+                &input,
+                &aotc::profile::ProfileOptions { iters, warmup, threads, device, weights_file },
+            )?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
             } else {
@@ -248,7 +277,8 @@ fn run(cli: Cli) -> Result<(), String> {
             let weights = weights_file.map_or(Weights::Default, Weights::File);
             let mut model = Model::load_with(&library, device, 0, weights).map_err(|e| e.to_string())?;
             println!("loaded {} in {:.1} ms", library.display(), t.elapsed().as_secs_f64() * 1e3);
-            let manifest: Manifest = serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
+            let manifest: Manifest =
+                serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
             if let Some(dir) = &output_dir {
                 std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             }
@@ -259,12 +289,17 @@ fn run(cli: Cli) -> Result<(), String> {
                 let outputs = model.run(&mut values).map_err(|e| format!("call {call} ({}): {e}", file.display()))?;
                 println!("call {call}: {} output(s) in {:.1} ms", outputs.len(), t.elapsed().as_secs_f64() * 1e3);
                 if let Some(dir) = &output_dir {
-                    let named: Vec<(String, &aotc_runtime::Tensor)> = outputs.iter().enumerate().map(|(i, t)| (i.to_string(), t)).collect();
+                    let named: Vec<(String, &aotc_runtime::Tensor)> =
+                        outputs.iter().enumerate().map(|(i, t)| (i.to_string(), t)).collect();
                     tensor_io::write(&dir.join(format!("outputs_{call}.safetensors")), &named)?;
-                    let mutated: Vec<(String, &aotc_runtime::Tensor)> = manifest.input_mutations.iter().filter_map(|&(_, i)| match &values[i] {
-                        Value::Tensor(t) => Some((i.to_string(), t)),
-                        _ => None,
-                    }).collect();
+                    let mutated: Vec<(String, &aotc_runtime::Tensor)> = manifest
+                        .input_mutations
+                        .iter()
+                        .filter_map(|&(_, i)| match &values[i] {
+                            Value::Tensor(t) => Some((i.to_string(), t)),
+                            _ => None,
+                        })
+                        .collect();
                     if !mutated.is_empty() {
                         tensor_io::write(&dir.join(format!("mutated_{call}.safetensors")), &mutated)?;
                     }
@@ -273,16 +308,24 @@ fn run(cli: Cli) -> Result<(), String> {
                     for (i, t) in outputs.iter().enumerate() {
                         let v = t.to_f64_vec();
                         let shown: Vec<String> = v.iter().take(16).map(|x| format!("{x:.6}")).collect();
-                        println!("  output {i}: {}{:?} [{}{}]", t.dtype, t.shape, shown.join(", "), if v.len() > 16 { ", ..." } else { "" });
+                        println!(
+                            "  output {i}: {}{:?} [{}{}]",
+                            t.dtype,
+                            t.shape,
+                            shown.join(", "),
+                            if v.len() > 16 { ", ..." } else { "" }
+                        );
                     }
                 }
             }
             Ok(())
         }
         Command::Ptx { model, output, weights } => {
-            let module = aotc::ptx_module(&model, &CompileOptions { weights, ..Default::default() }).map_err(|e| e.to_string())?;
+            let module = aotc::ptx_module(&model, &CompileOptions { weights, ..Default::default() })
+                .map_err(|e| e.to_string())?;
             std::fs::write(&output, &module.text).map_err(|e| format!("{}: {e}", output.display()))?;
-            let entries = module.kernels.iter().filter(|k| matches!(k, aotc::codegen::cuda::PtxKernel::Entry { .. })).count();
+            let entries =
+                module.kernels.iter().filter(|k| matches!(k, aotc::codegen::cuda::PtxKernel::Entry { .. })).count();
             println!("{} -> {} ({entries} kernels, {})", model.display(), output.display(), module.target.name());
             Ok(())
         }
@@ -291,7 +334,10 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Inspect { path, weights } => {
-            print!("{}", inspect::inspect(&path, &CompileOptions { weights, ..Default::default() }).map_err(|e| e.to_string())?);
+            print!(
+                "{}",
+                inspect::inspect(&path, &CompileOptions { weights, ..Default::default() }).map_err(|e| e.to_string())?
+            );
             Ok(())
         }
     }

@@ -18,8 +18,13 @@ pub fn report() -> String {
         supported += lowered as usize;
         out.push_str(&format!("{op:<48} {}\n", if lowered { "supported" } else { "not supported" }));
     }
-    out.push_str(&format!("\nsupported operators take every dtype PyTorch defines them for among: {}\n", dtypes.join(", ")));
-    out.push_str("except the FFTs (_fft_r2c, _fft_c2r): float32 and complex64 only, complex values only inside the graph\n");
+    out.push_str(&format!(
+        "\nsupported operators take every dtype PyTorch defines them for among: {}\n",
+        dtypes.join(", ")
+    ));
+    out.push_str(
+        "except the FFTs (_fft_r2c, _fft_c2r): float32 and complex64 only, complex values only inside the graph\n",
+    );
     out.push_str(&format!("{supported}/{} Core ATen operators supported\n", core.len()));
     out
 }

@@ -11,16 +11,18 @@ pub fn fma_gflops(threads: usize) -> Option<f64> {
     }
     const ITERS: u64 = 20_000_000;
     let threads = threads.max(1);
-    let best = (0..3).map(|_| {
-        let t = Instant::now();
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                // SAFETY: AVX2 and FMA were detected above.
-                s.spawn(|| std::hint::black_box(unsafe { fma_loop(ITERS) }));
-            }
-        });
-        t.elapsed().as_secs_f64()
-    }).fold(f64::INFINITY, f64::min);
+    let best = (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    // SAFETY: AVX2 and FMA were detected above.
+                    s.spawn(|| std::hint::black_box(unsafe { fma_loop(ITERS) }));
+                }
+            });
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min);
     // 12 accumulators x 8 lanes x 2 FLOPs per iteration and thread.
     Some((threads as u64 * ITERS * ACCUMULATORS as u64 * 8 * 2) as f64 / best / 1e9)
 }

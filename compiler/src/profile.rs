@@ -45,13 +45,23 @@ pub struct KernelTime {
 }
 
 pub fn profile(library: &Path, input: &Path, opts: &ProfileOptions) -> Result<ProfileReport, String> {
-    let mut model = Model::load_with(library, opts.device, opts.threads, opts.weights_file.clone().map_or(aotc_runtime::Weights::Default, aotc_runtime::Weights::File)).map_err(|e| e.to_string())?;
-    let manifest: Manifest = serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
+    let mut model = Model::load_with(
+        library,
+        opts.device,
+        opts.threads,
+        opts.weights_file.clone().map_or(aotc_runtime::Weights::Default, aotc_runtime::Weights::File),
+    )
+    .map_err(|e| e.to_string())?;
+    let manifest: Manifest =
+        serde_json::from_str(model.metadata_json()).map_err(|e| format!("embedded manifest: {e}"))?;
     let count = model.kernel_count().map_err(|e| e.to_string())?;
     if manifest.kernels.len() != count {
         return Err(format!("the manifest describes {} kernels, the library runs {count}", manifest.kernels.len()));
     }
-    let inputs = crate::tensor_io::read_named_inputs(input, &model.inputs().iter().map(|i| i.name.as_str()).collect::<Vec<_>>())?;
+    let inputs = crate::tensor_io::read_named_inputs(
+        input,
+        &model.inputs().iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
+    )?;
     let iters = opts.iters.max(1);
     for i in 0..opts.warmup + iters {
         if i == opts.warmup {
@@ -64,16 +74,22 @@ pub fn profile(library: &Path, input: &Path, opts: &ProfileOptions) -> Result<Pr
     let p = model.profile_read().map_err(|e| e.to_string())?;
     let per_call = |ns: f64| ns / 1e6 / p.calls.max(1) as f64;
     let call_ms = per_call(p.call_ns);
-    let mut kernels: Vec<KernelTime> = manifest.kernels.iter().zip(&p.kernel_ns).enumerate().map(|(k, (info, &ns))| KernelTime {
-        rank: 0,
-        kernel: k,
-        kind: info.kind.clone(),
-        stage: info.stage,
-        writes: info.writes.clone(),
-        ms_per_call: per_call(ns),
-        percent: if call_ms > 0.0 { 100.0 * per_call(ns) / call_ms } else { 0.0 },
-        nodes: info.nodes.iter().filter_map(|&n| manifest.nodes.get(n).cloned()).collect(),
-    }).collect();
+    let mut kernels: Vec<KernelTime> = manifest
+        .kernels
+        .iter()
+        .zip(&p.kernel_ns)
+        .enumerate()
+        .map(|(k, (info, &ns))| KernelTime {
+            rank: 0,
+            kernel: k,
+            kind: info.kind.clone(),
+            stage: info.stage,
+            writes: info.writes.clone(),
+            ms_per_call: per_call(ns),
+            percent: if call_ms > 0.0 { 100.0 * per_call(ns) / call_ms } else { 0.0 },
+            nodes: info.nodes.iter().filter_map(|&n| manifest.nodes.get(n).cloned()).collect(),
+        })
+        .collect();
     kernels.sort_by(|a, b| b.ms_per_call.total_cmp(&a.ms_per_call).then(a.kernel.cmp(&b.kernel)));
     for (rank, k) in kernels.iter_mut().enumerate() {
         k.rank = rank + 1;
@@ -110,10 +126,21 @@ fn describe(k: &KernelTime) -> String {
 
 impl ProfileReport {
     pub fn text(&self) -> String {
-        let mut s = format!("{}: {} calls on {} thread(s), {:.4} ms per call inside the library\n", self.library, self.iters, self.threads, self.call_ms);
+        let mut s = format!(
+            "{}: {} calls on {} thread(s), {:.4} ms per call inside the library\n",
+            self.library, self.iters, self.threads, self.call_ms
+        );
         s += &format!("{:>4}  {:>6}  {:<13} {:>9} {:>6}  nodes\n", "rank", "kernel", "kind", "ms/call", "%");
         for k in &self.kernels {
-            s += &format!("{:>4}  {:>6}  {:<13} {:>9.4} {:>5.1}%  {}\n", k.rank, format!("#{}", k.kernel), k.kind, k.ms_per_call, k.percent, describe(k));
+            s += &format!(
+                "{:>4}  {:>6}  {:<13} {:>9.4} {:>5.1}%  {}\n",
+                k.rank,
+                format!("#{}", k.kernel),
+                k.kind,
+                k.ms_per_call,
+                k.percent,
+                describe(k)
+            );
         }
         let share = if self.call_ms > 0.0 { 100.0 * self.kernels_ms / self.call_ms } else { 0.0 };
         s += &format!("total: kernels {:.4} ms per call, {share:.1}% of the call; the other {:.4} ms is the library's own work (input checks, allocation, copies)",

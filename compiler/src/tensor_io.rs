@@ -39,7 +39,8 @@ Writing one from Python:
 or, from numpy arrays: safetensors.numpy.save_file({"x": x}, "in.safetensors")"#;
 
 /// What an inputs file is, in one sentence, for the errors of a file that is not one.
-const INPUT_FORMAT_SHORT: &str = "an inputs file is a safetensors file of one call's inputs, keyed by input name or flat \
+const INPUT_FORMAT_SHORT: &str =
+    "an inputs file is a safetensors file of one call's inputs, keyed by input name or flat \
 index (`aotc run --help` shows how to write one)";
 
 /// Reads every tensor (by key) and the scalars metadata (by key).
@@ -52,10 +53,15 @@ pub fn read(path: &Path) -> Result<(BTreeMap<String, Tensor>, Scalars), String> 
     for (name, view) in st.tensors() {
         let dtype = DType::from_safetensors_name(&format!("{:?}", view.dtype()))
             .ok_or_else(|| format!("{}: tensor '{name}' has unsupported dtype {:?}", path.display(), view.dtype()))?;
-        tensors.insert(name, Tensor { dtype, shape: view.shape().iter().map(|&s| s as i64).collect(), data: view.data().to_vec() });
+        tensors.insert(
+            name,
+            Tensor { dtype, shape: view.shape().iter().map(|&s| s as i64).collect(), data: view.data().to_vec() },
+        );
     }
     let scalars = match meta.metadata().as_ref().and_then(|m| m.get("scalars")) {
-        Some(s) => serde_json::from_str(s).map_err(|e| format!("{}: bad scalars metadata (expected a JSON object such as {{\"scale\": 0.5}}): {e}", path.display()))?,
+        Some(s) => serde_json::from_str(s).map_err(|e| {
+            format!("{}: bad scalars metadata (expected a JSON object such as {{\"scale\": 0.5}}): {e}", path.display())
+        })?,
         None => BTreeMap::new(),
     };
     Ok((tensors, scalars))
@@ -101,14 +107,21 @@ pub fn read_named_inputs(path: &Path, names: &[impl AsRef<str>]) -> Result<Vec<V
     let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
     let (tensors, scalars) = read(path)?;
     let file = path.display();
-    let index_of = |key: &str| key.parse::<usize>().ok().filter(|&i| i < names.len())
-        .or_else(|| names.iter().position(|n| !n.is_empty() && *n == key));
-    let describe = |i: usize| if names[i].is_empty() { format!("input {i}") } else { format!("input {i} ({})", names[i]) };
+    let index_of = |key: &str| {
+        key.parse::<usize>()
+            .ok()
+            .filter(|&i| i < names.len())
+            .or_else(|| names.iter().position(|n| !n.is_empty() && *n == key))
+    };
+    let describe =
+        |i: usize| if names[i].is_empty() { format!("input {i}") } else { format!("input {i} ({})", names[i]) };
     let mut values: Vec<Option<(String, Value)>> = vec![None; names.len()];
     let mut unknown = vec![];
-    let given = tensors.into_iter().map(|(k, t)| Ok((k, Value::Tensor(t))))
-        .chain(scalars.into_iter().map(|(k, v)| scalar(&v).map(|v| (k.clone(), v))
-            .ok_or_else(|| format!("{file}: scalar '{k}' is {v}; a python scalar input is a number or a bool"))));
+    let given = tensors.into_iter().map(|(k, t)| Ok((k, Value::Tensor(t)))).chain(scalars.into_iter().map(|(k, v)| {
+        scalar(&v)
+            .map(|v| (k.clone(), v))
+            .ok_or_else(|| format!("{file}: scalar '{k}' is {v}; a python scalar input is a number or a bool"))
+    }));
     for entry in given {
         let (key, value) = entry?;
         let Some(i) = index_of(&key) else {
@@ -121,30 +134,53 @@ pub fn read_named_inputs(path: &Path, names: &[impl AsRef<str>]) -> Result<Vec<V
         values[i] = Some((key, value));
     }
     if !unknown.is_empty() {
-        let expected: Vec<String> = (0..names.len()).map(|i| if names[i].is_empty() { format!("{i}") } else { format!("{i} or {}", names[i]) }).collect();
-        return Err(format!("{file}: unknown key(s) {}: the program's {} input(s) are keyed by flat index or by name: {}",
-            unknown.join(", "), names.len(), expected.join(", ")));
+        let expected: Vec<String> = (0..names.len())
+            .map(|i| if names[i].is_empty() { format!("{i}") } else { format!("{i} or {}", names[i]) })
+            .collect();
+        return Err(format!(
+            "{file}: unknown key(s) {}: the program's {} input(s) are keyed by flat index or by name: {}",
+            unknown.join(", "),
+            names.len(),
+            expected.join(", ")
+        ));
     }
-    values.into_iter().enumerate().map(|(i, v)| v.map(|(_, v)| v).ok_or_else(|| {
-        let named = if names[i].is_empty() { String::new() } else { format!(", named '{0}': key it '{i}' or '{0}'", names[i]) };
-        format!("{file}: no tensor or scalar for input {i} (the model takes {} inputs){named}", names.len())
-    })).collect()
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.map(|(_, v)| v).ok_or_else(|| {
+                let named = if names[i].is_empty() {
+                    String::new()
+                } else {
+                    format!(", named '{0}': key it '{i}' or '{0}'", names[i])
+                };
+                format!("{file}: no tensor or scalar for input {i} (the model takes {} inputs){named}", names.len())
+            })
+        })
+        .collect()
 }
 
 /// A python scalar of the metadata as an input value.
 fn scalar(v: &serde_json::Value) -> Option<Value> {
     match v {
         serde_json::Value::Bool(b) => Some(Value::Bool(*b)),
-        serde_json::Value::Number(n) => Some(n.as_i64().map_or_else(|| Value::Float(n.as_f64().unwrap_or(f64::NAN)), Value::Int)),
+        serde_json::Value::Number(n) => {
+            Some(n.as_i64().map_or_else(|| Value::Float(n.as_f64().unwrap_or(f64::NAN)), Value::Int))
+        }
         _ => None,
     }
 }
 
 pub fn write(path: &Path, tensors: &[(String, &Tensor)]) -> Result<(), String> {
-    let views = tensors.iter().map(|(k, t)| {
-        let shape = t.shape.iter().map(|&s| s as usize).collect();
-        safetensors::tensor::TensorView::new(st_dtype(t.dtype), shape, &t.data).map(|v| (k.clone(), v)).map_err(|e| format!("{k}: {e}"))
-    }).collect::<Result<HashMap<_, _>, _>>()?;
+    let views = tensors
+        .iter()
+        .map(|(k, t)| {
+            let shape = t.shape.iter().map(|&s| s as usize).collect();
+            safetensors::tensor::TensorView::new(st_dtype(t.dtype), shape, &t.data)
+                .map(|v| (k.clone(), v))
+                .map_err(|e| format!("{k}: {e}"))
+        })
+        .collect::<Result<HashMap<_, _>, _>>()?;
     let bytes = safetensors::serialize(views, &None).map_err(|e| e.to_string())?;
     std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -39,13 +39,21 @@ pub fn place(plan: &mut Plan, library: &Path, opts: &CompileOptions) -> Result<O
             )));
         }
         if opts.weights_out.is_some() {
-            return Err(Error::Unsupported("--weights-out names a weights file, but --embed-weights keeps the weights in the library".into()));
+            return Err(Error::Unsupported(
+                "--weights-out names a weights file, but --embed-weights keeps the weights in the library".into(),
+            ));
         }
         return Ok(None);
     }
     let file = opts.weights_out.clone().unwrap_or_else(|| default_path(library));
     if file.file_name().is_none() || file == library {
-        return Err(Error::Io { path: file, source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a usable weights file name (it must name a file other than the library)") });
+        return Err(Error::Io {
+            path: file,
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a usable weights file name (it must name a file other than the library)",
+            ),
+        });
     }
     let table = &mut plan.manifest.weights;
     table.external = true;
@@ -58,7 +66,11 @@ pub fn place(plan: &mut Plan, library: &Path, opts: &CompileOptions) -> Result<O
 /// unlinked) contents instead of seeing them change or shrink under it.
 pub fn write(plan: &Plan, file: &Path) -> Result<()> {
     let io = |source: std::io::Error| Error::Io { path: file.into(), source };
-    let tmp = file.with_file_name(format!(".{}.tmp{}", file.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(), std::process::id()));
+    let tmp = file.with_file_name(format!(
+        ".{}.tmp{}",
+        file.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        std::process::id()
+    ));
     let result = (|| {
         let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
         f.write_all(&aotc_abi::weights_file::header(&plan.manifest.weights))?;

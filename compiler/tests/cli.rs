@@ -11,7 +11,10 @@ use std::process::Command;
 /// The archive's model.json, edited by `edit`, written as a bare model.json in `dir`.
 fn edited_json(name: &str, dir: &Path, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
     let mut zip = zip::ZipArchive::new(std::fs::File::open(fixture(name).join("model.pt2")).unwrap()).unwrap();
-    let entry = (0..zip.len()).map(|i| zip.by_index(i).unwrap().name().to_string()).find(|n| n.ends_with("models/model.json")).unwrap();
+    let entry = (0..zip.len())
+        .map(|i| zip.by_index(i).unwrap().name().to_string())
+        .find(|n| n.ends_with("models/model.json"))
+        .unwrap();
     let mut text = String::new();
     zip.by_name(&entry).unwrap().read_to_string(&mut text).unwrap();
     let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -59,7 +62,8 @@ fn inspect_library_reports_the_arena_and_what_reuse_saves() {
             continue;
         }
         // "arena: N bytes (M slots; without reuse: K bytes)"
-        let n: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter(|w| !w.is_empty()).map(|w| w.parse().unwrap()).collect();
+        let n: Vec<u64> =
+            line.split(|c: char| !c.is_ascii_digit()).filter(|w| !w.is_empty()).map(|w| w.parse().unwrap()).collect();
         assert_eq!(line, format!("arena: {} bytes ({} slots; without reuse: {} bytes)", n[0], n[1], n[2]));
         assert!(n[1] > 2 && n[0].is_multiple_of(64) && n[0] < n[2], "{line}");
     }
@@ -81,7 +85,10 @@ fn truncated_archive() {
     let bytes = std::fs::read(fixture("mlp_buffer_mutation").join("model.pt2")).unwrap();
     let cut = dir.path().join("cut.pt2");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
-    fails_with(&aotc(&[&"compile", &cut, &"-o", &dir.path().join("x.so")]), "cut.pt2: not a readable .pt2 (zip) archive");
+    fails_with(
+        &aotc(&[&"compile", &cut, &"-o", &dir.path().join("x.so")]),
+        "cut.pt2: not a readable .pt2 (zip) archive",
+    );
 }
 
 #[test]
@@ -102,7 +109,10 @@ fn unknown_ops_are_listed_together_with_their_nodes() {
 fn other_schema_major_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let json = edited_json("pytree_io", dir.path(), |j| j["schema_version"]["major"] = 9.into());
-    fails_with(&aotc(&[&"compile", &json, &"-o", &dir.path().join("x.so")]), "schema version 9.20 is not supported: aotc reads major version 8");
+    fails_with(
+        &aotc(&[&"compile", &json, &"-o", &dir.path().join("x.so")]),
+        "schema version 9.20 is not supported: aotc reads major version 8",
+    );
 }
 
 #[test]
@@ -110,7 +120,10 @@ fn missing_and_misshaped_weights() {
     let dir = tempfile::tempdir().unwrap();
     // A bare model.json with no weights beside it.
     let json = edited_json("mlp_buffer_mutation", dir.path(), |_| {});
-    fails_with(&aotc(&[&"compile", &json, &"-o", &dir.path().join("x.so")]), "weight 'l1.weight': parameter is missing from the weights (graph input 'p_l1_weight')");
+    fails_with(
+        &aotc(&[&"compile", &json, &"-o", &dir.path().join("x.so")]),
+        "weight 'l1.weight': parameter is missing from the weights (graph input 'p_l1_weight')",
+    );
     // --weights supplies them; a wrong shape names expected and got.
     let w = dir.path().join("w.safetensors");
     let t = aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[32, 15]);
@@ -129,10 +142,22 @@ fn run_time_input_errors() {
         p
     };
     let cases = [
-        (write("dtype.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F64, &[2, 8])), "input 0 ('x'): expected dtype float32, got float64 (AOTC_ERR_DTYPE)"),
-        (write("shape.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[2, 7])), "input 0 ('x'): dimension 1 is 7, expected 8 (shape [s77, 8]) (AOTC_ERR_SHAPE)"),
-        (write("rank.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[8])), "expected rank 2 (shape [s77, 8]), got rank 1"),
-        (write("range.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[2000, 8])), "dimension 0 is 2000, outside the range [1, 1024] of dynamic dimension s77 (AOTC_ERR_RANGE)"),
+        (
+            write("dtype.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F64, &[2, 8])),
+            "input 0 ('x'): expected dtype float32, got float64 (AOTC_ERR_DTYPE)",
+        ),
+        (
+            write("shape.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[2, 7])),
+            "input 0 ('x'): dimension 1 is 7, expected 8 (shape [s77, 8]) (AOTC_ERR_SHAPE)",
+        ),
+        (
+            write("rank.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[8])),
+            "expected rank 2 (shape [s77, 8]), got rank 1",
+        ),
+        (
+            write("range.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[2000, 8])),
+            "dimension 0 is 2000, outside the range [1, 1024] of dynamic dimension s77 (AOTC_ERR_RANGE)",
+        ),
     ];
     for (input, msg) in cases {
         fails_with(&aotc(&[&"run", &so, &"--input", &input, &"--output-dir", &dir.path()]), msg);
@@ -141,7 +166,10 @@ fn run_time_input_errors() {
     let so2 = dir.path().join("p.so");
     assert!(aotc(&[&"compile", &fixture("pytree_io").join("model.pt2"), &"-o", &so2]).status.success());
     let one = write("one.safetensors", aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[2, 4]));
-    fails_with(&aotc(&[&"run", &so2, &"--input", &one, &"--output-dir", &dir.path()]), "no tensor or scalar for input 1 (the model takes 3 inputs)");
+    fails_with(
+        &aotc(&[&"run", &so2, &"--input", &one, &"--output-dir", &dir.path()]),
+        "no tensor or scalar for input 1 (the model takes 3 inputs)",
+    );
 }
 
 /// Paths as users type them: bare file names in the current directory (which dlopen
@@ -153,13 +181,17 @@ fn paths_as_users_type_them() {
     for f in ["model.pt2", "inputs_0.safetensors"] {
         std::fs::copy(fx.join(f), dir.path().join(f)).unwrap();
     }
-    let in_dir = |args: &[&str]| Command::new(aotc_bin()).args(args).current_dir(dir.path()).output().expect("run aotc");
+    let in_dir =
+        |args: &[&str]| Command::new(aotc_bin()).args(args).current_dir(dir.path()).output().expect("run aotc");
     let out = in_dir(&["compile", "model.pt2", "-o", "model.so"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = in_dir(&["run", "model.so", "--input", "inputs_0.safetensors", "--output-dir", "out"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(dir.path().join("out/outputs_0.safetensors").exists());
-    fails_with(&in_dir(&["compile", "model.pt2", "-o", "no/such/dir/model.so"]), "no/such/dir/model.so: the output directory no/such/dir does not exist");
+    fails_with(
+        &in_dir(&["compile", "model.pt2", "-o", "no/such/dir/model.so"]),
+        "no/such/dir/model.so: the output directory no/such/dir does not exist",
+    );
 }
 
 /// An index read from the data that lies outside its dimension fails the call with
@@ -196,7 +228,12 @@ fn profile_times_every_kernel_slowest_first() {
     let out = aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &so]);
     succeeds(&out);
     let compiled = String::from_utf8_lossy(&out.stdout);
-    let count: usize = compiled.split(" kernels").next().and_then(|s| s.rsplit('(').next()).and_then(|n| n.parse().ok()).expect(&compiled);
+    let count: usize = compiled
+        .split(" kernels")
+        .next()
+        .and_then(|s| s.rsplit('(').next())
+        .and_then(|n| n.parse().ok())
+        .expect(&compiled);
     let input = fx.join("inputs_0.safetensors");
     let out = aotc(&[&"profile", &so, &"--input", &input, &"--iters", &"3", &"--warmup", &"1", &"--json"]);
     succeeds(&out);
@@ -209,8 +246,15 @@ fn profile_times_every_kernel_slowest_first() {
     assert!(kernels.iter().enumerate().all(|(i, k)| k["rank"] == i + 1));
     assert!(kernels.windows(2).all(|w| field(&w[0], "ms_per_call") >= field(&w[1], "ms_per_call")), "slowest first");
     let sum: f64 = kernels.iter().map(|k| field(k, "ms_per_call")).sum();
-    assert!((sum - field(&report, "kernels_ms")).abs() <= 1e-9 + 1e-9 * sum && sum <= field(&report, "call_ms"), "{report}");
-    let conv = kernels.iter().flat_map(|k| k["nodes"].as_array().unwrap()).find(|n| n["name"] == "convolution").expect("a kernel of node 'convolution'");
+    assert!(
+        (sum - field(&report, "kernels_ms")).abs() <= 1e-9 + 1e-9 * sum && sum <= field(&report, "call_ms"),
+        "{report}"
+    );
+    let conv = kernels
+        .iter()
+        .flat_map(|k| k["nodes"].as_array().unwrap())
+        .find(|n| n["name"] == "convolution")
+        .expect("a kernel of node 'convolution'");
     assert_eq!((&conv["module"], &conv["module_type"]), (&serde_json::json!("c1"), &serde_json::json!("Conv2d")));
 
     let out = aotc(&[&"profile", &so, &"--input", &input, &"--iters", &"2", &"--warmup", &"0"]);
@@ -227,38 +271,96 @@ fn external_weights_from_the_command_line() {
     let fx = fixture("mlp_buffer_mutation");
     let out = aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &p("m.so"), &"--external-weights"]);
     succeeds(&out);
-    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("weights -> {}", p("m.weights.safetensors").display())));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("weights -> {}", p("m.weights.safetensors").display()))
+    );
     let out = aotc(&[&"inspect", &p("m.so")]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("weights: 5 tensors") && text.contains("in m.weights.safetensors beside the library"), "{text}");
+    assert!(
+        text.contains("weights: 5 tensors") && text.contains("in m.weights.safetensors beside the library"),
+        "{text}"
+    );
     // --weights-out names the file (and implies external weights); the library finds it
     // only beside itself, so run names it.
     std::fs::create_dir(p("elsewhere")).unwrap();
-    succeeds(&aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &p("o.so"), &"--weights-out", &p("elsewhere/other.safetensors")]));
+    succeeds(&aotc(&[
+        &"compile",
+        &fx.join("model.pt2"),
+        &"-o",
+        &p("o.so"),
+        &"--weights-out",
+        &p("elsewhere/other.safetensors"),
+    ]));
     // `aotc run SO --input inputs_0 --output-dir out [extra...]`, and its output 0.
     let run = |so: &str, extra: &[std::ffi::OsString]| {
         let _ = std::fs::remove_dir_all(p("out"));
-        let mut args: Vec<std::ffi::OsString> = vec!["run".into(), p(so).into(), "--input".into(), fx.join("inputs_0.safetensors").into(), "--output-dir".into(), p("out").into()];
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "run".into(),
+            p(so).into(),
+            "--input".into(),
+            fx.join("inputs_0.safetensors").into(),
+            "--output-dir".into(),
+            p("out").into(),
+        ];
         args.extend_from_slice(extra);
         let out = Command::new(aotc_bin()).args(&args).output().expect("run aotc");
         (out, aotc::tensor_io::read(&p("out/outputs_0.safetensors")).map(|t| t.0))
     };
     let weights_file = |name: &str| vec!["--weights-file".into(), p(name).into_os_string()];
     let want = aotc::tensor_io::read(&fx.join("expected_0.safetensors")).unwrap().0;
-    for (so, extra) in [("m.so", vec![]), ("m.so", weights_file("elsewhere/other.safetensors")), ("o.so", weights_file("elsewhere/other.safetensors"))] {
+    for (so, extra) in [
+        ("m.so", vec![]),
+        ("m.so", weights_file("elsewhere/other.safetensors")),
+        ("o.so", weights_file("elsewhere/other.safetensors")),
+    ] {
         let (out, got) = run(so, &extra);
         succeeds(&out);
         let got = got.unwrap();
         let (a, b) = (want["0"].to_f64_vec(), got["0"].to_f64_vec());
-        assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-4 + 1e-3 * x.abs()), "{so} {extra:?}: {a:?} vs {b:?}");
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-4 + 1e-3 * x.abs()),
+            "{so} {extra:?}: {a:?} vs {b:?}"
+        );
     }
     fails_with(&run("o.so", &[]).0, "beside itself");
     let bytes = std::fs::read(p("m.weights.safetensors")).unwrap();
     std::fs::write(p("cut.safetensors"), &bytes[..bytes.len() - 8]).unwrap();
     fails_with(&run("m.so", &weights_file("cut.safetensors")).0, "truncated");
-    fails_with(&aotc(&[&"bench", &p("m.so"), &"--input", &fx.join("inputs_0.safetensors"), &"--iters", &"2", &"--weights-file", &p("cut.safetensors")]), "AOTC_ERR_WEIGHTS");
-    succeeds(&aotc(&[&"bench", &p("m.so"), &"--input", &fx.join("inputs_0.safetensors"), &"--iters", &"2", &"--weights-file", &p("elsewhere/other.safetensors")]));
-    fails_with(&aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &p("e.so"), &"--embed-weights", &"--weights-out", &p("x.safetensors")]), "--weights-out");
+    fails_with(
+        &aotc(&[
+            &"bench",
+            &p("m.so"),
+            &"--input",
+            &fx.join("inputs_0.safetensors"),
+            &"--iters",
+            &"2",
+            &"--weights-file",
+            &p("cut.safetensors"),
+        ]),
+        "AOTC_ERR_WEIGHTS",
+    );
+    succeeds(&aotc(&[
+        &"bench",
+        &p("m.so"),
+        &"--input",
+        &fx.join("inputs_0.safetensors"),
+        &"--iters",
+        &"2",
+        &"--weights-file",
+        &p("elsewhere/other.safetensors"),
+    ]));
+    fails_with(
+        &aotc(&[
+            &"compile",
+            &fx.join("model.pt2"),
+            &"-o",
+            &p("e.so"),
+            &"--embed-weights",
+            &"--weights-out",
+            &p("x.safetensors"),
+        ]),
+        "--weights-out",
+    );
     let out = aotc(&[&"compile", &fx.join("model.pt2"), &"-o", &p("e.so"), &"--embed-weights", &"--external-weights"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
 }

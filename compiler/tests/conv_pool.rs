@@ -40,18 +40,68 @@ struct Conv {
 impl Conv {
     /// A regular convolution of `input` (the wide side).
     #[allow(clippy::too_many_arguments)]
-    fn regular(batch: usize, channels: [usize; 2], groups: usize, input: &[usize], kernel: &[usize], stride: &[i64], padding: &[i64], dilation: &[i64]) -> Conv {
-        let narrow = (0..input.len()).map(|d| ((input[d] as i64 + 2 * padding[d] - dilation[d] * (kernel[d] as i64 - 1) - 1) / stride[d] + 1) as usize).collect();
-        Conv { batch, wide_channels: channels[0], narrow_channels: channels[1], groups, wide: input.to_vec(), narrow, kernel: kernel.to_vec(),
-            stride: stride.to_vec(), padding: padding.to_vec(), dilation: dilation.to_vec() }
+    fn regular(
+        batch: usize,
+        channels: [usize; 2],
+        groups: usize,
+        input: &[usize],
+        kernel: &[usize],
+        stride: &[i64],
+        padding: &[i64],
+        dilation: &[i64],
+    ) -> Conv {
+        let narrow = (0..input.len())
+            .map(|d| {
+                ((input[d] as i64 + 2 * padding[d] - dilation[d] * (kernel[d] as i64 - 1) - 1) / stride[d] + 1) as usize
+            })
+            .collect();
+        Conv {
+            batch,
+            wide_channels: channels[0],
+            narrow_channels: channels[1],
+            groups,
+            wide: input.to_vec(),
+            narrow,
+            kernel: kernel.to_vec(),
+            stride: stride.to_vec(),
+            padding: padding.to_vec(),
+            dilation: dilation.to_vec(),
+        }
     }
 
     /// A transposed convolution of `input` (the narrow side).
     #[allow(clippy::too_many_arguments)]
-    fn transposed(batch: usize, channels: [usize; 2], groups: usize, input: &[usize], kernel: &[usize], stride: &[i64], padding: &[i64], dilation: &[i64], output_padding: &[i64]) -> Conv {
-        let wide = (0..input.len()).map(|d| ((input[d] as i64 - 1) * stride[d] - 2 * padding[d] + dilation[d] * (kernel[d] as i64 - 1) + output_padding[d] + 1) as usize).collect();
-        Conv { batch, wide_channels: channels[1], narrow_channels: channels[0], groups, wide, narrow: input.to_vec(), kernel: kernel.to_vec(),
-            stride: stride.to_vec(), padding: padding.to_vec(), dilation: dilation.to_vec() }
+    fn transposed(
+        batch: usize,
+        channels: [usize; 2],
+        groups: usize,
+        input: &[usize],
+        kernel: &[usize],
+        stride: &[i64],
+        padding: &[i64],
+        dilation: &[i64],
+        output_padding: &[i64],
+    ) -> Conv {
+        let wide = (0..input.len())
+            .map(|d| {
+                ((input[d] as i64 - 1) * stride[d] - 2 * padding[d]
+                    + dilation[d] * (kernel[d] as i64 - 1)
+                    + output_padding[d]
+                    + 1) as usize
+            })
+            .collect();
+        Conv {
+            batch,
+            wide_channels: channels[1],
+            narrow_channels: channels[0],
+            groups,
+            wide,
+            narrow: input.to_vec(),
+            kernel: kernel.to_vec(),
+            stride: stride.to_vec(),
+            padding: padding.to_vec(),
+            dilation: dilation.to_vec(),
+        }
     }
 
     fn wide_shape(&self) -> Vec<usize> {
@@ -63,20 +113,27 @@ impl Conv {
     }
 
     fn weight_shape(&self) -> Vec<usize> {
-        [self.narrow_channels, self.wide_channels / self.groups].into_iter().chain(self.kernel.iter().copied()).collect()
+        [self.narrow_channels, self.wide_channels / self.groups]
+            .into_iter()
+            .chain(self.kernel.iter().copied())
+            .collect()
     }
 
     /// Every (wide, weight, narrow) element triple the convolution multiplies.
     fn terms(&self) -> Vec<(usize, usize, usize)> {
-        let (wide, weight, narrow) = (Arr::zeros(&self.wide_shape()), Arr::zeros(&self.weight_shape()), Arr::zeros(&self.narrow_shape()));
+        let (wide, weight, narrow) =
+            (Arr::zeros(&self.wide_shape()), Arr::zeros(&self.weight_shape()), Arr::zeros(&self.narrow_shape()));
         let (wg, ng) = (self.wide_channels / self.groups, self.narrow_channels / self.groups);
         let mut out = vec![];
         each(&narrow.shape, &mut |n| {
             let group = n[1] / ng;
             each(&weight.shape[1..], &mut |wk| {
-                let pos: Vec<i64> = (0..self.kernel.len()).map(|d| n[2 + d] as i64 * self.stride[d] - self.padding[d] + wk[1 + d] as i64 * self.dilation[d]).collect();
+                let pos: Vec<i64> = (0..self.kernel.len())
+                    .map(|d| n[2 + d] as i64 * self.stride[d] - self.padding[d] + wk[1 + d] as i64 * self.dilation[d])
+                    .collect();
                 if pos.iter().zip(&self.wide).all(|(&p, &s)| p >= 0 && (p as usize) < s) {
-                    let wi: Vec<usize> = [n[0], group * wg + wk[0]].into_iter().chain(pos.iter().map(|&p| p as usize)).collect();
+                    let wi: Vec<usize> =
+                        [n[0], group * wg + wk[0]].into_iter().chain(pos.iter().map(|&p| p as usize)).collect();
                     let ki: Vec<usize> = [n[1]].into_iter().chain(wk.iter().copied()).collect();
                     out.push((wide.offset(&wi), weight.offset(&ki), narrow.offset(n)));
                 }
@@ -87,8 +144,14 @@ impl Conv {
 }
 
 fn conv_args(c: &Conv, transposed: bool, output_padding: &[i64]) -> Vec<(&'static str, Json)> {
-    vec![("stride", ints(&c.stride)), ("padding", ints(&c.padding)), ("dilation", ints(&c.dilation)),
-        ("transposed", json!({"as_bool": transposed})), ("output_padding", ints(output_padding)), ("groups", json!({"as_int": c.groups}))]
+    vec![
+        ("stride", ints(&c.stride)),
+        ("padding", ints(&c.padding)),
+        ("dilation", ints(&c.dilation)),
+        ("transposed", json!({"as_bool": transposed})),
+        ("output_padding", ints(output_padding)),
+        ("groups", json!({"as_int": c.groups})),
+    ]
 }
 
 /// A regular convolution: x is the wide side, the result the narrow one.
@@ -99,9 +162,16 @@ fn check_regular(c: &Conv, bias: bool) {
         y.data[yi] += x.data[xi] * w.data[wi];
     }
     if bias {
-        each(&y.shape.clone(), &mut |i| { let at = y.offset(i); y.data[at] += b.data[i[1]] });
+        each(&y.shape.clone(), &mut |i| {
+            let at = y.offset(i);
+            y.data[at] += b.data[i[1]]
+        });
     }
-    let mut args = vec![("input", tensor_arg(0)), ("weight", tensor_arg(1)), ("bias", if bias { tensor_arg(2) } else { json!({"as_none": true}) })];
+    let mut args = vec![
+        ("input", tensor_arg(0)),
+        ("weight", tensor_arg(1)),
+        ("bias", if bias { tensor_arg(2) } else { json!({"as_none": true}) }),
+    ];
     args.extend(conv_args(c, false, &vec![0; c.kernel.len()]));
     let inputs: Vec<&Arr> = [&x, &w].into_iter().chain(bias.then_some(&b)).collect();
     Op::new("convolution.default", &inputs, args, &[&y.shape]).check("convolution", &inputs, &[&y]);
@@ -134,11 +204,19 @@ fn check_backward(c: &Conv, transposed: bool, output_padding: &[i64]) {
         grad_w.data[ki] += g.data[gi] * x.data[xi];
     }
     each(&g.shape, &mut |i| grad_b.data[i[1]] += g.data[g.offset(i)]);
-    let mut args = vec![("grad_output", tensor_arg(0)), ("input", tensor_arg(1)), ("weight", tensor_arg(2)), ("bias_sizes", ints(&[g.shape[1] as i64]))];
+    let mut args = vec![
+        ("grad_output", tensor_arg(0)),
+        ("input", tensor_arg(1)),
+        ("weight", tensor_arg(2)),
+        ("bias_sizes", ints(&[g.shape[1] as i64])),
+    ];
     args.extend(conv_args(c, transposed, output_padding));
     args.push(("output_mask", json!({"as_bools": [true, true, true]})));
-    Op::new("convolution_backward.default", &[g, x, &w], args, &[&grad_x.shape, &grad_w.shape, &grad_b.shape])
-        .check("convolution gradients (input, weight, bias)", &[g, x, &w], &[&grad_x, &grad_w, &grad_b]);
+    Op::new("convolution_backward.default", &[g, x, &w], args, &[&grad_x.shape, &grad_w.shape, &grad_b.shape]).check(
+        "convolution gradients (input, weight, bias)",
+        &[g, x, &w],
+        &[&grad_x, &grad_w, &grad_b],
+    );
 }
 
 /// Groups 2 (4 → 6 channels), stride (2, 1), dilation (2, 1), padding 1: 7x6 → 3x7.
@@ -186,19 +264,28 @@ struct Pool {
 
 impl Pool {
     fn output(&self, input: &[usize]) -> Vec<usize> {
-        input.iter().enumerate().map(|(d, &n)| {
-            let (k, s, p, dl) = (self.kernel[d], self.stride[d], self.padding[d], self.dilation[d]);
-            let span = n as i64 + 2 * p - dl * (k - 1) - 1 + if self.ceil_mode { s - 1 } else { 0 };
-            let mut out = span.div_euclid(s) + 1;
-            if self.ceil_mode && (out - 1) * s >= n as i64 + p {
-                out -= 1;
-            }
-            out as usize
-        }).collect()
+        input
+            .iter()
+            .enumerate()
+            .map(|(d, &n)| {
+                let (k, s, p, dl) = (self.kernel[d], self.stride[d], self.padding[d], self.dilation[d]);
+                let span = n as i64 + 2 * p - dl * (k - 1) - 1 + if self.ceil_mode { s - 1 } else { 0 };
+                let mut out = span.div_euclid(s) + 1;
+                if self.ceil_mode && (out - 1) * s >= n as i64 + p {
+                    out -= 1;
+                }
+                out as usize
+            })
+            .collect()
     }
 
     fn args(&self) -> Vec<(&'static str, Json)> {
-        vec![("kernel_size", ints(&self.kernel)), ("stride", ints(&self.stride)), ("padding", ints(&self.padding)), ("ceil_mode", json!({"as_bool": self.ceil_mode}))]
+        vec![
+            ("kernel_size", ints(&self.kernel)),
+            ("stride", ints(&self.stride)),
+            ("padding", ints(&self.padding)),
+            ("ceil_mode", json!({"as_bool": self.ceil_mode})),
+        ]
     }
 }
 
@@ -218,10 +305,14 @@ fn max_pool_reference(x: &Arr, p: &Pool) -> (Arr, Arr) {
         let (mut best, mut best_at) = (f64::NEG_INFINITY, None);
         let kernel: Vec<usize> = p.kernel.iter().map(|&k| k as usize).collect();
         each(&kernel, &mut |k| {
-            let pos: Vec<i64> = (0..nd).map(|d| o[lead.len() + d] as i64 * p.stride[d] - p.padding[d] + k[d] as i64 * p.dilation[d]).collect();
+            let pos: Vec<i64> = (0..nd)
+                .map(|d| o[lead.len() + d] as i64 * p.stride[d] - p.padding[d] + k[d] as i64 * p.dilation[d])
+                .collect();
             if pos.iter().zip(input).all(|(&q, &n)| q >= 0 && (q as usize) < n) {
                 let flat = pos.iter().zip(input).fold(0, |acc, (&q, &n)| acc * n + q as usize);
-                let v = x.data[x.offset(&o[..lead.len()].iter().copied().chain(pos.iter().map(|&q| q as usize)).collect::<Vec<_>>())];
+                let v = x.data[x.offset(
+                    &o[..lead.len()].iter().copied().chain(pos.iter().map(|&q| q as usize)).collect::<Vec<_>>(),
+                )];
                 if best_at.is_none() {
                     best_at = Some(flat);
                 }
@@ -254,27 +345,50 @@ fn max_pooling_matches_the_reference() {
     // Dilation, padding and ceil mode together, one NaN.
     let mut x = random(&[2, 3, 7, 8], 9);
     x.data[17] = f64::NAN;
-    check_max_pool(&x, &Pool { kernel: vec![3, 2], stride: vec![2, 3], padding: vec![1, 1], dilation: vec![2, 1], ceil_mode: true });
+    check_max_pool(
+        &x,
+        &Pool { kernel: vec![3, 2], stride: vec![2, 3], padding: vec![1, 1], dilation: vec![2, 1], ceil_mode: true },
+    );
     // Windows of -inf only: the index of their first element inside the input.
     let mut x = random(&[1, 1, 5, 5], 10);
     x.data.iter_mut().take(12).for_each(|v| *v = f64::NEG_INFINITY);
-    check_max_pool(&x, &Pool { kernel: vec![3, 3], stride: vec![2, 2], padding: vec![1, 1], dilation: vec![1, 1], ceil_mode: false });
+    check_max_pool(
+        &x,
+        &Pool { kernel: vec![3, 3], stride: vec![2, 2], padding: vec![1, 1], dilation: vec![1, 1], ceil_mode: false },
+    );
     let x = random(&[2, 5, 4, 6], 11);
-    check_max_pool(&x, &Pool { kernel: vec![2, 3, 2], stride: vec![1, 2, 2], padding: vec![1, 1, 0], dilation: vec![1, 1, 2], ceil_mode: true });
+    check_max_pool(
+        &x,
+        &Pool {
+            kernel: vec![2, 3, 2],
+            stride: vec![1, 2, 2],
+            padding: vec![1, 1, 0],
+            dilation: vec![1, 1, 2],
+            ceil_mode: true,
+        },
+    );
 }
 
 /// torch's avg pooling divisor of window `o` and its clipped range per dimension.
-fn avg_window(p: &Pool, input: &[usize], o: &[usize], include_pad: bool, divisor: Option<i64>) -> (Vec<(usize, usize)>, f64) {
+fn avg_window(
+    p: &Pool,
+    input: &[usize],
+    o: &[usize],
+    include_pad: bool,
+    divisor: Option<i64>,
+) -> (Vec<(usize, usize)>, f64) {
     let mut size = 1;
     let mut clipped = 1;
-    let ranges = (0..input.len()).map(|d| {
-        let start = o[d] as i64 * p.stride[d] - p.padding[d];
-        let end = (start + p.kernel[d]).min(input[d] as i64 + p.padding[d]);
-        size *= end - start;
-        let (start, end) = (start.max(0), end.min(input[d] as i64));
-        clipped *= end - start;
-        (start as usize, end as usize)
-    }).collect();
+    let ranges = (0..input.len())
+        .map(|d| {
+            let start = o[d] as i64 * p.stride[d] - p.padding[d];
+            let end = (start + p.kernel[d]).min(input[d] as i64 + p.padding[d]);
+            size *= end - start;
+            let (start, end) = (start.max(0), end.min(input[d] as i64));
+            clipped *= end - start;
+            (start as usize, end as usize)
+        })
+        .collect();
     (ranges, divisor.unwrap_or(if include_pad { size } else { clipped }) as f64)
 }
 
@@ -287,7 +401,11 @@ fn avg_pool_reference(x: &Arr, p: &Pool, include_pad: bool, divisor: Option<i64>
         let (ranges, div) = avg_window(p, input, &o[lead.len()..], include_pad, divisor);
         let extent: Vec<usize> = ranges.iter().map(|(s, e)| e - s).collect();
         let mut sum = 0.0;
-        each(&extent, &mut |k| sum += x.data[x.offset(&o[..lead.len()].iter().copied().chain((0..nd).map(|d| ranges[d].0 + k[d])).collect::<Vec<_>>())]);
+        each(&extent, &mut |k| {
+            sum += x.data[x.offset(
+                &o[..lead.len()].iter().copied().chain((0..nd).map(|d| ranges[d].0 + k[d])).collect::<Vec<_>>(),
+            )]
+        });
         let at = y.offset(o);
         y.data[at] = sum / div;
     });
@@ -311,7 +429,13 @@ fn avg_pooling_matches_the_reference() {
         args.extend(avg_args(&p, include_pad, divisor));
         Op::new("avg_pool2d.default", &[&x], args, &[&y.shape]).check("avg_pool2d", &[&x], &[&y]);
     }
-    let p = Pool { kernel: vec![2, 3, 2], stride: vec![2, 1, 3], padding: vec![1, 1, 0], dilation: vec![1, 1, 1], ceil_mode: true };
+    let p = Pool {
+        kernel: vec![2, 3, 2],
+        stride: vec![2, 1, 3],
+        padding: vec![1, 1, 0],
+        dilation: vec![1, 1, 1],
+        ceil_mode: true,
+    };
     let x = random(&[3, 5, 4, 7], 13);
     let y = avg_pool_reference(&x, &p, false, None);
     let mut args = vec![("self", tensor_arg(0))];
@@ -329,10 +453,15 @@ fn adaptive_reference(x: &Arr, out: &[usize]) -> Arr {
     let out_shape: Vec<usize> = lead.iter().chain(out).copied().collect();
     let mut y = Arr::zeros(&out_shape);
     each(&out_shape, &mut |o| {
-        let ranges: Vec<(usize, usize)> = (0..out.len()).map(|d| adaptive(o[lead.len() + d], input[d], out[d])).collect();
+        let ranges: Vec<(usize, usize)> =
+            (0..out.len()).map(|d| adaptive(o[lead.len() + d], input[d], out[d])).collect();
         let extent: Vec<usize> = ranges.iter().map(|(s, e)| e - s).collect();
         let mut sum = 0.0;
-        each(&extent, &mut |k| sum += x.data[x.offset(&o[..lead.len()].iter().copied().chain((0..out.len()).map(|d| ranges[d].0 + k[d])).collect::<Vec<_>>())]);
+        each(&extent, &mut |k| {
+            sum += x.data[x.offset(
+                &o[..lead.len()].iter().copied().chain((0..out.len()).map(|d| ranges[d].0 + k[d])).collect::<Vec<_>>(),
+            )]
+        });
         let at = y.offset(o);
         y.data[at] = sum / extent.iter().product::<usize>() as f64;
     });
@@ -341,11 +470,15 @@ fn adaptive_reference(x: &Arr, out: &[usize]) -> Arr {
 
 #[test]
 fn adaptive_pooling_matches_the_reference() {
-    for (target, shape, out) in [("_adaptive_avg_pool2d.default", vec![2, 3, 7, 5], vec![3, 4]), ("adaptive_avg_pool1d.default", vec![2, 10], vec![4]),
-        ("_adaptive_avg_pool3d.default", vec![1, 2, 6, 5, 9], vec![4, 5, 3])] {
+    for (target, shape, out) in [
+        ("_adaptive_avg_pool2d.default", vec![2, 3, 7, 5], vec![3, 4]),
+        ("adaptive_avg_pool1d.default", vec![2, 10], vec![4]),
+        ("_adaptive_avg_pool3d.default", vec![1, 2, 6, 5, 9], vec![4, 5, 3]),
+    ] {
         let x = random(&shape, 14);
         let y = adaptive_reference(&x, &out);
-        let args = vec![("self", tensor_arg(0)), ("output_size", ints(&out.iter().map(|&o| o as i64).collect::<Vec<_>>()))];
+        let args =
+            vec![("self", tensor_arg(0)), ("output_size", ints(&out.iter().map(|&o| o as i64).collect::<Vec<_>>()))];
         Op::new(target, &[&x], args, &[&y.shape]).check(target, &[&x], &[&y]);
     }
 }
@@ -359,7 +492,9 @@ fn pooling_gradients_match_the_reference() {
     let g = random(&values.shape, 16);
     let mut want = Arr::zeros(&x.shape);
     let plane: usize = x.shape[2..].iter().product();
-    each(&g.shape, &mut |o| want.data[(o[0] * x.shape[1] + o[1]) * plane + indices.data[indices.offset(o)] as usize] += g.data[g.offset(o)]);
+    each(&g.shape, &mut |o| {
+        want.data[(o[0] * x.shape[1] + o[1]) * plane + indices.data[indices.offset(o)] as usize] += g.data[g.offset(o)]
+    });
     let mut args = vec![("grad_output", tensor_arg(0)), ("self", tensor_arg(1))];
     args.extend(p.args());
     args.extend([("dilation", ints(&p.dilation)), ("indices", tensor_arg(2))]);
@@ -385,7 +520,11 @@ fn pooling_gradients_match_the_reference() {
         });
         let mut args = vec![("grad_output", tensor_arg(0)), ("self", tensor_arg(1))];
         args.extend(avg_args(&p, include_pad, divisor));
-        Op::new("avg_pool2d_backward.default", &[&g, &x], args, &[&want.shape]).check("avg_pool2d backward", &[&g, &x], &[&want]);
+        Op::new("avg_pool2d_backward.default", &[&g, &x], args, &[&want.shape]).check(
+            "avg_pool2d backward",
+            &[&g, &x],
+            &[&want],
+        );
     }
 
     // adaptive: each window's gradient spread over it, over its size.
@@ -403,7 +542,11 @@ fn pooling_gradients_match_the_reference() {
         }
     });
     let args = vec![("grad_output", tensor_arg(0)), ("self", tensor_arg(1))];
-    Op::new("_adaptive_avg_pool2d_backward.default", &[&g, &x], args, &[&want.shape]).check("adaptive_avg_pool2d backward", &[&g, &x], &[&want]);
+    Op::new("_adaptive_avg_pool2d_backward.default", &[&g, &x], args, &[&want.shape]).check(
+        "adaptive_avg_pool2d backward",
+        &[&g, &x],
+        &[&want],
+    );
 }
 
 // ---- shape rules ----
@@ -412,32 +555,71 @@ fn pooling_gradients_match_the_reference() {
 #[test]
 fn inconsistent_operands_are_refused() {
     let conv = |x: &[usize], w: &[usize], stride: i64, padding: i64, groups: i64, out: &[usize]| {
-        let args = vec![("input", tensor_arg(0)), ("weight", tensor_arg(1)), ("bias", json!({"as_none": true})), ("stride", ints(&[stride])),
-            ("padding", ints(&[padding])), ("dilation", ints(&[1])), ("transposed", json!({"as_bool": false})), ("output_padding", ints(&[0])),
-            ("groups", json!({"as_int": groups}))];
+        let args = vec![
+            ("input", tensor_arg(0)),
+            ("weight", tensor_arg(1)),
+            ("bias", json!({"as_none": true})),
+            ("stride", ints(&[stride])),
+            ("padding", ints(&[padding])),
+            ("dilation", ints(&[1])),
+            ("transposed", json!({"as_bool": false})),
+            ("output_padding", ints(&[0])),
+            ("groups", json!({"as_int": groups})),
+        ];
         Op::new("convolution.default", &[&Arr::zeros(x), &Arr::zeros(w)], args, &[out]).compile()
     };
     let pool = |x: &[usize], kernel: i64, padding: i64, out: &[usize]| {
-        let args = vec![("self", tensor_arg(0)), ("kernel_size", ints(&[kernel])), ("stride", ints(&[1])), ("padding", ints(&[padding]))];
+        let args = vec![
+            ("self", tensor_arg(0)),
+            ("kernel_size", ints(&[kernel])),
+            ("stride", ints(&[1])),
+            ("padding", ints(&[padding])),
+        ];
         let mut op = Op::new("max_pool2d_with_indices.default", &[&Arr::zeros(x)], args, &[out, out]);
         op.outputs[1].0 = DType::I64;
         op.compile()
     };
     let cases = [
-        (conv(&[1, 4, 8], &[2, 3, 3], 1, 0, 1, &[1, 2, 6]), "the input has weight.size(1) * groups channels: 4 == 3 does not hold"),
-        (conv(&[1, 4, 8], &[3, 2, 3], 1, 0, 2, &[1, 3, 6]), "the output channels (weight.size(0)) (3) must divide by groups (2)"),
-        (conv(&[1, 4, 2], &[2, 4, 5], 1, 1, 1, &[1, 2, 1]), "spatial dimension 0 of size 2 (padding 1) must hold at least one window of 5"),
+        (
+            conv(&[1, 4, 8], &[2, 3, 3], 1, 0, 1, &[1, 2, 6]),
+            "the input has weight.size(1) * groups channels: 4 == 3 does not hold",
+        ),
+        (
+            conv(&[1, 4, 8], &[3, 2, 3], 1, 0, 2, &[1, 3, 6]),
+            "the output channels (weight.size(0)) (3) must divide by groups (2)",
+        ),
+        (
+            conv(&[1, 4, 2], &[2, 4, 5], 1, 1, 1, &[1, 2, 1]),
+            "spatial dimension 0 of size 2 (padding 1) must hold at least one window of 5",
+        ),
         (conv(&[1, 4, 8], &[2, 4, 3], 0, 0, 1, &[1, 2, 6]), "stride and dilation must be positive"),
         (conv(&[1, 4, 8], &[2, 4, 3], 1, 0, 0, &[1, 2, 6]), "groups must be positive, got 0"),
-        (pool(&[1, 2, 8, 8], 3, 2, &[1, 2, 10, 10]), "padding 2 of spatial dimension 0 must be at most half of the kernel (1)"),
+        (
+            pool(&[1, 2, 8, 8], 3, 2, &[1, 2, 10, 10]),
+            "padding 2 of spatial dimension 0 must be at most half of the kernel (1)",
+        ),
         (pool(&[1, 8, 8], 0, 0, &[1, 9, 9]), "kernel_size and dilation must be positive"),
     ];
     for ((_dir, out), needle) in cases {
         fails_with(&out, needle);
     }
     // A gradient of another shape than the pooled output.
-    let args = vec![("grad_output", tensor_arg(0)), ("self", tensor_arg(1)), ("kernel_size", ints(&[2])), ("stride", ints(&[2])), ("padding", ints(&[0])),
-        ("ceil_mode", json!({"as_bool": false})), ("count_include_pad", json!({"as_bool": true})), ("divisor_override", json!({"as_none": true}))];
-    let (_dir, out) = Op::new("avg_pool2d_backward.default", &[&Arr::zeros(&[1, 2, 5, 4]), &Arr::zeros(&[1, 2, 8, 8])], args, &[&[1, 2, 8, 8]]).compile();
+    let args = vec![
+        ("grad_output", tensor_arg(0)),
+        ("self", tensor_arg(1)),
+        ("kernel_size", ints(&[2])),
+        ("stride", ints(&[2])),
+        ("padding", ints(&[0])),
+        ("ceil_mode", json!({"as_bool": false})),
+        ("count_include_pad", json!({"as_bool": true})),
+        ("divisor_override", json!({"as_none": true})),
+    ];
+    let (_dir, out) = Op::new(
+        "avg_pool2d_backward.default",
+        &[&Arr::zeros(&[1, 2, 5, 4]), &Arr::zeros(&[1, 2, 8, 8])],
+        args,
+        &[&[1, 2, 8, 8]],
+    )
+    .compile();
     fails_with(&out, "grad_output has the pooled shape at dimension 2: 5 == 4 does not hold");
 }

@@ -15,19 +15,22 @@ use std::process::Output;
 /// The fixture's entries, in archive order: (name, bytes).
 fn entries(name: &str) -> Vec<(String, Vec<u8>)> {
     let mut zip = zip::ZipArchive::new(std::fs::File::open(fixture(name).join("model.pt2")).unwrap()).unwrap();
-    (0..zip.len()).map(|i| {
-        let mut f = zip.by_index(i).unwrap();
-        let mut bytes = vec![];
-        f.read_to_end(&mut bytes).unwrap();
-        (f.name().to_string(), bytes)
-    }).collect()
+    (0..zip.len())
+        .map(|i| {
+            let mut f = zip.by_index(i).unwrap();
+            let mut bytes = vec![];
+            f.read_to_end(&mut bytes).unwrap();
+            (f.name().to_string(), bytes)
+        })
+        .collect()
 }
 
 /// Writes `entries` as a .pt2 (stored, with ZIP64 size fields) at `dir/model.pt2`.
 fn write_pt2(dir: &Path, entries: &[(String, Vec<u8>)]) -> PathBuf {
     let path = dir.join("model.pt2");
     let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored).large_file(true);
+    let opts =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored).large_file(true);
     for (name, bytes) in entries {
         zip.start_file(name.as_str(), opts).unwrap();
         zip.write_all(bytes).unwrap();
@@ -39,7 +42,8 @@ fn write_pt2(dir: &Path, entries: &[(String, Vec<u8>)]) -> PathBuf {
 /// The fixture's archive with the JSON entry ending in `suffix` edited by `edit`.
 fn edited_pt2(name: &str, dir: &Path, suffix: &str, edit: impl Fn(&mut Value)) -> PathBuf {
     let mut entries = entries(name);
-    let (_, bytes) = entries.iter_mut().find(|(n, _)| n.ends_with(suffix)).unwrap_or_else(|| panic!("{name} has no {suffix}"));
+    let (_, bytes) =
+        entries.iter_mut().find(|(n, _)| n.ends_with(suffix)).unwrap_or_else(|| panic!("{name} has no {suffix}"));
     let mut json: Value = serde_json::from_slice(bytes).unwrap();
     edit(&mut json);
     *bytes = json.to_string().into_bytes();
@@ -60,7 +64,8 @@ fn compile(input: &Path, dir: &Path) -> Output {
 #[test]
 fn strides_beyond_the_storage_or_overflowing_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let strides = |s: [i64; 2]| l1_weight_meta(dir.path(), |m| m["strides"] = json!([{"as_int": s[0]}, {"as_int": s[1]}]));
+    let strides =
+        |s: [i64; 2]| l1_weight_meta(dir.path(), |m| m["strides"] = json!([{"as_int": s[0]}, {"as_int": s[1]}]));
     // 31 * stride overflows i64: a wrapped bound would pass and read the wrong bytes.
     for big in [i64::MAX / 2, 1 << 62] {
         fails_with(&compile(&strides([big, 1]), dir.path()),
@@ -84,7 +89,10 @@ fn strides_beyond_the_storage_or_overflowing_are_refused() {
 fn strides_of_another_rank_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let pt2 = l1_weight_meta(dir.path(), |m| m["strides"] = json!([{"as_int": 16}]));
-    fails_with(&compile(&pt2, dir.path()), "weight 'l1.weight': 1 strides for 2 sizes (float32 sizes [32, 16], strides [16], storage offset 0)");
+    fails_with(
+        &compile(&pt2, dir.path()),
+        "weight 'l1.weight': 1 strides for 2 sizes (float32 sizes [32, 16], strides [16], storage offset 0)",
+    );
 }
 
 #[test]
@@ -126,7 +134,8 @@ fn deeply_nested(depth: usize) -> String {
 fn deeply_nested_symbolic_sizes_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let pt2 = edited_pt2("dynamic_batch_mlp", dir.path(), "models/model.json", |j| {
-        j["graph_module"]["graph"]["tensor_values"]["x"]["sizes"][0]["as_expr"]["expr_str"] = deeply_nested(20_000).into();
+        j["graph_module"]["graph"]["tensor_values"]["x"]["sizes"][0]["as_expr"]["expr_str"] =
+            deeply_nested(20_000).into();
     });
     let message = "symbolic expression nested deeper than 64 levels";
     fails_with(&compile(&pt2, dir.path()), message);
@@ -136,33 +145,58 @@ fn deeply_nested_symbolic_sizes_are_refused() {
 /// A safetensors file of `tensors` (name, dtype, sizes; zero-filled) in `dir`.
 fn weights_file(dir: &Path, tensors: &[(&str, aotc_abi::DType, &[i64])]) -> PathBuf {
     let path = dir.join("w.safetensors");
-    let tensors: Vec<(String, aotc_runtime::Tensor)> =
-        tensors.iter().map(|(name, dtype, sizes)| (name.to_string(), aotc_runtime::Tensor::zeros(*dtype, sizes))).collect();
+    let tensors: Vec<(String, aotc_runtime::Tensor)> = tensors
+        .iter()
+        .map(|(name, dtype, sizes)| (name.to_string(), aotc_runtime::Tensor::zeros(*dtype, sizes)))
+        .collect();
     let refs: Vec<(String, &aotc_runtime::Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t)).collect();
     aotc::tensor_io::write(&path, &refs).unwrap();
     path
 }
 
 fn compile_with_weights(weights: &Path, dir: &Path) -> Output {
-    aotc(&[&"compile", &fixture("mlp_buffer_mutation").join("model.pt2"), &"--weights", &weights, &"-o", &dir.join("x.so")])
+    aotc(&[
+        &"compile",
+        &fixture("mlp_buffer_mutation").join("model.pt2"),
+        &"--weights",
+        &weights,
+        &"-o",
+        &dir.join("x.so"),
+    ])
 }
 
 #[test]
 fn weights_file_names_must_match_the_program() {
     let dir = tempfile::tempdir().unwrap();
-    let w = weights_file(dir.path(), &[("l1.weight", aotc_abi::DType::F32, &[32, 16]), ("foo", aotc_abi::DType::F32, &[3]), ("l3.bias", aotc_abi::DType::F32, &[10])]);
-    fails_with(&compile_with_weights(&w, dir.path()), &format!(
+    let w = weights_file(
+        dir.path(),
+        &[
+            ("l1.weight", aotc_abi::DType::F32, &[32, 16]),
+            ("foo", aotc_abi::DType::F32, &[3]),
+            ("l3.bias", aotc_abi::DType::F32, &[10]),
+        ],
+    );
+    fails_with(
+        &compile_with_weights(&w, dir.path()),
+        &format!(
         "{}: the --weights file does not match the program:\n  'foo': no such weight\n  'l3.bias': no such weight\n  \
-         (the program's weights: calls, l1.bias, l1.weight, l2.bias, l2.weight)\n", w.display()));
+         (the program's weights: calls, l1.bias, l1.weight, l2.bias, l2.weight)\n", w.display()),
+    );
     // Names that all match are used.
-    let w = weights_file(dir.path(), &[("l1.weight", aotc_abi::DType::F32, &[32, 16]), ("calls", aotc_abi::DType::F32, &[1])]);
+    let w = weights_file(
+        dir.path(),
+        &[("l1.weight", aotc_abi::DType::F32, &[32, 16]), ("calls", aotc_abi::DType::F32, &[1])],
+    );
     succeeds(&compile_with_weights(&w, dir.path()));
 }
 
 #[test]
 fn weights_file_dtypes_and_shapes_must_match_the_program() {
     let dir = tempfile::tempdir().unwrap();
-    let w = weights_file(dir.path(), &[("l1.weight", aotc_abi::DType::F64, &[32, 16]), ("l2.bias", aotc_abi::DType::F32, &[11])]);
+    let w = weights_file(
+        dir.path(),
+        &[("l1.weight", aotc_abi::DType::F64, &[32, 16]), ("l2.bias", aotc_abi::DType::F32, &[11])],
+    );
     fails_with(&compile_with_weights(&w, dir.path()), &format!(
         "{}: the --weights file does not match the program:\n  'l1.weight': expected float32[32, 16], the file has float64[32, 16]\n  \
          'l2.bias': expected float32[10], the file has float32[11]\n", w.display()));
@@ -174,7 +208,10 @@ fn claim_size(bytes: &mut [u8], name: &str, size: u64) {
     let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as usize;
     let mut at = 0;
     loop {
-        at += bytes[at..].windows(4).position(|w| w == CENTRAL_HEADER).unwrap_or_else(|| panic!("no central entry {name}"));
+        at += bytes[at..]
+            .windows(4)
+            .position(|w| w == CENTRAL_HEADER)
+            .unwrap_or_else(|| panic!("no central entry {name}"));
         let (name_len, extra_len) = (u16_at(bytes, at + 28), u16_at(bytes, at + 30));
         if &bytes[at + 46..at + 46 + name_len] == name.as_bytes() {
             // The extra field starts with the ZIP64 block (id 1): uncompressed size first.
@@ -195,5 +232,8 @@ fn zip_entries_claiming_absurd_sizes_are_refused() {
     let mut bytes = std::fs::read(&pt2).unwrap();
     claim_size(&mut bytes, "model/data/weights/weight_0", 1 << 62);
     std::fs::write(&pt2, bytes).unwrap();
-    fails_with(&compile(&pt2, dir.path()), "entry model/data/weights/weight_0: larger than the 64 GiB aotc reads from an archive");
+    fails_with(
+        &compile(&pt2, dir.path()),
+        "entry model/data/weights/weight_0: larger than the 64 GiB aotc reads from an archive",
+    );
 }

@@ -11,7 +11,11 @@ use aotc_runtime::{Model, Tensor, Value};
 use common::{compiled, floats};
 
 fn longs(shape: &[i64], values: &[i64]) -> Value {
-    Value::Tensor(Tensor { dtype: DType::I64, shape: shape.to_vec(), data: values.iter().flat_map(|v| v.to_le_bytes()).collect() })
+    Value::Tensor(Tensor {
+        dtype: DType::I64,
+        shape: shape.to_vec(),
+        data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    })
 }
 
 fn run(model: &mut Model, inputs: &[Value]) -> Result<Vec<Vec<f64>>, String> {
@@ -23,7 +27,10 @@ fn run(model: &mut Model, inputs: &[Value]) -> Result<Vec<Vec<f64>>, String> {
 fn same(what: &str, got: &[f64], want: &[f64]) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(g == w || (g.is_nan() && w.is_nan()), "{what}: element {i} is {g}, expected {w}\n got {got:?}\nwant {want:?}");
+        assert!(
+            g == w || (g.is_nan() && w.is_nan()),
+            "{what}: element {i} is {g}, expected {w}\n got {got:?}\nwant {want:?}"
+        );
     }
 }
 
@@ -51,7 +58,10 @@ fn scatter_keeps_the_last_write_and_checks_its_indices() {
     for bad in [5, -1] {
         let mut index = index;
         index[6] = bad;
-        fails_with_index_error(run(&mut model, &inputs(&index)), &format!("scatter index along dimension 0: index {bad} is out of range"));
+        fails_with_index_error(
+            run(&mut model, &inputs(&index)),
+            &format!("scatter index along dimension 0: index {bad} is out of range"),
+        );
     }
 }
 
@@ -60,13 +70,21 @@ fn scatter_keeps_the_last_write_and_checks_its_indices() {
 #[test]
 fn index_put_wraps_negative_indices_and_keeps_the_last_write() {
     let (_dir, mut model) = compiled("handwritten.index_put__float32__0");
-    let inputs = |rows: &[i64], cols: &[i64]| [floats(&[4, 5], &arange(20)), longs(&[3], rows), longs(&[3], cols), floats(&[3], &[100.0, 200.0, 300.0])];
+    let inputs = |rows: &[i64], cols: &[i64]| {
+        [floats(&[4, 5], &arange(20)), longs(&[3], rows), longs(&[3], cols), floats(&[3], &[100.0, 200.0, 300.0])]
+    };
     let mut want: Vec<f64> = (0..20).map(|v| v as f64).collect();
     want[5 + 2] = 200.0;
     want[15 + 4] = 300.0;
     same("index_put", &run(&mut model, &inputs(&[1, -3, 3], &[2, 2, -1])).unwrap()[0], &want);
-    fails_with_index_error(run(&mut model, &inputs(&[1, 4, 3], &[0, 0, 0])), "index into dimension 0: index 4 is out of range");
-    fails_with_index_error(run(&mut model, &inputs(&[1, 1, 3], &[0, -6, 0])), "index into dimension 1: index -6 is out of range");
+    fails_with_index_error(
+        run(&mut model, &inputs(&[1, 4, 3], &[0, 0, 0])),
+        "index into dimension 0: index 4 is out of range",
+    );
+    fails_with_index_error(
+        run(&mut model, &inputs(&[1, 1, 3], &[0, -6, 0])),
+        "index into dimension 1: index -6 is out of range",
+    );
 }
 
 /// x[i, :, k] on x [5, 3, 6] with index tensors [4, 2]: the result is [4, 2, 3].
@@ -77,7 +95,8 @@ fn advanced_indexing_wraps_negative_indices() {
     let last = [5, -6, 0, -1, 3, 2, 1, -3];
     let inputs = |first: &[i64]| [floats(&[5, 3, 6], &arange(90)), longs(&[4, 2], first), longs(&[4, 2], &last)];
     let wrap = |i: i64, n: i64| if i < 0 { i + n } else { i };
-    let want: Vec<f64> = (0..8).flat_map(|p| (0..3).map(move |j| (wrap(first[p], 5) * 18 + j * 6 + wrap(last[p], 6)) as f64)).collect();
+    let want: Vec<f64> =
+        (0..8).flat_map(|p| (0..3).map(move |j| (wrap(first[p], 5) * 18 + j * 6 + wrap(last[p], 6)) as f64)).collect();
     same("index", &run(&mut model, &inputs(&first)).unwrap()[0], &want);
     let mut bad = first;
     bad[3] = 5;
@@ -90,7 +109,11 @@ fn stable_order(values: &[f32], descending: bool) -> Vec<usize> {
     let mut order: Vec<usize> = (0..values.len()).collect();
     order.sort_by(|&a, &b| {
         let ord = key(values[a]).partial_cmp(&key(values[b])).unwrap();
-        if descending { ord.reverse() } else { ord }
+        if descending {
+            ord.reverse()
+        } else {
+            ord
+        }
     });
     order
 }
@@ -101,10 +124,30 @@ fn sort_is_stable_and_sorts_nan_as_the_largest() {
     let (_dir, mut model) = compiled("handwritten.sort__float32__0");
     let nan = f32::NAN;
     let x = [
-        1.0, nan, 3.0, 3.0, f32::NEG_INFINITY, 1.0,
-        2.0, 2.0, 2.0, 2.0, 2.0, 2.0,
-        nan, 0.0, nan, -0.5, f32::INFINITY, -0.5,
-        5.0, 4.0, 3.0, 2.0, 1.0, 0.0,
+        1.0,
+        nan,
+        3.0,
+        3.0,
+        f32::NEG_INFINITY,
+        1.0,
+        2.0,
+        2.0,
+        2.0,
+        2.0,
+        2.0,
+        2.0,
+        nan,
+        0.0,
+        nan,
+        -0.5,
+        f32::INFINITY,
+        -0.5,
+        5.0,
+        4.0,
+        3.0,
+        2.0,
+        1.0,
+        0.0,
     ];
     let out = run(&mut model, &[floats(&[4, 6], &x)]).unwrap();
     let (mut values, mut indices) = (vec![], vec![]);

@@ -28,7 +28,10 @@ fn long_result(t: &Tensor) -> i64 {
 fn same(what: &str, got: &[f64], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(*g == *w as f64 || (g.is_nan() && w.is_nan()), "{what}: element {i} is {g}, expected {w}\n got {got:?}\nwant {want:?}");
+        assert!(
+            *g == *w as f64 || (g.is_nan() && w.is_nan()),
+            "{what}: element {i} is {g}, expected {w}\n got {got:?}\nwant {want:?}"
+        );
     }
 }
 
@@ -47,7 +50,11 @@ fn check_integer_op(fixture: &str, reference: fn(i64, i64) -> i64) {
 
 /// torch raises ZeroDivisionError on an integer division by zero; compiled code gives 0.
 fn or_zero_when_dividing_by_zero(b: i64, f: impl Fn() -> i64) -> i64 {
-    if b == 0 { 0 } else { f() }
+    if b == 0 {
+        0
+    } else {
+        f()
+    }
 }
 
 #[test]
@@ -56,14 +63,22 @@ fn integer_divisions_do_not_trap_and_round_as_torch() {
     check_integer_op("div.floor_rounding__int64__0", |a, b| {
         or_zero_when_dividing_by_zero(b, || {
             let (q, r) = (a.wrapping_div(b), a.wrapping_rem(b));
-            if r != 0 && (r < 0) != (b < 0) { q - 1 } else { q }
+            if r != 0 && (r < 0) != (b < 0) {
+                q - 1
+            } else {
+                q
+            }
         })
     });
     check_integer_op("fmod__int64__0", |a, b| or_zero_when_dividing_by_zero(b, || a.wrapping_rem(b)));
     check_integer_op("remainder__int64__0", |a, b| {
         or_zero_when_dividing_by_zero(b, || {
             let r = a.wrapping_rem(b);
-            if r != 0 && (r < 0) != (b < 0) { r + b } else { r }
+            if r != 0 && (r < 0) != (b < 0) {
+                r + b
+            } else {
+                r
+            }
         })
     });
 }
@@ -75,7 +90,13 @@ fn integer_pow_wraps_and_handles_negative_exponents_as_torch() {
         for exponent in [-3, -2, -1, 0, 1, 2, 3, 21, 40, 63] {
             let want = match (base, exponent) {
                 (1, _) => 1,
-                (-1, e) if e < 0 => if e % 2 == 0 { 1 } else { -1 },
+                (-1, e) if e < 0 => {
+                    if e % 2 == 0 {
+                        1
+                    } else {
+                        -1
+                    }
+                }
                 (_, e) if e < 0 => 0,
                 (b, e) => i64::wrapping_pow(b, e as u32),
             };
@@ -100,13 +121,21 @@ fn floor_div(a: f32, b: f32) -> f32 {
         return 0f32.copysign(a / b);
     }
     let floor = exact.floor();
-    if exact - floor > 0.5 { floor + 1.0 } else { floor }
+    if exact - floor > 0.5 {
+        floor + 1.0
+    } else {
+        floor
+    }
 }
 
 /// Python's `a % b`: the divisor's sign.
 fn python_remainder(a: f32, b: f32) -> f32 {
     let rem = a % b;
-    if rem != 0.0 && (b < 0.0) != (rem < 0.0) { rem + b } else { rem }
+    if rem != 0.0 && (b < 0.0) != (rem < 0.0) {
+        rem + b
+    } else {
+        rem
+    }
 }
 
 /// x [5] op y [] for several y, on float32 (the last elements run outside the f32x4 loop).
@@ -135,8 +164,11 @@ fn float_floor_division_and_remainders_follow_torch() {
 #[test]
 fn nan_propagates_through_maximum_minimum_and_clamp() {
     let x = [1.0, f32::NAN, 3.0, f32::NEG_INFINITY, 5.0];
-    let nan_aware = |f: fn(f32, f32) -> f32| move |a: f32, b: f32| if a.is_nan() || b.is_nan() { f32::NAN } else { f(a, b) };
-    for (fixture, op) in [("max.binary__float32__1", nan_aware(f32::max)), ("min.binary__float32__1", nan_aware(f32::min))] {
+    let nan_aware =
+        |f: fn(f32, f32) -> f32| move |a: f32, b: f32| if a.is_nan() || b.is_nan() { f32::NAN } else { f(a, b) };
+    for (fixture, op) in
+        [("max.binary__float32__1", nan_aware(f32::max)), ("min.binary__float32__1", nan_aware(f32::min))]
+    {
         let (_dir, mut model) = compiled(fixture);
         for y in [2.0, f32::NAN] {
             let got = outputs(&mut model, &[floats(&[5], &x), floats(&[], &[y])])[0].to_f64_vec();
@@ -147,8 +179,10 @@ fn nan_propagates_through_maximum_minimum_and_clamp() {
     let (_dir, mut model) = compiled("clamp__float32__1");
     let xs: Vec<f32> = (0..250).map(|i| if i % 7 == 3 { f32::NAN } else { (i % 11) as f32 - 5.0 }).collect();
     let (lo, hi): (Vec<f32>, Vec<f32>) = (0..50).map(|i| (-((i % 4) as f32), (i % 3) as f32)).unzip();
-    let got = outputs(&mut model, &[floats(&[5, 10, 5], &xs), floats(&[10, 5], &lo), floats(&[10, 5], &hi)])[0].to_f64_vec();
-    let want: Vec<f32> = xs.iter().enumerate().map(|(i, &v)| if v.is_nan() { v } else { v.max(lo[i % 50]).min(hi[i % 50]) }).collect();
+    let got =
+        outputs(&mut model, &[floats(&[5, 10, 5], &xs), floats(&[10, 5], &lo), floats(&[10, 5], &hi)])[0].to_f64_vec();
+    let want: Vec<f32> =
+        xs.iter().enumerate().map(|(i, &v)| if v.is_nan() { v } else { v.max(lo[i % 50]).min(hi[i % 50]) }).collect();
     same("clamp", &got, &want);
 }
 
@@ -165,13 +199,22 @@ fn nan_propagates_through_max_min_reductions_and_ties_give_the_first_index() {
 
     // max/min(x [5, 5, 5], dim 1, keepdim): each column of 5 holds ties, some a NaN.
     let xs: Vec<f32> = (0..125).map(|i| if i % 23 == 4 { f32::NAN } else { (i % 3) as f32 }).collect();
-    for (fixture, is_better) in [("max.reduction_with_dim__float32__1", f32::gt as fn(&f32, &f32) -> bool), ("min.reduction_with_dim__float32__1", f32::lt)] {
+    for (fixture, is_better) in [
+        ("max.reduction_with_dim__float32__1", f32::gt as fn(&f32, &f32) -> bool),
+        ("min.reduction_with_dim__float32__1", f32::lt),
+    ] {
         let (_dir, mut model) = compiled(fixture);
         let got = outputs(&mut model, &[floats(&[5, 5, 5], &xs)]);
         let (mut values, mut indices) = (vec![], vec![]);
         for (i, k) in (0..5).flat_map(|i| (0..5).map(move |k| (i, k))) {
             let column: Vec<f32> = (0..5).map(|j| xs[i * 25 + j * 5 + k]).collect();
-            let best = (1..5).fold(0, |b, j| if !column[b].is_nan() && (column[j].is_nan() || is_better(&column[j], &column[b])) { j } else { b });
+            let best = (1..5).fold(0, |b, j| {
+                if !column[b].is_nan() && (column[j].is_nan() || is_better(&column[j], &column[b])) {
+                    j
+                } else {
+                    b
+                }
+            });
             values.push(column[best]);
             indices.push(best as f32);
         }

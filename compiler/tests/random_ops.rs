@@ -19,7 +19,14 @@ const SEED: &str = "__aotc_rng_state";
 
 /// A program of one random node, without inputs.
 fn random_op(target: &'static str, args: Vec<(&'static str, Json)>, dtype: DType, shape: &[usize]) -> Op<'static> {
-    Op { target, inputs: vec![], args, outputs: vec![(dtype, dims(shape))], sym_int_values: json!({}), range_constraints: json!({}) }
+    Op {
+        target,
+        inputs: vec![],
+        args,
+        outputs: vec![(dtype, dims(shape))],
+        sym_int_values: json!({}),
+        range_constraints: json!({}),
+    }
 }
 
 fn dtype_arg(d: DType) -> (&'static str, Json) {
@@ -90,7 +97,11 @@ fn rand_is_uniform_on_zero_one_in_every_float_dtype() {
             near(&what(&format!("bin {bin}")), count, 409.6, 80.0);
         }
         let grid = 1usize << bits.min(12);
-        assert!(distinct(&u) as f64 >= 0.8 * grid.min(u.len()) as f64, "{}", what(&format!("{} distinct values", distinct(&u))));
+        assert!(
+            distinct(&u) as f64 >= 0.8 * grid.min(u.len()) as f64,
+            "{}",
+            what(&format!("{} distinct values", distinct(&u)))
+        );
     }
 }
 
@@ -123,7 +134,14 @@ fn is_permutation(p: &[f64]) -> bool {
 
 #[test]
 fn randperm_is_a_permutation_in_integer_and_float_dtypes() {
-    for (d, n) in [(DType::I64, 1000), (DType::I32, 1000), (DType::F32, 1000), (DType::U8, 256), (DType::F16, 2049), (DType::I64, 0)] {
+    for (d, n) in [
+        (DType::I64, 1000),
+        (DType::I32, 1000),
+        (DType::F32, 1000),
+        (DType::U8, 256),
+        (DType::F16, 2049),
+        (DType::I64, 0),
+    ] {
         let mut args = vec![("n", json!({"as_int": n}))];
         if d != DType::I64 {
             args.push(dtype_arg(d));
@@ -169,7 +187,8 @@ fn randperm_of_a_symbolic_size() {
 #[test]
 fn every_call_draws_fresh_numbers_and_writing_the_seed_replays_them() {
     let (_dir, mut model) = load(&random_op("rand.default", vec![("size", ints(&[1000]))], DType::F32, &[1000]));
-    let state: Vec<(&str, Option<DType>, &[i64])> = model.buffers().iter().map(|b| (b.name.as_str(), b.dtype, &b.sizes[..])).collect();
+    let state: Vec<(&str, Option<DType>, &[i64])> =
+        model.buffers().iter().map(|b| (b.name.as_str(), b.dtype, &b.sizes[..])).collect();
     assert_eq!(state, [(SEED, Some(DType::I64), &[][..])]);
     let start = model.read_buffer(SEED).unwrap();
     let first = call(&mut model);
@@ -198,9 +217,15 @@ fn two_random_nodes_draw_different_numbers() {
     g["graph"]["nodes"].as_array_mut().unwrap().push(second);
     g["graph"]["tensor_values"]["y_1"] = g["graph"]["tensor_values"]["y_0"].clone();
     g["graph"]["outputs"].as_array_mut().unwrap().push(json!({"as_tensor": {"name": "y_1"}}));
-    g["signature"]["output_specs"].as_array_mut().unwrap().push(json!({"user_output": {"arg": {"as_tensor": {"name": "y_1"}}}}));
+    g["signature"]["output_specs"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"user_output": {"arg": {"as_tensor": {"name": "y_1"}}}}));
     let leaf = json!({"type": null, "context": null, "children_spec": []});
-    g["module_call_graph"][0]["signature"]["out_spec"] = json!([1, {"type": "builtins.tuple", "context": "null", "children_spec": [leaf.clone(), leaf]}]).to_string().into();
+    g["module_call_graph"][0]["signature"]["out_spec"] =
+        json!([1, {"type": "builtins.tuple", "context": "null", "children_spec": [leaf.clone(), leaf]}])
+            .to_string()
+            .into();
     std::fs::write(&json_path, program.to_string()).unwrap();
     let so = dir.path().join("two.so");
     succeeds(&aotc(&[&"compile", &json_path, &"-o", &so]));
@@ -224,7 +249,13 @@ fn the_generator_overloads_take_no_torch_generator() {
     let gen = |g: Json| vec![("size", ints(&[100])), ("generator", g)];
     let u = draw(&random_op("rand.generator", gen(json!({"as_none": true})), DType::F32, &[100]));
     assert!(u.iter().all(|x| (0.0..1.0).contains(x)) && distinct(&u) > 90);
-    let (_dir, out) = random_op("rand.generator", gen(json!({"as_custom_obj": {"name": "g", "class_fqn": "torch.Generator"}})), DType::F32, &[100]).compile();
+    let (_dir, out) = random_op(
+        "rand.generator",
+        gen(json!({"as_custom_obj": {"name": "g", "class_fqn": "torch.Generator"}})),
+        DType::F32,
+        &[100],
+    )
+    .compile();
     fails_with(&out, "node 'op' (torch.ops.aten.rand.generator): a torch.Generator argument is not supported");
 }
 
@@ -232,13 +263,44 @@ fn the_generator_overloads_take_no_torch_generator() {
 fn bad_dtypes_layouts_and_sizes_are_refused() {
     let size = || ("size", ints(&[3]));
     let cases = [
-        (random_op("rand.default", vec![size(), dtype_arg(DType::I64)], DType::I64, &[3]), "rand makes floating point tensors; dtype int64 is not one"),
-        (random_op("randn.default", vec![size(), ("layout", json!({"as_layout": 1}))], DType::F32, &[3]), "argument 'layout' should be torch.strided"),
-        (random_op("randn.default", vec![size(), ("pin_memory", json!({"as_int": 1}))], DType::F32, &[3]), "argument 'pin_memory' should be a bool"),
-        (random_op("randperm.default", vec![("n", json!({"as_int": 3})), dtype_arg(DType::Bool)], DType::Bool, &[3]), "randperm is not defined for dtype bool"),
-        (random_op("randperm.default", vec![("n", json!({"as_int": 2050})), dtype_arg(DType::F16)], DType::F16, &[2050]), "randperm: n must be at most 2049 for dtype float16"),
-        (random_op("randperm.default", vec![("n", json!({"as_int": 257})), dtype_arg(DType::U8)], DType::U8, &[257]), "randperm: n must be at most 256 for dtype uint8"),
-        (random_op("randperm.default", vec![("n", json!({"as_int": 3})), ("seed", json!({"as_int": 1}))], DType::I64, &[3]), "unknown argument 'seed'"),
+        (
+            random_op("rand.default", vec![size(), dtype_arg(DType::I64)], DType::I64, &[3]),
+            "rand makes floating point tensors; dtype int64 is not one",
+        ),
+        (
+            random_op("randn.default", vec![size(), ("layout", json!({"as_layout": 1}))], DType::F32, &[3]),
+            "argument 'layout' should be torch.strided",
+        ),
+        (
+            random_op("randn.default", vec![size(), ("pin_memory", json!({"as_int": 1}))], DType::F32, &[3]),
+            "argument 'pin_memory' should be a bool",
+        ),
+        (
+            random_op("randperm.default", vec![("n", json!({"as_int": 3})), dtype_arg(DType::Bool)], DType::Bool, &[3]),
+            "randperm is not defined for dtype bool",
+        ),
+        (
+            random_op(
+                "randperm.default",
+                vec![("n", json!({"as_int": 2050})), dtype_arg(DType::F16)],
+                DType::F16,
+                &[2050],
+            ),
+            "randperm: n must be at most 2049 for dtype float16",
+        ),
+        (
+            random_op("randperm.default", vec![("n", json!({"as_int": 257})), dtype_arg(DType::U8)], DType::U8, &[257]),
+            "randperm: n must be at most 256 for dtype uint8",
+        ),
+        (
+            random_op(
+                "randperm.default",
+                vec![("n", json!({"as_int": 3})), ("seed", json!({"as_int": 1}))],
+                DType::I64,
+                &[3],
+            ),
+            "unknown argument 'seed'",
+        ),
     ];
     for (op, needle) in cases {
         fails_with(&op.compile().1, needle);

@@ -39,7 +39,11 @@ fn compile(json: &Path, dir: &Path) -> Output {
 /// The first node with `target` (without the torch.ops.aten. prefix).
 fn node<'a>(program: &'a mut Value, target: &str) -> &'a mut Value {
     let target = format!("torch.ops.aten.{target}");
-    program["graph_module"]["graph"]["nodes"].as_array_mut().unwrap().iter_mut().find(|n| n["target"] == target.as_str())
+    program["graph_module"]["graph"]["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|n| n["target"] == target.as_str())
         .unwrap_or_else(|| panic!("no {target} node"))
 }
 
@@ -50,7 +54,8 @@ fn arg<'a>(node: &'a mut Value, name: &str) -> &'a mut Value {
 /// Records `sizes` as the shape of graph value `name`, so the lie is consistent with
 /// the metadata and only the shape rule can catch it.
 fn record_sizes(program: &mut Value, name: &str, sizes: &[i64]) {
-    program["graph_module"]["graph"]["tensor_values"][name]["sizes"] = sizes.iter().map(|&s| json!({"as_int": s})).collect();
+    program["graph_module"]["graph"]["tensor_values"][name]["sizes"] =
+        sizes.iter().map(|&s| json!({"as_int": s})).collect();
 }
 
 fn output_name(node: &Value, i: usize) -> String {
@@ -67,7 +72,10 @@ fn a_view_must_keep_the_element_count() {
         let out = output_name(n, 0);
         record_sizes(p, &out, &[16, 64]);
     });
-    fails_with(&compile(&json, dir.path()), "(torch.ops.aten.view.default): a view keeps the number of elements: 1024 == 512 does not hold");
+    fails_with(
+        &compile(&json, dir.path()),
+        "(torch.ops.aten.view.default): a view keeps the number of elements: 1024 == 512 does not hold",
+    );
 }
 
 #[test]
@@ -77,7 +85,12 @@ fn split_sizes_must_add_up() {
         let n = node(p, "split_with_sizes.default");
         *arg(n, "split_sizes") = json!({"as_ints": [32, 32, 64]});
         let out = output_name(n, 2);
-        let mut sizes: Vec<i64> = p["graph_module"]["graph"]["tensor_values"][&out]["sizes"].as_array().unwrap().iter().map(|s| s["as_int"].as_i64().unwrap()).collect();
+        let mut sizes: Vec<i64> = p["graph_module"]["graph"]["tensor_values"][&out]["sizes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["as_int"].as_i64().unwrap())
+            .collect();
         *sizes.last_mut().unwrap() = 64;
         record_sizes(p, &out, &sizes);
     });
@@ -105,7 +118,9 @@ fn negative_and_overflowing_sizes_are_refused() {
 #[test]
 fn layer_norm_shape_must_be_the_trailing_shape() {
     let dir = tempfile::tempdir().unwrap();
-    let json = edited("transformer_block", dir.path(), |p| *arg(node(p, "native_layer_norm.default"), "normalized_shape") = json!({"as_ints": [16]}));
+    let json = edited("transformer_block", dir.path(), |p| {
+        *arg(node(p, "native_layer_norm.default"), "normalized_shape") = json!({"as_ints": [16]})
+    });
     fails_with(&compile(&json, dir.path()), "normalized_shape [16] is not the trailing shape of the input [2, 8, 32]");
 }
 
@@ -114,23 +129,45 @@ fn arguments_are_parsed_strictly() {
     type Case<'a> = (&'a str, &'a dyn Fn(&mut Value), &'a str);
     let cases: [Case; 4] = [
         // half_to_float has no default: a program without it is damaged, not "False".
-        ("dynamic_batch_mlp", &|p| {
-            let n = node(p, "_log_softmax.default");
-            n["inputs"].as_array_mut().unwrap().retain(|a| a["name"] != "half_to_float");
-        }, "missing required argument 'half_to_float'"),
-        ("transformer_block", &|p| {
-            let n = node(p, "native_layer_norm.default");
-            n["inputs"].as_array_mut().unwrap().push(json!({"name": "epsilon", "arg": {"as_float": 0.1}, "kind": 1}));
-        }, "unknown argument 'epsilon'"),
-        ("dynamic_batch_mlp", &|p| {
-            let n = node(p, "gelu.default");
-            n["inputs"].as_array_mut().unwrap().push(json!({"name": "approximate", "arg": {"as_string": "bogus"}, "kind": 2}));
-        }, "approximate must be 'none' or 'tanh', got 'bogus'"),
-        ("dynamic_batch_mlp", &|p| {
-            let n = node(p, "permute.default");
-            let dims = n["inputs"][1].clone();
-            n["inputs"].as_array_mut().unwrap().push(dims);
-        }, "argument 'dims' is passed twice"),
+        (
+            "dynamic_batch_mlp",
+            &|p| {
+                let n = node(p, "_log_softmax.default");
+                n["inputs"].as_array_mut().unwrap().retain(|a| a["name"] != "half_to_float");
+            },
+            "missing required argument 'half_to_float'",
+        ),
+        (
+            "transformer_block",
+            &|p| {
+                let n = node(p, "native_layer_norm.default");
+                n["inputs"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"name": "epsilon", "arg": {"as_float": 0.1}, "kind": 1}));
+            },
+            "unknown argument 'epsilon'",
+        ),
+        (
+            "dynamic_batch_mlp",
+            &|p| {
+                let n = node(p, "gelu.default");
+                n["inputs"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"name": "approximate", "arg": {"as_string": "bogus"}, "kind": 2}));
+            },
+            "approximate must be 'none' or 'tanh', got 'bogus'",
+        ),
+        (
+            "dynamic_batch_mlp",
+            &|p| {
+                let n = node(p, "permute.default");
+                let dims = n["inputs"][1].clone();
+                n["inputs"].as_array_mut().unwrap().push(dims);
+            },
+            "argument 'dims' is passed twice",
+        ),
     ];
     for (fixture, edit, needle) in cases {
         let dir = tempfile::tempdir().unwrap();
@@ -140,9 +177,14 @@ fn arguments_are_parsed_strictly() {
 
 #[test]
 fn range_constraints_must_be_sane() {
-    for (min, max, needle) in [(10, 2, "range constraint of s77: minimum 10 is larger than maximum 2"), (-4, 8, "range constraint of s77: minimum -4 is negative")] {
+    for (min, max, needle) in [
+        (10, 2, "range constraint of s77: minimum 10 is larger than maximum 2"),
+        (-4, 8, "range constraint of s77: minimum -4 is negative"),
+    ] {
         let dir = tempfile::tempdir().unwrap();
-        let json = edited("dynamic_batch_mlp", dir.path(), |p| p["range_constraints"]["s77"] = json!({"min_val": min, "max_val": max}));
+        let json = edited("dynamic_batch_mlp", dir.path(), |p| {
+            p["range_constraints"]["s77"] = json!({"min_val": min, "max_val": max})
+        });
         fails_with(&compile(&json, dir.path()), needle);
     }
 }
@@ -171,14 +213,17 @@ fn symbolic_shape_rules_are_checked_on_every_call() {
         x["sizes"][0] = json!({"as_expr": {"expr_str": odd, "hint": {"as_int": 3}}});
         g["tensor_values"]["x_view"] = x;
         let nodes = g["nodes"].as_array_mut().unwrap();
-        nodes.insert(0, json!({
-            "target": "torch.ops.aten.view.default", "name": "x_view",
-            "inputs": [
-                {"name": "self", "arg": {"as_tensor": {"name": "x"}}, "kind": 1},
-                {"name": "size", "arg": {"as_sym_ints": [{"as_name": "odd_batch"}, {"as_int": 8}]}, "kind": 1}
-            ],
-            "outputs": [{"as_tensor": {"name": "x_view"}}]
-        }));
+        nodes.insert(
+            0,
+            json!({
+                "target": "torch.ops.aten.view.default", "name": "x_view",
+                "inputs": [
+                    {"name": "self", "arg": {"as_tensor": {"name": "x"}}, "kind": 1},
+                    {"name": "size", "arg": {"as_sym_ints": [{"as_name": "odd_batch"}, {"as_int": 8}]}, "kind": 1}
+                ],
+                "outputs": [{"as_tensor": {"name": "x_view"}}]
+            }),
+        );
         let addmm = nodes.iter_mut().find(|n| n["target"] == "torch.ops.aten.addmm.default").unwrap();
         *arg(addmm, "mat1") = json!({"as_tensor": {"name": "x_view"}});
     });
@@ -187,7 +232,8 @@ fn symbolic_shape_rules_are_checked_on_every_call() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let input = |batch: i64| {
         let p = dir.path().join(format!("x{batch}.safetensors"));
-        aotc::tensor_io::write(&p, &[("0".into(), &aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[batch, 8]))]).unwrap();
+        aotc::tensor_io::write(&p, &[("0".into(), &aotc_runtime::Tensor::zeros(aotc_abi::DType::F32, &[batch, 8]))])
+            .unwrap();
         p
     };
     let run = |batch: i64| aotc(&[&"run", &so, &"--input", &input(batch), &"--output-dir", &dir.path()]);
@@ -234,7 +280,9 @@ fn fft_lengths_may_be_dynamic() {
     let half = format!("Add(FloorDiv({n}, Integer(2)), Integer(1))");
     let json = edited("ops/handwritten.fft_r2c_c2r_roundtrip__float32__0", dir.path(), |p| {
         let g = &mut p["graph_module"]["graph"];
-        for (value, size) in [("x_0", sym(n, 8)), ("_fft_r2c", sym(&half, 5)), ("mul", sym(&half, 5)), ("_fft_c2r", sym(n, 8))] {
+        for (value, size) in
+            [("x_0", sym(n, 8)), ("_fft_r2c", sym(&half, 5)), ("mul", sym(&half, 5)), ("_fft_c2r", sym(n, 8))]
+        {
             g["tensor_values"][value]["sizes"][1] = size;
         }
         g["sym_int_values"]["n"] = sym(n, 8);

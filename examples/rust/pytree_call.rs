@@ -26,7 +26,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn print_tree(v: &PyValue, depth: usize) {
     let pad = "  ".repeat(depth);
     match v {
-        PyValue::Dict(kv) => kv.iter().for_each(|(k, x)| { println!("{pad}{k}:"); print_tree(x, depth + 1) }),
+        PyValue::Dict(kv) => kv.iter().for_each(|(k, x)| {
+            println!("{pad}{k}:");
+            print_tree(x, depth + 1)
+        }),
         PyValue::Tuple(xs) | PyValue::List(xs) => xs.iter().for_each(|x| print_tree(x, depth + 1)),
         PyValue::Tensor(t) => println!("{pad}{}{:?} {:?}", t.dtype, t.shape, t.to_f64_vec()),
         other => println!("{pad}{other:?}"),

@@ -21,9 +21,15 @@ impl Model {
     pub(crate) fn read_buffer_impl<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
         let i = self.buffer_index(py, name)?;
         let info = &self.buffers[i];
-        let dtype = info.dtype.ok_or_else(|| raise(py, status::INTERNAL, format!("buffer '{name}' has an unknown dtype")))?;
-        let np_dtype = self.support.buffer_numpy[i].as_ref()
-            .ok_or_else(|| raise(py, status::DTYPE, format!("buffer '{name}' is {}, which numpy lacks: install ml_dtypes", dtype.name())))?;
+        let dtype =
+            info.dtype.ok_or_else(|| raise(py, status::INTERNAL, format!("buffer '{name}' has an unknown dtype")))?;
+        let np_dtype = self.support.buffer_numpy[i].as_ref().ok_or_else(|| {
+            raise(
+                py,
+                status::DTYPE,
+                format!("buffer '{name}' is {}, which numpy lacks: install ml_dtypes", dtype.name()),
+            )
+        })?;
         let (arr, addr) = outputs::empty(py, self.support.empty.bind(py), &info.sizes, np_dtype)?;
         let mut shape = info.sizes.clone();
         let dst = Descriptors(vec![AotcTensor {
@@ -41,7 +47,8 @@ impl Model {
             // SAFETY: dst describes the fresh contiguous array `arr` (of the buffer's dtype
             // and shape), which this frame keeps alive, and `shape`, alive until here.
             unsafe { self.lock().read_buffer_raw(&name, &dst.0[0]) }
-        }).map_err(|e| to_py(py, e))?;
+        })
+        .map_err(|e| to_py(py, e))?;
         drop(shape);
         Ok(arr)
     }
@@ -57,7 +64,8 @@ impl Model {
             let src = src;
             // SAFETY: src was built from `leaf`, alive until after this returns.
             unsafe { self.lock().write_buffer_raw(&name, &src.0[0]) }
-        }).map_err(|e| to_py(py, e))?;
+        })
+        .map_err(|e| to_py(py, e))?;
         drop(leaf);
         Ok(())
     }

@@ -25,9 +25,16 @@ unsafe impl Send for Descriptors {}
 
 impl Model {
     /// The program's inputs from `(args, kwargs)`, described in place.
-    pub(crate) fn leaves(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<Leaf>> {
+    pub(crate) fn leaves(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Vec<Leaf>> {
         let mut flat = Vec::with_capacity(self.inputs.len());
-        self.signature.flatten_call(&self.in_spec, args, kwargs, &mut flat).map_err(|m| raise(py, status::INPUT_COUNT, m))?;
+        self.signature
+            .flatten_call(&self.in_spec, args, kwargs, &mut flat)
+            .map_err(|m| raise(py, status::INPUT_COUNT, m))?;
         flat.iter().zip(&self.inputs).zip(&self.mutated).enumerate().map(|(index, ((obj, info), &mutated))| {
             let label = Label { what: "input", index, name: &info.name };
             let leaf = leaf::convert(&self.support.np, obj, info.kind, &label)?;
@@ -50,21 +57,41 @@ impl Model {
             t => format!("DLPack device type {t} (id {})", d.device_id),
         };
         let ty = obj.get_type();
-        let ty = format!("{}.{}", ty.module().map(|m| m.to_string()).unwrap_or_default(), ty.name().map(|n| n.to_string()).unwrap_or_default());
+        let ty = format!(
+            "{}.{}",
+            ty.module().map(|m| m.to_string()).unwrap_or_default(),
+            ty.name().map(|n| n.to_string()).unwrap_or_default()
+        );
         let fix = match self.dl_device.device_type {
-            DL_CUDA => format!("pass memory of that device (e.g. a torch tensor on '{0}': x.to('{0}'))", place(self.dl_device)),
+            DL_CUDA => {
+                format!("pass memory of that device (e.g. a torch tensor on '{0}': x.to('{0}'))", place(self.dl_device))
+            }
             _ => "pass host memory (e.g. x.cpu())".to_string(),
         };
-        format!("{label}: a tensor on {} ({ty}) given to a model on {}: {fix}; aotc never copies between host and device", place(device), place(self.dl_device))
+        format!(
+            "{label}: a tensor on {} ({ty}) given to a model on {}: {fix}; aotc never copies between host and device",
+            place(device),
+            place(self.dl_device)
+        )
     }
 
     /// `model(*args, **kwargs)`.
-    pub(crate) fn call<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+    pub(crate) fn call<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let mut leaves = self.leaves(py, args, kwargs)?;
         let torch = leaves.iter().any(|l| l.torch);
         let dtypes = if torch { &self.support.out_torch } else { &self.support.out_numpy };
         // (Device memory holds any dtype: only host arrays need numpy's.)
-        if let Some((i, info)) = self.outputs.iter().enumerate().find(|(i, info)| self.gpu.is_none() && info.kind == value_kind::TENSOR && dtypes[*i].is_none()) {
+        if let Some((i, info)) = self
+            .outputs
+            .iter()
+            .enumerate()
+            .find(|(i, info)| self.gpu.is_none() && info.kind == value_kind::TENSOR && dtypes[*i].is_none())
+        {
             return Err(raise(py, status::DTYPE, format!("output {i} ('{}') is {}, which numpy lacks: install ml_dtypes (pip install ml_dtypes) or pass torch tensors", info.name, info.dtype.map_or("?", |d| d.name()))));
         }
         let descriptors = Descriptors(leaves.iter_mut().map(Leaf::descriptor).collect());
@@ -82,7 +109,9 @@ impl Model {
                     // SAFETY: every descriptor was built from a live Leaf (see Descriptors).
                     let shapes = model.can_run_into().then(|| unsafe { model.output_shapes_raw(&descriptors.0) });
                     match shapes {
-                        Some(Ok(shapes)) if shapes.iter().flatten().all(|&n| n >= 0) => (Python::attach(|py| outputs::allocate(py, self, &shapes, torch))?, shapes),
+                        Some(Ok(shapes)) if shapes.iter().flatten().all(|&n| n >= 0) => {
+                            (Python::attach(|py| outputs::allocate(py, self, &shapes, torch))?, shapes)
+                        }
                         Some(Err(e)) => return Python::attach(|py| Err(to_py(py, e))),
                         // An output's shape depends on the data (or the library predates
                         // aotc_run_into): run, then copy the outputs out while the lock
@@ -91,17 +120,25 @@ impl Model {
                             if let Some(gpu) = &self.gpu {
                                 // SAFETY: as above.
                                 let result = unsafe { model.run_descriptors(&descriptors.0) };
-                                return Python::attach(|py| outputs::convert_on_device(py, self, gpu, &result.map_err(|e| to_py(py, e))?, torch));
+                                return Python::attach(|py| {
+                                    outputs::convert_on_device(py, self, gpu, &result.map_err(|e| to_py(py, e))?, torch)
+                                });
                             }
                             // SAFETY: as above.
                             let result = unsafe { model.run_raw(&descriptors.0) };
-                            return Python::attach(|py| outputs::convert(py, self, &result.map_err(|e| to_py(py, e))?, torch));
+                            return Python::attach(|py| {
+                                outputs::convert(py, self, &result.map_err(|e| to_py(py, e))?, torch)
+                            });
                         }
                     }
                 }
             };
-            let targets: Vec<AotcTensor> = arrays.iter().zip(&self.outputs).zip(shapes.iter_mut())
-                .map(|(((_, addr), info), shape)| outputs::descriptor(*addr, self.dl_device, info, shape)).collect();
+            let targets: Vec<AotcTensor> = arrays
+                .iter()
+                .zip(&self.outputs)
+                .zip(shapes.iter_mut())
+                .map(|(((_, addr), info), shape)| outputs::descriptor(*addr, self.dl_device, info, shape))
+                .collect();
             // SAFETY: the inputs as above; each target describes a fresh contiguous array
             // (on the model's device) of the output's dtype and shape, which `arrays` keeps
             // alive and nothing else references until this call returns.
@@ -123,26 +160,35 @@ impl Model {
 
     /// Times `iters` calls after `warmup` untimed ones, on one conversion of the inputs
     /// (the library's time, GIL released throughout).
-    pub(crate) fn bench_impl<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>, iters: usize, warmup: usize) -> PyResult<Bound<'py, PyDict>> {
+    pub(crate) fn bench_impl<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+        iters: usize,
+        warmup: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
         if iters == 0 {
             return Err(raise(py, status::INVALID_ARGUMENT, "bench: iters must be at least 1"));
         }
         let mut leaves = self.leaves(py, args, kwargs)?;
         let descriptors = Descriptors(leaves.iter_mut().map(Leaf::descriptor).collect());
-        let times = py.detach(move || {
-            let descriptors = descriptors;
-            let mut model = self.lock();
-            let mut times = Vec::with_capacity(iters);
-            for i in 0..warmup + iters {
-                let t = Instant::now();
-                // SAFETY: as in `call`.
-                unsafe { model.run_descriptors(&descriptors.0) }?;
-                if i >= warmup {
-                    times.push(t.elapsed().as_secs_f64() * 1e6);
+        let times = py
+            .detach(move || {
+                let descriptors = descriptors;
+                let mut model = self.lock();
+                let mut times = Vec::with_capacity(iters);
+                for i in 0..warmup + iters {
+                    let t = Instant::now();
+                    // SAFETY: as in `call`.
+                    unsafe { model.run_descriptors(&descriptors.0) }?;
+                    if i >= warmup {
+                        times.push(t.elapsed().as_secs_f64() * 1e6);
+                    }
                 }
-            }
-            Ok(times)
-        }).map_err(|e| to_py(py, e))?;
+                Ok(times)
+            })
+            .map_err(|e| to_py(py, e))?;
         drop(leaves);
         let mut sorted = times.clone();
         sorted.sort_by(f64::total_cmp);

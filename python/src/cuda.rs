@@ -49,7 +49,8 @@ impl Driver {
         let lib = unsafe { Library::new(&path) }.map_err(|e| device_error(format!("no CUDA driver ({path}): {e}")))?;
         fn get<T: Copy>(lib: &Library, name: &str) -> Result<T, Error> {
             // SAFETY: T is the driver API's function type for `name`.
-            unsafe { lib.get::<T>(name.as_bytes()).map(|s| *s) }.map_err(|e| device_error(format!("the CUDA driver lacks {name}: {e}")))
+            unsafe { lib.get::<T>(name.as_bytes()).map(|s| *s) }
+                .map_err(|e| device_error(format!("the CUDA driver lacks {name}: {e}")))
         }
         let init: unsafe extern "C" fn(c_uint) -> CuResult = get(&lib, "cuInit")?;
         // SAFETY: flags 0; initialising an initialised driver is a no-op.

@@ -36,7 +36,8 @@ pub struct DeviceArray {
 impl DeviceArray {
     /// A new, uninitialised contiguous array of `shape` and `dtype` on `gpu`.
     pub fn new(gpu: &Arc<Gpu>, shape: &[i64], dtype: DType) -> Result<DeviceArray, Error> {
-        let nbytes = aotc_abi::layout::byte_len(shape, dtype.size()).ok_or_else(|| Error::new(status::SHAPE, format!("an array of shape {shape:?} does not fit in memory")))?;
+        let nbytes = aotc_abi::layout::byte_len(shape, dtype.size())
+            .ok_or_else(|| Error::new(status::SHAPE, format!("an array of shape {shape:?} does not fit in memory")))?;
         let ptr = gpu.alloc(nbytes)?;
         Ok(DeviceArray { gpu: gpu.clone(), ptr, shape: shape.to_vec(), dtype, nbytes })
     }
@@ -132,13 +133,22 @@ impl DeviceArray {
     /// array alive until the consumer is done with it. `stream` is not needed: the data
     /// is ready. Refuses (BufferError) a copy or another device.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__<'py>(slf: &Bound<'py, Self>, stream: Option<&Bound<'py, PyAny>>, max_version: Option<(u32, u32)>, dl_device: Option<(i32, i32)>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
+    fn __dlpack__<'py>(
+        slf: &Bound<'py, Self>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         // The legacy capsule suits every consumer, whatever version it could take.
         let _ = (stream, max_version);
         let this = slf.get();
         let here = (DL_CUDA, this.gpu.ordinal);
         if dl_device.is_some_and(|d| d != here) {
-            return Err(PyBufferError::new_err(format!("aotc.DeviceArray on cuda:{} cannot be exported to device {dl_device:?}", here.1)));
+            return Err(PyBufferError::new_err(format!(
+                "aotc.DeviceArray on cuda:{} cannot be exported to device {dl_device:?}",
+                here.1
+            )));
         }
         if copy == Some(true) {
             return Err(PyBufferError::new_err("aotc.DeviceArray exports its memory as is: it does not copy"));
@@ -183,7 +193,11 @@ impl DeviceArray {
     fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let np_dtype = py.import("aotc._arrays")?.call_method1("dtype", (self.dtype.name(), false))?;
         if np_dtype.is_none() {
-            return Err(raise(py, status::DTYPE, format!("numpy lacks {}: install ml_dtypes (pip install ml_dtypes)", self.dtype.name())));
+            return Err(raise(
+                py,
+                status::DTYPE,
+                format!("numpy lacks {}: install ml_dtypes (pip install ml_dtypes)", self.dtype.name()),
+            ));
         }
         let empty = py.import("numpy")?.getattr("empty")?;
         let (arr, addr) = outputs::empty(py, &empty, &self.shape, &np_dtype.unbind())?;
@@ -194,12 +208,18 @@ impl DeviceArray {
             let dst = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
             // SAFETY: the array's allocation holds `len` bytes.
             unsafe { gpu.download(src, dst) }
-        }).map_err(|e| to_py(py, e))?;
+        })
+        .map_err(|e| to_py(py, e))?;
         Ok(arr)
     }
 
     fn __repr__(&self) -> String {
-        format!("aotc.DeviceArray(shape={:?}, dtype={}, device='cuda:{}')", self.shape, self.dtype.name(), self.gpu.ordinal)
+        format!(
+            "aotc.DeviceArray(shape={:?}, dtype={}, device='cuda:{}')",
+            self.shape,
+            self.dtype.name(),
+            self.gpu.ordinal
+        )
     }
 }
 

@@ -107,18 +107,21 @@ pub fn convert(np: &Numpy, obj: &Bound<'_, PyAny>, kind: i32, what: &dyn std::fm
     let py = obj.py();
     match kind {
         value_kind::FLOAT => {
-            let v: f64 = obj.extract().map_err(|_| bad(py, what, format!("expected a python float, got {}", type_name(obj))))?;
+            let v: f64 =
+                obj.extract().map_err(|_| bad(py, what, format!("expected a python float, got {}", type_name(obj))))?;
             Ok(Leaf::scalar(DType::F64, v.to_le_bytes()))
         }
         value_kind::INT => {
             if obj.is_instance_of::<PyFloat>() {
                 return Err(bad(py, what, "expected a python int, got float"));
             }
-            let v: i64 = obj.extract().map_err(|_| bad(py, what, format!("expected a python int, got {}", type_name(obj))))?;
+            let v: i64 =
+                obj.extract().map_err(|_| bad(py, what, format!("expected a python int, got {}", type_name(obj))))?;
             Ok(Leaf::scalar(DType::I64, v.to_le_bytes()))
         }
         value_kind::BOOL => {
-            let v: bool = obj.extract().map_err(|_| bad(py, what, format!("expected a python bool, got {}", type_name(obj))))?;
+            let v: bool =
+                obj.extract().map_err(|_| bad(py, what, format!("expected a python bool, got {}", type_name(obj))))?;
             Ok(Leaf::scalar(DType::Bool, [v as u8, 0, 0, 0, 0, 0, 0, 0]))
         }
         _ => tensor(np, obj, what),
@@ -152,7 +155,8 @@ fn tensor(np: &Numpy, obj: &Bound<'_, PyAny>, what: &dyn std::fmt::Display) -> P
     // array, which the caller does not see (torch's aot_load would refuse these).
     let arr = np.asarray.bind(py).call1((obj,))?;
     let ai = arr.getattr("__array_interface__")?;
-    array_interface(np, &arr, &ai, what)?.ok_or_else(|| bad(py, what, "numpy.asarray gave an array without a data pointer"))
+    array_interface(np, &arr, &ai, what)?
+        .ok_or_else(|| bad(py, what, "numpy.asarray gave an array without a data pointer"))
 }
 
 /// The element type of a numpy `__array_interface__` typestr (e.g. "<f4").
@@ -166,7 +170,10 @@ fn numpy_dtype(obj: &Bound<'_, PyAny>, typestr: &str) -> PyResult<Result<DType, 
         Err(_) => return Ok(Err(format!("unknown typestr '{typestr}'"))),
     };
     if b[0] == b'>' && size > 1 && cfg!(target_endian = "little") {
-        return Ok(Err(format!("big-endian elements ('{typestr}') are not supported: convert with .astype('<{}')", &typestr[1..])));
+        return Ok(Err(format!(
+            "big-endian elements ('{typestr}') are not supported: convert with .astype('<{}')",
+            &typestr[1..]
+        )));
     }
     let dtype = match (b[1], size) {
         (b'f', 2) => DType::F16,
@@ -181,8 +188,14 @@ fn numpy_dtype(obj: &Bound<'_, PyAny>, typestr: &str) -> PyResult<Result<DType, 
         // ml_dtypes.bfloat16 shows as raw 2-byte records.
         (b'V', 2) if obj.getattr("dtype")?.getattr("name")?.extract::<String>()? == "bfloat16" => DType::BF16,
         _ => {
-            let name = obj.getattr("dtype").and_then(|d| d.str()).map(|s| s.to_string()).unwrap_or_else(|_| typestr.to_string());
-            return Ok(Err(format!("dtype {name} is not one aotc supports (uint8, int8..int64, float16, bfloat16, float32, float64, bool)")));
+            let name = obj
+                .getattr("dtype")
+                .and_then(|d| d.str())
+                .map(|s| s.to_string())
+                .unwrap_or_else(|_| typestr.to_string());
+            return Ok(Err(format!(
+                "dtype {name} is not one aotc supports (uint8, int8..int64, float16, bfloat16, float32, float64, bool)"
+            )));
         }
     };
     Ok(Ok(dtype))
@@ -191,10 +204,17 @@ fn numpy_dtype(obj: &Bound<'_, PyAny>, typestr: &str) -> PyResult<Result<DType, 
 /// A leaf over the memory of an object with `__array_interface__` (version 3). None
 /// when the interface describes no data pointer (a buffer object): the caller then goes
 /// through numpy.
-fn array_interface(np: &Numpy, obj: &Bound<'_, PyAny>, ai: &Bound<'_, PyAny>, what: &dyn std::fmt::Display) -> PyResult<Option<Leaf>> {
+fn array_interface(
+    np: &Numpy,
+    obj: &Bound<'_, PyAny>,
+    ai: &Bound<'_, PyAny>,
+    what: &dyn std::fmt::Display,
+) -> PyResult<Option<Leaf>> {
     let py = obj.py();
     let ai = ai.cast::<PyDict>().map_err(|_| bad(py, what, "__array_interface__ is not a dict"))?;
-    let get = |k: &str| -> PyResult<Bound<'_, PyAny>> { ai.get_item(k)?.ok_or_else(|| bad(py, what, format!("__array_interface__ lacks '{k}'"))) };
+    let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+        ai.get_item(k)?.ok_or_else(|| bad(py, what, format!("__array_interface__ lacks '{k}'")))
+    };
     let data = get("data")?;
     let Ok(data) = data.cast::<PyTuple>() else { return Ok(None) };
     let (addr, readonly): (usize, bool) = data.extract()?;
@@ -210,7 +230,8 @@ fn array_interface(np: &Numpy, obj: &Bound<'_, PyAny>, ai: &Bound<'_, PyAny>, wh
                 // copy, written back after the call if the program mutates it.
                 let copy = np.ascontiguousarray.bind(py).call1((obj,))?;
                 let ai = copy.getattr("__array_interface__")?;
-                let mut leaf = array_interface(np, &copy, &ai, what)?.ok_or_else(|| bad(py, what, "numpy gave an array without a data pointer"))?;
+                let mut leaf = array_interface(np, &copy, &ai, what)?
+                    .ok_or_else(|| bad(py, what, "numpy gave an array without a data pointer"))?;
                 leaf.readonly = readonly;
                 leaf.copied_from = Some((obj.clone().unbind(), copy.unbind()));
                 return Ok(Some(leaf));
@@ -237,7 +258,9 @@ fn array_interface(np: &Numpy, obj: &Bound<'_, PyAny>, ai: &Bound<'_, PyAny>, wh
 /// The DLTensor of an unconsumed "dltensor" capsule (a copy of the descriptor; its
 /// pointers stay valid while the capsule is alive).
 pub fn read_capsule(capsule: &Bound<'_, PyCapsule>) -> Result<AotcTensor, String> {
-    let ptr = capsule.pointer_checked(Some(c"dltensor")).map_err(|_| "__dlpack__ returned a capsule that is not an unconsumed 'dltensor'".to_string())?;
+    let ptr = capsule
+        .pointer_checked(Some(c"dltensor"))
+        .map_err(|_| "__dlpack__ returned a capsule that is not an unconsumed 'dltensor'".to_string())?;
     // SAFETY: a capsule named "dltensor" holds a DLManagedTensor, valid until the capsule
     // is consumed or destroyed; the caller holds the capsule.
     Ok(unsafe { ptr.cast::<DLManagedTensor>().as_ref().dl_tensor })
@@ -271,7 +294,11 @@ fn dlpack(obj: &Bound<'_, PyAny>, what: &dyn std::fmt::Display) -> PyResult<Leaf
     let shape = read(t.shape);
     let strides = if t.strides.is_null() { None } else { Some(read(t.strides)) };
     let ty = obj.get_type();
-    let module = if ty.name().is_ok_and(|n| n == "ndarray") { String::new() } else { ty.module().map(|m| m.to_string()).unwrap_or_default() };
+    let module = if ty.name().is_ok_and(|n| n == "ndarray") {
+        String::new()
+    } else {
+        ty.module().map(|m| m.to_string()).unwrap_or_default()
+    };
     Ok(Leaf {
         data: t.data,
         byte_offset: t.byte_offset,

@@ -78,10 +78,13 @@ fn kind_name(kind: i32) -> &'static str {
 fn namedtuple_types(support: &Bound<'_, PyAny>, metadata: &str) -> PyResult<HashMap<String, Py<PyAny>>> {
     let json: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
     let Some(types) = json.get("namedtuple_fields").and_then(|t| t.as_object()) else { return Ok(HashMap::new()) };
-    types.iter().map(|(name, fields)| {
-        let fields: Vec<&str> = fields.as_array().into_iter().flatten().filter_map(|f| f.as_str()).collect();
-        Ok((name.clone(), support.call_method1("namedtuple_type", (name, fields))?.unbind()))
-    }).collect()
+    types
+        .iter()
+        .map(|(name, fields)| {
+            let fields: Vec<&str> = fields.as_array().into_iter().flatten().filter_map(|f| f.as_str()).collect();
+            Ok((name.clone(), support.call_method1("namedtuple_type", (name, fields))?.unbind()))
+        })
+        .collect()
 }
 
 fn info_dict<'py>(py: Python<'py>, info: &ValueInfo) -> PyResult<Bound<'py, PyDict>> {
@@ -121,25 +124,50 @@ impl Model {
     #[new]
     /// `weights`: None (the library's own), or a weights file's path or bytes.
     #[pyo3(signature = (path, device = "cpu", threads = None, *, support, weights = None))]
-    fn new(py: Python<'_>, path: PathBuf, device: &str, threads: Option<usize>, support: &Bound<'_, PyAny>, weights: Option<&Bound<'_, PyAny>>) -> PyResult<Model> {
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        device: &str,
+        threads: Option<usize>,
+        support: &Bound<'_, PyAny>,
+        weights: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Model> {
         let dev = Device::parse(device).map_err(|e| to_py(py, e))?;
         let weights = weights.filter(|w| !w.is_none()).map(PyWeights::extract).transpose()?;
-        let model = py.detach(|| {
-            let source = weights.as_ref().map_or(aotc_runtime::Weights::Default, PyWeights::source);
-            aotc_runtime::Model::load_with(&path, dev, threads.unwrap_or(0), source)
-        }).map_err(|e| to_py(py, e))?;
-        let parse = |spec: &str, what: &str| TreeSpec::parse(spec).map_err(|e| raise(py, status::INTERNAL, format!("{}: {what}: {e}", path.display())));
+        let model = py
+            .detach(|| {
+                let source = weights.as_ref().map_or(aotc_runtime::Weights::Default, PyWeights::source);
+                aotc_runtime::Model::load_with(&path, dev, threads.unwrap_or(0), source)
+            })
+            .map_err(|e| to_py(py, e))?;
+        let parse = |spec: &str, what: &str| {
+            TreeSpec::parse(spec).map_err(|e| raise(py, status::INTERNAL, format!("{}: {what}: {e}", path.display())))
+        };
         let in_spec = parse(model.in_spec(), "in_spec")?;
         let out_spec = parse(model.out_spec(), "out_spec")?;
         if in_spec.num_leaves() != model.inputs().len() || out_spec.num_leaves() != model.outputs().len() {
-            return Err(raise(py, status::INTERNAL, format!("{}: the call spec has {} inputs and {} outputs, the library {} and {}", path.display(),
-                in_spec.num_leaves(), out_spec.num_leaves(), model.inputs().len(), model.outputs().len())));
+            return Err(raise(
+                py,
+                status::INTERNAL,
+                format!(
+                    "{}: the call spec has {} inputs and {} outputs, the library {} and {}",
+                    path.display(),
+                    in_spec.num_leaves(),
+                    out_spec.num_leaves(),
+                    model.inputs().len(),
+                    model.outputs().len()
+                ),
+            ));
         }
         let input_names: Vec<&str> = model.inputs().iter().map(|i| i.name.as_str()).collect();
-        let signature = Signature::new(&in_spec, &input_names).map_err(|e| raise(py, status::INTERNAL, format!("{}: {e}", path.display())))?;
+        let signature = Signature::new(&in_spec, &input_names)
+            .map_err(|e| raise(py, status::INTERNAL, format!("{}: {e}", path.display())))?;
         let (dl_device, gpu) = match dev {
             Device::Cpu => (DLDevice { device_type: DL_CPU, device_id: 0 }, None),
-            Device::Cuda(n) => (DLDevice { device_type: DL_CUDA, device_id: n }, Some(Arc::new(Gpu::open(n).map_err(|e| to_py(py, e))?))),
+            Device::Cuda(n) => (
+                DLDevice { device_type: DL_CUDA, device_id: n },
+                Some(Arc::new(Gpu::open(n).map_err(|e| to_py(py, e))?)),
+            ),
         };
         let dtype = |info: &ValueInfo, torch: bool| -> PyResult<Option<Py<PyAny>>> {
             let d = support.call_method1("dtype", (dtype_name(info), torch))?;
@@ -151,14 +179,18 @@ impl Model {
             empty: get("empty")?,
             to_torch: get("to_torch")?,
             torch_empty: get("torch_empty")?,
-            node_types: NodeTypes { ordered_dict: get("OrderedDict")?, namedtuples: namedtuple_types(support, model.metadata_json())? },
+            node_types: NodeTypes {
+                ordered_dict: get("OrderedDict")?,
+                namedtuples: namedtuple_types(support, model.metadata_json())?,
+            },
             out_numpy: model.outputs().iter().map(|i| dtype(i, false)).collect::<PyResult<_>>()?,
             out_torch: model.outputs().iter().map(|i| dtype(i, true)).collect::<PyResult<_>>()?,
             buffer_numpy: model.buffers().iter().map(|i| dtype(i, false)).collect::<PyResult<_>>()?,
         };
         let all_static = model.outputs().iter().all(|o| o.sizes.iter().all(|&n| n >= 0));
         Ok(Model {
-            static_output_shapes: (all_static && model.can_run_into()).then(|| model.outputs().iter().map(|o| o.sizes.clone()).collect()),
+            static_output_shapes: (all_static && model.can_run_into())
+                .then(|| model.outputs().iter().map(|o| o.sizes.clone()).collect()),
             mutated: model.mutated_inputs().to_vec(),
             inputs: model.inputs().to_vec(),
             outputs: model.outputs().to_vec(),
@@ -236,7 +268,12 @@ impl Model {
     /// are written back into the caller's arrays. On a GPU, tensors are device memory
     /// (torch CUDA tensors, DLPack producers) and outputs too (see aotc.DeviceArray).
     #[pyo3(signature = (*args, **kwargs))]
-    fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.call(py, args, kwargs)
     }
 
@@ -244,7 +281,14 @@ impl Model {
     /// converted once; returns min/median/mean/max microseconds and every time. The calls
     /// are real: buffers and mutated inputs change as in `iters + warmup` calls.
     #[pyo3(signature = (*args, iters = 100, warmup = 10, **kwargs))]
-    fn bench<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, iters: usize, warmup: usize, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyDict>> {
+    fn bench<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        iters: usize,
+        warmup: usize,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         self.bench_impl(py, args, kwargs, iters, warmup)
     }
 
@@ -269,6 +313,13 @@ impl Model {
     }
 
     fn __repr__(&self) -> String {
-        format!("aotc.Model('{}', device='{}', {} inputs, {} outputs, {} buffers)", self.path.display(), self.device, self.inputs.len(), self.outputs.len(), self.buffers.len())
+        format!(
+            "aotc.Model('{}', device='{}', {} inputs, {} outputs, {} buffers)",
+            self.path.display(),
+            self.device,
+            self.inputs.len(),
+            self.outputs.len(),
+            self.buffers.len()
+        )
     }
 }

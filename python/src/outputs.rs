@@ -18,14 +18,22 @@ use std::sync::Arc;
 
 /// A new C-contiguous numpy array of `shape` and numpy dtype `dtype` made by `np_empty`
 /// (numpy.empty), and its data address.
-pub fn empty<'py>(py: Python<'py>, np_empty: &Bound<'py, PyAny>, shape: &[i64], dtype: &Py<PyAny>) -> PyResult<(Bound<'py, PyAny>, usize)> {
+pub fn empty<'py>(
+    py: Python<'py>,
+    np_empty: &Bound<'py, PyAny>,
+    shape: &[i64],
+    dtype: &Py<PyAny>,
+) -> PyResult<(Bound<'py, PyAny>, usize)> {
     let arr = np_empty.call1((PyTuple::new(py, shape)?, dtype.bind(py)))?;
     if let Some(addr) = dlpack_address(&arr, shape) {
         return Ok((arr, addr));
     }
     let ai = arr.getattr("__array_interface__")?;
-    let ai = ai.cast::<PyDict>().map_err(|_| raise(py, status::INTERNAL, "numpy.empty gave an array whose __array_interface__ is not a dict"))?;
-    let (addr, _readonly): (usize, bool) = ai.get_item("data")?.ok_or_else(|| raise(py, status::INTERNAL, "numpy array without data"))?.extract()?;
+    let ai = ai.cast::<PyDict>().map_err(|_| {
+        raise(py, status::INTERNAL, "numpy.empty gave an array whose __array_interface__ is not a dict")
+    })?;
+    let (addr, _readonly): (usize, bool) =
+        ai.get_item("data")?.ok_or_else(|| raise(py, status::INTERNAL, "numpy array without data"))?.extract()?;
     let strides = ai.get_item("strides")?;
     if strides.is_some_and(|s| !s.is_none()) {
         return Err(raise(py, status::INTERNAL, "numpy.empty gave a non-contiguous array"));
@@ -49,7 +57,11 @@ fn dlpack_address(arr: &Bound<'_, PyAny>, shape: &[i64]) -> Option<usize> {
 fn fill(py: Python<'_>, arr: &Bound<'_, PyAny>, addr: usize, data: &[u8]) -> PyResult<()> {
     let nbytes: usize = arr.getattr("nbytes")?.extract()?;
     if nbytes != data.len() {
-        return Err(raise(py, status::INTERNAL, format!("output array holds {nbytes} bytes, the output {}", data.len())));
+        return Err(raise(
+            py,
+            status::INTERNAL,
+            format!("output array holds {nbytes} bytes, the output {}", data.len()),
+        ));
     }
     if !data.is_empty() {
         // SAFETY: `addr` is the data of a fresh contiguous array of exactly data.len()
@@ -61,7 +73,9 @@ fn fill(py: Python<'_>, arr: &Bound<'_, PyAny>, addr: usize, data: &[u8]) -> PyR
 
 /// A python scalar from a 0-dim output of `dtype` held in `data`.
 pub fn scalar(py: Python<'_>, kind: i32, dtype: DType, data: &[u8]) -> PyResult<Py<PyAny>> {
-    let bytes = |n: usize| -> PyResult<&[u8]> { data.get(..n).ok_or_else(|| raise(py, status::INTERNAL, "scalar output without data")) };
+    let bytes = |n: usize| -> PyResult<&[u8]> {
+        data.get(..n).ok_or_else(|| raise(py, status::INTERNAL, "scalar output without data"))
+    };
     let x: f64 = match dtype {
         DType::F64 => f64::from_le_bytes(bytes(8)?.try_into().expect("8 bytes")),
         DType::F32 => f32::from_le_bytes(bytes(4)?.try_into().expect("4 bytes")) as f64,
@@ -86,14 +100,25 @@ pub fn scalar(py: Python<'_>, kind: i32, dtype: DType, data: &[u8]) -> PyResult<
 /// computes, each with its data address (device memory on a GPU).
 pub fn allocate(py: Python<'_>, model: &Model, shapes: &[Vec<i64>], torch: bool) -> PyResult<Vec<(Py<PyAny>, usize)>> {
     if let Some(gpu) = &model.gpu {
-        return shapes.iter().zip(&model.outputs).map(|(shape, info)| allocate_on_device(py, model, gpu, shape, info, torch)).collect();
+        return shapes
+            .iter()
+            .zip(&model.outputs)
+            .map(|(shape, info)| allocate_on_device(py, model, gpu, shape, info, torch))
+            .collect();
     }
     let dtypes = if torch { &model.support.out_torch } else { &model.support.out_numpy };
-    shapes.iter().zip(&model.outputs).zip(dtypes).map(|((shape, info), dtype)| {
-        let dtype = dtype.as_ref().ok_or_else(|| raise(py, status::DTYPE, format!("output '{}': no array type for {:?}", info.name, info.dtype)))?;
-        let (arr, addr) = empty(py, model.support.empty.bind(py), shape, dtype)?;
-        Ok((arr.unbind(), addr))
-    }).collect()
+    shapes
+        .iter()
+        .zip(&model.outputs)
+        .zip(dtypes)
+        .map(|((shape, info), dtype)| {
+            let dtype = dtype.as_ref().ok_or_else(|| {
+                raise(py, status::DTYPE, format!("output '{}': no array type for {:?}", info.name, info.dtype))
+            })?;
+            let (arr, addr) = empty(py, model.support.empty.bind(py), shape, dtype)?;
+            Ok((arr.unbind(), addr))
+        })
+        .collect()
 }
 
 fn known_dtype(py: Python<'_>, info: &ValueInfo) -> PyResult<DType> {
@@ -103,11 +128,19 @@ fn known_dtype(py: Python<'_>, info: &ValueInfo) -> PyResult<DType> {
 /// Device memory for output `info` of `shape`: a torch tensor on the model's device (the
 /// inputs were torch tensors), else an aotc.DeviceArray (also for a python-scalar output,
 /// read back by [`finish`]); and its address.
-fn allocate_on_device(py: Python<'_>, model: &Model, gpu: &Arc<Gpu>, shape: &[i64], info: &ValueInfo, torch: bool) -> PyResult<(Py<PyAny>, usize)> {
+fn allocate_on_device(
+    py: Python<'_>,
+    model: &Model,
+    gpu: &Arc<Gpu>,
+    shape: &[i64],
+    info: &ValueInfo,
+    torch: bool,
+) -> PyResult<(Py<PyAny>, usize)> {
     let dtype = known_dtype(py, info)?;
     if torch && info.kind == value_kind::TENSOR {
         let device = format!("cuda:{}", gpu.ordinal);
-        let (tensor, addr): (Py<PyAny>, usize) = model.support.torch_empty.bind(py).call1((PyTuple::new(py, shape)?, dtype.name(), device))?.extract()?;
+        let (tensor, addr): (Py<PyAny>, usize) =
+            model.support.torch_empty.bind(py).call1((PyTuple::new(py, shape)?, dtype.name(), device))?.extract()?;
         return Ok((tensor, addr));
     }
     device_array::allocate(py, gpu, shape, dtype)
@@ -130,7 +163,9 @@ pub fn descriptor(addr: usize, device: DLDevice, info: &ValueInfo, shape: &mut [
 /// A python-scalar output of `dtype` from `addr` in device memory.
 fn scalar_on_device(py: Python<'_>, gpu: &Gpu, addr: u64, kind: i32, dtype: DType) -> PyResult<Py<PyAny>> {
     let mut bytes = [0u8; 8];
-    let bytes = bytes.get_mut(..dtype.size()).ok_or_else(|| raise(py, status::INTERNAL, format!("a scalar output of dtype {}", dtype.name())))?;
+    let bytes = bytes
+        .get_mut(..dtype.size())
+        .ok_or_else(|| raise(py, status::INTERNAL, format!("a scalar output of dtype {}", dtype.name())))?;
     // SAFETY: `addr` holds the 0-dim output, one element of `dtype`, on this device.
     unsafe { gpu.download(addr, bytes) }.map_err(|e| to_py(py, e))?;
     scalar(py, kind, dtype, bytes)
@@ -138,63 +173,105 @@ fn scalar_on_device(py: Python<'_>, gpu: &Gpu, addr: u64, kind: i32, dtype: DTyp
 
 /// The outputs of a call from the arrays it wrote them into ([`allocate`]), in order.
 pub fn finish(py: Python<'_>, model: &Model, arrays: Vec<(Py<PyAny>, usize)>, torch: bool) -> PyResult<Vec<Py<PyAny>>> {
-    arrays.into_iter().zip(&model.outputs).map(|((arr, addr), info)| {
-        let dtype = known_dtype(py, info)?;
-        match (&model.gpu, info.kind) {
-            // A numpy array the torch tensor is to share.
-            (None, value_kind::TENSOR) if torch => Ok(model.support.to_torch.bind(py).call1((arr, dtype.name()))?.unbind()),
-            (_, value_kind::TENSOR) => Ok(arr),
-            (Some(gpu), kind) => scalar_on_device(py, gpu, addr as u64, kind, dtype),
-            (None, kind) => {
-                // SAFETY: the call wrote the 0-dim output, one element of `dtype`, at addr,
-                // the data of `arr`, alive here.
-                let data = unsafe { std::slice::from_raw_parts(addr as *const u8, dtype.size()) };
-                scalar(py, kind, dtype, data)
+    arrays
+        .into_iter()
+        .zip(&model.outputs)
+        .map(|((arr, addr), info)| {
+            let dtype = known_dtype(py, info)?;
+            match (&model.gpu, info.kind) {
+                // A numpy array the torch tensor is to share.
+                (None, value_kind::TENSOR) if torch => {
+                    Ok(model.support.to_torch.bind(py).call1((arr, dtype.name()))?.unbind())
+                }
+                (_, value_kind::TENSOR) => Ok(arr),
+                (Some(gpu), kind) => scalar_on_device(py, gpu, addr as u64, kind, dtype),
+                (None, kind) => {
+                    // SAFETY: the call wrote the 0-dim output, one element of `dtype`, at addr,
+                    // the data of `arr`, alive here.
+                    let data = unsafe { std::slice::from_raw_parts(addr as *const u8, dtype.size()) };
+                    scalar(py, kind, dtype, data)
+                }
             }
-        }
-    }).collect()
+        })
+        .collect()
 }
 
 /// The outputs of the call that produced `views`, in order, copied.
 pub fn convert(py: Python<'_>, model: &Model, views: &[OutputView<'_>], torch: bool) -> PyResult<Vec<Py<PyAny>>> {
     let dtypes = if torch { &model.support.out_torch } else { &model.support.out_numpy };
-    views.iter().zip(&model.outputs).zip(dtypes).map(|((v, info), dtype)| {
-        if info.kind != value_kind::TENSOR {
-            return scalar(py, info.kind, v.dtype, v.data);
-        }
-        if info.dtype != Some(v.dtype) {
-            return Err(raise(py, status::INTERNAL, format!("output '{}' came back as {}, its metadata says {:?}", info.name, v.dtype.name(), info.dtype)));
-        }
-        let dtype = dtype.as_ref().ok_or_else(|| raise(py, status::DTYPE, format!("output '{}': no array type for {}", info.name, v.dtype.name())))?;
-        let (arr, addr) = empty(py, model.support.empty.bind(py), &v.shape, dtype)?;
-        fill(py, &arr, addr, v.data)?;
-        if torch {
-            return Ok(model.support.to_torch.bind(py).call1((arr, v.dtype.name()))?.unbind());
-        }
-        Ok(arr.unbind())
-    }).collect()
+    views
+        .iter()
+        .zip(&model.outputs)
+        .zip(dtypes)
+        .map(|((v, info), dtype)| {
+            if info.kind != value_kind::TENSOR {
+                return scalar(py, info.kind, v.dtype, v.data);
+            }
+            if info.dtype != Some(v.dtype) {
+                return Err(raise(
+                    py,
+                    status::INTERNAL,
+                    format!(
+                        "output '{}' came back as {}, its metadata says {:?}",
+                        info.name,
+                        v.dtype.name(),
+                        info.dtype
+                    ),
+                ));
+            }
+            let dtype = dtype.as_ref().ok_or_else(|| {
+                raise(py, status::DTYPE, format!("output '{}': no array type for {}", info.name, v.dtype.name()))
+            })?;
+            let (arr, addr) = empty(py, model.support.empty.bind(py), &v.shape, dtype)?;
+            fill(py, &arr, addr, v.data)?;
+            if torch {
+                return Ok(model.support.to_torch.bind(py).call1((arr, v.dtype.name()))?.unbind());
+            }
+            Ok(arr.unbind())
+        })
+        .collect()
 }
 
 /// The outputs of a call on a GPU that left them in the instance's memory (`outputs`, as
 /// the library described them), in order, copied into memory of their own.
-pub fn convert_on_device(py: Python<'_>, model: &Model, gpu: &Arc<Gpu>, outputs: &[AotcTensor], torch: bool) -> PyResult<Vec<Py<PyAny>>> {
-    outputs.iter().zip(&model.outputs).map(|(t, info)| {
-        let dtype = known_dtype(py, info)?;
-        if DType::from_dlpack(t.dtype) != Some(dtype) || usize::try_from(t.ndim) != Ok(info.sizes.len()) {
-            return Err(raise(py, status::INTERNAL, format!("output '{}' came back with another dtype or rank than its metadata's", info.name)));
-        }
-        let src = t.data as u64 + t.byte_offset;
-        if info.kind != value_kind::TENSOR {
-            return scalar_on_device(py, gpu, src, info.kind, dtype);
-        }
-        // SAFETY: on success the library's output descriptors point to ndim sizes it owns.
-        let shape = if info.sizes.is_empty() { vec![] } else { unsafe { std::slice::from_raw_parts(t.shape, info.sizes.len()).to_vec() } };
-        let bytes = aotc_abi::layout::byte_len(&shape, dtype.size()).ok_or_else(|| raise(py, status::INTERNAL, format!("output '{}': invalid shape {shape:?}", info.name)))?;
-        let (arr, addr) = allocate_on_device(py, model, gpu, &shape, info, torch)?;
-        // SAFETY: the instance's output holds `bytes` contiguous bytes on this device until
-        // its next call (the caller holds the instance); `addr` is a fresh allocation of
-        // as many, which nothing else uses yet.
-        unsafe { gpu.copy(addr as u64, src, bytes) }.map_err(|e| to_py(py, e))?;
-        Ok(arr)
-    }).collect()
+pub fn convert_on_device(
+    py: Python<'_>,
+    model: &Model,
+    gpu: &Arc<Gpu>,
+    outputs: &[AotcTensor],
+    torch: bool,
+) -> PyResult<Vec<Py<PyAny>>> {
+    outputs
+        .iter()
+        .zip(&model.outputs)
+        .map(|(t, info)| {
+            let dtype = known_dtype(py, info)?;
+            if DType::from_dlpack(t.dtype) != Some(dtype) || usize::try_from(t.ndim) != Ok(info.sizes.len()) {
+                return Err(raise(
+                    py,
+                    status::INTERNAL,
+                    format!("output '{}' came back with another dtype or rank than its metadata's", info.name),
+                ));
+            }
+            let src = t.data as u64 + t.byte_offset;
+            if info.kind != value_kind::TENSOR {
+                return scalar_on_device(py, gpu, src, info.kind, dtype);
+            }
+            // SAFETY: on success the library's output descriptors point to ndim sizes it owns.
+            let shape = if info.sizes.is_empty() {
+                vec![]
+            } else {
+                unsafe { std::slice::from_raw_parts(t.shape, info.sizes.len()).to_vec() }
+            };
+            let bytes = aotc_abi::layout::byte_len(&shape, dtype.size()).ok_or_else(|| {
+                raise(py, status::INTERNAL, format!("output '{}': invalid shape {shape:?}", info.name))
+            })?;
+            let (arr, addr) = allocate_on_device(py, model, gpu, &shape, info, torch)?;
+            // SAFETY: the instance's output holds `bytes` contiguous bytes on this device until
+            // its next call (the caller holds the instance); `addr` is a fresh allocation of
+            // as many, which nothing else uses yet.
+            unsafe { gpu.copy(addr as u64, src, bytes) }.map_err(|e| to_py(py, e))?;
+            Ok(arr)
+        })
+        .collect()
 }

@@ -39,7 +39,9 @@ fn arguments(names: &[String]) -> String {
 fn key_part(spec: &TreeSpec, child: usize) -> Option<String> {
     match &spec.node {
         Node::Tuple | Node::List => Some(child.to_string()),
-        Node::Dict(keys) => Some(keys[child].chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()),
+        Node::Dict(keys) => {
+            Some(keys[child].chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect())
+        }
         // A namedtuple's path names its fields, which the spec does not hold.
         _ => None,
     }
@@ -89,12 +91,16 @@ impl Signature {
         };
         let Node::Dict(keywords) = &kwargs.node else { return Err("the in_spec's kwargs are not a dict".into()) };
         let mut start = 0;
-        let positional = args.children.iter().map(|child| {
-            let end = start + child.num_leaves();
-            let name = input_names.get(start..end).and_then(|names| parameter_name(child, names));
-            start = end;
-            name
-        }).collect();
+        let positional = args
+            .children
+            .iter()
+            .map(|child| {
+                let end = start + child.num_leaves();
+                let name = input_names.get(start..end).and_then(|names| parameter_name(child, names));
+                start = end;
+                name
+            })
+            .collect();
         Ok(Signature { positional, keywords: keywords.clone() })
     }
 
@@ -110,20 +116,37 @@ impl Signature {
 
     /// The leaves of a call `(args, kwargs)` in the spec's order; on a mismatch, what is
     /// wrong, naming the parameter.
-    pub fn flatten_call<'py>(&self, spec: &TreeSpec, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>, out: &mut Vec<Bound<'py, PyAny>>) -> Result<(), String> {
+    pub fn flatten_call<'py>(
+        &self,
+        spec: &TreeSpec,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+        out: &mut Vec<Bound<'py, PyAny>>,
+    ) -> Result<(), String> {
         let takes = || format!("the model takes {}", self.describe());
         if args.len() > self.positional.len() {
             let names: Vec<String> = self.positional.iter().enumerate().map(|(i, n)| shown(n, i)).collect();
             let plural = if names.len() == 1 { "" } else { "s" };
-            let keywords = if self.keywords.is_empty() { String::new() } else { format!(" ({}: the others by name)", takes()) };
-            return Err(format!("takes {} positional argument{plural} ({}) but {} were given{keywords}", names.len(), names.join(", "), args.len()));
+            let keywords =
+                if self.keywords.is_empty() { String::new() } else { format!(" ({}: the others by name)", takes()) };
+            return Err(format!(
+                "takes {} positional argument{plural} ({}) but {} were given{keywords}",
+                names.len(),
+                names.join(", "),
+                args.len()
+            ));
         }
         let mut positional: Vec<Option<Bound<'py, PyAny>>> = args.iter().map(Some).collect();
         positional.resize(self.positional.len(), None);
         let mut keywords: Vec<Option<Bound<'py, PyAny>>> = vec![None; self.keywords.len()];
         let mut unexpected = vec![];
         for (key, value) in kwargs.into_iter().flat_map(|k| k.iter()) {
-            let key: String = key.extract().map_err(|_| format!("keyword argument names must be strings, got {}", key.repr().map(|r| r.to_string()).unwrap_or_default()))?;
+            let key: String = key.extract().map_err(|_| {
+                format!(
+                    "keyword argument names must be strings, got {}",
+                    key.repr().map(|r| r.to_string()).unwrap_or_default()
+                )
+            })?;
             if let Some(k) = self.keywords.iter().position(|n| *n == key) {
                 keywords[k] = Some(value);
             } else if let Some(i) = self.positional.iter().position(|n| n.as_deref() == Some(key.as_str())) {
@@ -138,8 +161,13 @@ impl Signature {
         if !unexpected.is_empty() {
             return Err(format!("unexpected keyword {} ({})", arguments(&unexpected), takes()));
         }
-        let missing: Vec<String> = positional.iter().enumerate().filter(|(_, v)| v.is_none()).map(|(i, _)| shown(&self.positional[i], i))
-            .chain(keywords.iter().zip(&self.keywords).filter(|(v, _)| v.is_none()).map(|(_, n)| n.clone())).collect();
+        let missing: Vec<String> = positional
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.is_none())
+            .map(|(i, _)| shown(&self.positional[i], i))
+            .chain(keywords.iter().zip(&self.keywords).filter(|(v, _)| v.is_none()).map(|(_, n)| n.clone()))
+            .collect();
         if !missing.is_empty() {
             return Err(format!("missing required {} ({})", arguments(&missing), takes()));
         }

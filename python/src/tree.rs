@@ -41,7 +41,11 @@ pub fn py_key<'py>(py: Python<'py>, key: &Json) -> PyResult<Bound<'py, PyAny>> {
 }
 
 /// The leaves of `obj` in `spec`'s order.
-pub fn flatten<'py>(obj: &Bound<'py, PyAny>, spec: &TreeSpec, out: &mut Vec<Bound<'py, PyAny>>) -> Result<(), Mismatch> {
+pub fn flatten<'py>(
+    obj: &Bound<'py, PyAny>,
+    spec: &TreeSpec,
+    out: &mut Vec<Bound<'py, PyAny>>,
+) -> Result<(), Mismatch> {
     let py = obj.py();
     let err = |e: PyErr| Mismatch::new(e.to_string());
     match &spec.node {
@@ -57,7 +61,12 @@ pub fn flatten<'py>(obj: &Bound<'py, PyAny>, spec: &TreeSpec, out: &mut Vec<Boun
             } else if let Ok(l) = obj.cast::<PyList>() {
                 l.iter().collect()
             } else {
-                return Err(Mismatch::new(format!("expected a {} of {} elements, got {}", seq_name(&spec.node), spec.children.len(), kind_name(obj))));
+                return Err(Mismatch::new(format!(
+                    "expected a {} of {} elements, got {}",
+                    seq_name(&spec.node),
+                    spec.children.len(),
+                    kind_name(obj)
+                )));
             };
             if items.len() != spec.children.len() {
                 return Err(Mismatch::new(format!("expected {} elements, got {}", spec.children.len(), items.len())));
@@ -67,15 +76,28 @@ pub fn flatten<'py>(obj: &Bound<'py, PyAny>, spec: &TreeSpec, out: &mut Vec<Boun
             }
         }
         Node::Dict(names) => {
-            let dict = obj.cast::<PyDict>().map_err(|_| Mismatch::new(format!("expected a dict with keys {names:?}, got {}", kind_name(obj))))?;
+            let dict = obj
+                .cast::<PyDict>()
+                .map_err(|_| Mismatch::new(format!("expected a dict with keys {names:?}, got {}", kind_name(obj))))?;
             for ((key, name), child) in spec.keys.iter().zip(names).zip(&spec.children) {
                 let k = py_key(py, key).map_err(err)?;
-                let item = dict.get_item(&k).map_err(err)?.ok_or_else(|| Mismatch::new(format!("missing key {}", repr(&k))))?;
+                let item = dict
+                    .get_item(&k)
+                    .map_err(err)?
+                    .ok_or_else(|| Mismatch::new(format!("missing key {}", repr(&k))))?;
                 flatten(&item, child, out).map_err(|m| m.under(format!("['{name}']")))?;
             }
             if dict.len() != names.len() {
-                let extra: Vec<String> = dict.keys().iter().filter(|k| !spec.keys.iter().any(|j| py_key(py, j).and_then(|p| p.eq(k)).unwrap_or(false))).map(|k| repr(&k)).collect();
-                return Err(Mismatch::new(format!("unexpected key(s) {} (the program takes {names:?})", extra.join(", "))));
+                let extra: Vec<String> = dict
+                    .keys()
+                    .iter()
+                    .filter(|k| !spec.keys.iter().any(|j| py_key(py, j).and_then(|p| p.eq(k)).unwrap_or(false)))
+                    .map(|k| repr(&k))
+                    .collect();
+                return Err(Mismatch::new(format!(
+                    "unexpected key(s) {} (the program takes {names:?})",
+                    extra.join(", ")
+                )));
             }
         }
     }
@@ -104,10 +126,17 @@ pub struct NodeTypes {
 }
 
 /// Rebuilds `spec`'s tree from its leaves, in order.
-pub fn unflatten<'py>(py: Python<'py>, spec: &TreeSpec, leaves: &mut impl Iterator<Item = Bound<'py, PyAny>>, types: &NodeTypes) -> PyResult<Bound<'py, PyAny>> {
+pub fn unflatten<'py>(
+    py: Python<'py>,
+    spec: &TreeSpec,
+    leaves: &mut impl Iterator<Item = Bound<'py, PyAny>>,
+    types: &NodeTypes,
+) -> PyResult<Bound<'py, PyAny>> {
     let mut kids = || spec.children.iter().map(|c| unflatten(py, c, leaves, types)).collect::<PyResult<Vec<_>>>();
     Ok(match &spec.node {
-        Node::Leaf => leaves.next().ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("out_spec has more leaves than the program has outputs"))?,
+        Node::Leaf => leaves.next().ok_or_else(|| {
+            pyo3::exceptions::PyRuntimeError::new_err("out_spec has more leaves than the program has outputs")
+        })?,
         Node::None => py.None().into_bound(py),
         Node::NamedTuple(name) => match types.namedtuples.get(name) {
             Some(t) => t.bind(py).call1(PyTuple::new(py, kids()?)?)?,
@@ -117,7 +146,11 @@ pub fn unflatten<'py>(py: Python<'py>, spec: &TreeSpec, leaves: &mut impl Iterat
         Node::List => PyList::new(py, kids()?)?.into_any(),
         Node::Dict(_) => {
             let values = kids()?;
-            let dict = if spec.type_name == "collections.OrderedDict" { types.ordered_dict.bind(py).call0()? } else { PyDict::new(py).into_any() };
+            let dict = if spec.type_name == "collections.OrderedDict" {
+                types.ordered_dict.bind(py).call0()?
+            } else {
+                PyDict::new(py).into_any()
+            };
             for (k, v) in spec.keys.iter().zip(values) {
                 dict.set_item(py_key(py, k)?, v)?;
             }

@@ -21,7 +21,10 @@ impl PyWeights {
             return Ok(PyWeights::Bytes(b));
         }
         obj.extract::<PathBuf>().map(PyWeights::Path).map_err(|_| {
-            pyo3::exceptions::PyTypeError::new_err(format!("weights: expected a path (str, os.PathLike) or bytes, got {}", obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()))
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "weights: expected a path (str, os.PathLike) or bytes, got {}",
+                obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))
         })
     }
 
@@ -43,6 +46,7 @@ impl Model {
                 PyWeights::Path(p) => m.load_weights(p),
                 PyWeights::Bytes(b) => m.load_weights_bytes(b),
             }
-        }).map_err(|e| to_py(py, e))
+        })
+        .map_err(|e| to_py(py, e))
     }
 }

@@ -39,7 +39,8 @@ impl Driver {
         let lib = unsafe { Library::new(&path) }.map_err(|e| device_error(format!("no CUDA driver ({path}): {e}")))?;
         fn get<T: Copy>(lib: &Library, name: &str) -> Result<T, Error> {
             // SAFETY: T is the driver API's type for `name`.
-            unsafe { lib.get::<T>(name.as_bytes()).map(|s| *s) }.map_err(|e| device_error(format!("the CUDA driver lacks {name}: {e}")))
+            unsafe { lib.get::<T>(name.as_bytes()).map(|s| *s) }
+                .map_err(|e| device_error(format!("the CUDA driver lacks {name}: {e}")))
         }
         let d = Driver {
             init: get(&lib, "cuInit")?,
@@ -60,7 +61,11 @@ impl Driver {
     }
 
     fn check(&self, rc: CuResult, what: &str) -> Result<(), Error> {
-        if rc == 0 { Ok(()) } else { Err(device_error(format!("{what} failed: CUDA error {rc}"))) }
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(device_error(format!("{what} failed: CUDA error {rc}")))
+        }
     }
 }
 

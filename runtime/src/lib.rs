@@ -42,8 +42,9 @@ impl Device {
         match s {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
-            _ => s.strip_prefix("cuda:").and_then(|n| n.parse().ok()).map(Device::Cuda)
-                .ok_or_else(|| Error::new(status::INVALID_ARGUMENT, format!("unknown device '{s}' (expected cpu, cuda or cuda:N)"))),
+            _ => s.strip_prefix("cuda:").and_then(|n| n.parse().ok()).map(Device::Cuda).ok_or_else(|| {
+                Error::new(status::INVALID_ARGUMENT, format!("unknown device '{s}' (expected cpu, cuda or cuda:N)"))
+            }),
         }
     }
 
@@ -165,7 +166,8 @@ fn owned(p: *const c_char) -> String {
 fn check_library_file(path: &Path) -> Result<(), Error> {
     use std::io::Read;
     let mut head = Vec::with_capacity(64);
-    std::fs::File::open(path).and_then(|f| f.take(64).read_to_end(&mut head))
+    std::fs::File::open(path)
+        .and_then(|f| f.take(64).read_to_end(&mut head))
         .map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("{}: {e}", path.display())))?;
     let p = path.display();
     let message = if head.starts_with(b"\x7fELF") {
@@ -175,7 +177,9 @@ fn check_library_file(path: &Path) -> Result<(), Error> {
     } else if head.starts_with(b"PK") {
         format!("{p} is a zip archive (a .pt2?), not a compiled library: compile it first with `aotc compile {p} -o model.so`")
     } else if head.trim_ascii_start().starts_with(b"{") {
-        format!("{p} is JSON (a model.json?), not a compiled library: compile it first with `aotc compile {p} -o model.so`")
+        format!(
+            "{p} is JSON (a model.json?), not a compiled library: compile it first with `aotc compile {p} -o model.so`"
+        )
     } else {
         format!("{p} is not a compiled library (it has no ELF header): load a shared library made by `aotc compile MODEL.pt2 -o model.so`")
     };
@@ -205,7 +209,8 @@ impl Model {
         let file = if path.is_relative() { Path::new(".").join(path) } else { path.to_path_buf() };
         check_library_file(path)?;
         // SAFETY: loading runs the library's initialisers; an aotc .so has none beyond libc's.
-        let lib = unsafe { Library::new(&file) }.map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("{}: {e}", path.display())))?;
+        let lib = unsafe { Library::new(&file) }
+            .map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("{}: {e}", path.display())))?;
         let version: ft::AbiVersion = sym(&lib, symbols::ABI_VERSION)?;
         // SAFETY: calling a symbol with its declared signature.
         let v = unsafe { version() };
@@ -221,11 +226,13 @@ impl Model {
             run: sym(&lib, symbols::RUN)?,
             buffer_read: sym(&lib, symbols::BUFFER_READ)?,
             buffer_write: sym(&lib, symbols::BUFFER_WRITE)?,
-            profile: (|| Some(ProfileFns {
-                kernel_count: sym(&lib, symbols::KERNEL_COUNT).ok()?,
-                enable: sym(&lib, symbols::PROFILE_ENABLE).ok()?,
-                read: sym(&lib, symbols::PROFILE_READ).ok()?,
-            }))(),
+            profile: (|| {
+                Some(ProfileFns {
+                    kernel_count: sym(&lib, symbols::KERNEL_COUNT).ok()?,
+                    enable: sym(&lib, symbols::PROFILE_ENABLE).ok()?,
+                    read: sym(&lib, symbols::PROFILE_READ).ok()?,
+                })
+            })(),
             weights: weights::WeightsFns::find(&lib),
             into: raw::IntoFns::find(&lib),
         };
@@ -236,7 +243,20 @@ impl Model {
             // SAFETY: last_error returns a valid C string.
             return Err(Error::new(rc, owned(unsafe { (fns.last_error)() })));
         }
-        let mut model = Model { fns, handle, inputs: vec![], outputs: vec![], buffers: vec![], in_spec: String::new(), out_spec: String::new(), metadata: String::new(), mutated: vec![], device, cuda: None, _lib: lib };
+        let mut model = Model {
+            fns,
+            handle,
+            inputs: vec![],
+            outputs: vec![],
+            buffers: vec![],
+            in_spec: String::new(),
+            out_spec: String::new(),
+            metadata: String::new(),
+            mutated: vec![],
+            device,
+            cuda: None,
+            _lib: lib,
+        };
         if let Device::Cuda(_) = device {
             model.cuda = Some(Arc::new(cuda::Driver::open()?));
         }
@@ -267,20 +287,36 @@ impl Model {
         let info: ft::Info = sym(&self._lib, info_name)?;
         // SAFETY: valid handle.
         let n = unsafe { count(self.handle) };
-        (0..n.max(0)).map(|i| {
-            let mut v = std::mem::MaybeUninit::<AotcValueInfo>::uninit();
-            // SAFETY: valid handle and out pointer.
-            let rc = unsafe { info(self.handle, i, v.as_mut_ptr()) };
-            if rc != status::OK {
-                return Err(self.last_error(rc));
-            }
-            // SAFETY: filled on success.
-            let v = unsafe { v.assume_init() };
-            let ndim = usize::try_from(v.ndim).map_err(|_| Error::new(status::INTERNAL, format!("{info_name} {i}: negative ndim {}", v.ndim)))?;
-            // SAFETY: on success the arrays hold ndim entries owned by the model.
-            let arr = |p: *const i64| if ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(p, ndim).to_vec() } };
-            Ok(ValueInfo { name: owned(v.name), kind: v.kind, dtype: DType::from_dlpack(v.dtype), sizes: arr(v.sizes), dim_min: arr(v.dim_min), dim_max: arr(v.dim_max) })
-        }).collect()
+        (0..n.max(0))
+            .map(|i| {
+                let mut v = std::mem::MaybeUninit::<AotcValueInfo>::uninit();
+                // SAFETY: valid handle and out pointer.
+                let rc = unsafe { info(self.handle, i, v.as_mut_ptr()) };
+                if rc != status::OK {
+                    return Err(self.last_error(rc));
+                }
+                // SAFETY: filled on success.
+                let v = unsafe { v.assume_init() };
+                let ndim = usize::try_from(v.ndim)
+                    .map_err(|_| Error::new(status::INTERNAL, format!("{info_name} {i}: negative ndim {}", v.ndim)))?;
+                // SAFETY: on success the arrays hold ndim entries owned by the model.
+                let arr = |p: *const i64| {
+                    if ndim == 0 {
+                        vec![]
+                    } else {
+                        unsafe { std::slice::from_raw_parts(p, ndim).to_vec() }
+                    }
+                };
+                Ok(ValueInfo {
+                    name: owned(v.name),
+                    kind: v.kind,
+                    dtype: DType::from_dlpack(v.dtype),
+                    sizes: arr(v.sizes),
+                    dim_min: arr(v.dim_min),
+                    dim_max: arr(v.dim_max),
+                })
+            })
+            .collect()
     }
 
     pub fn inputs(&self) -> &[ValueInfo] {
@@ -341,10 +377,14 @@ impl Model {
     /// returning new tensors: the kernels write into their memory, no copy made.
     pub fn run_into(&mut self, inputs: &mut [Value], outputs: &mut [Tensor]) -> Result<(), Error> {
         let described = Described::new(inputs)?;
-        let raw_outputs = outputs.iter_mut().enumerate().map(|(o, t)| {
-            t.check_len(&format!("output {o}"))?;
-            Ok(t.as_raw())
-        }).collect::<Result<Vec<AotcTensor>, Error>>()?;
+        let raw_outputs = outputs
+            .iter_mut()
+            .enumerate()
+            .map(|(o, t)| {
+                t.check_len(&format!("output {o}"))?;
+                Ok(t.as_raw())
+            })
+            .collect::<Result<Vec<AotcTensor>, Error>>()?;
         // SAFETY: as in `run`; each output descriptor points at a tensor whose data holds
         // exactly its shape's bytes (checked), borrowed mutably until this returns.
         unsafe { self.run_into_raw(&described.raw, &raw_outputs) }
@@ -353,13 +393,15 @@ impl Model {
     /// aot_load-style call: flattens `(args, kwargs)` with in_spec, runs, and rebuilds the
     /// outputs with out_spec. Mutated input tensors are updated inside `args`/`kwargs`.
     pub fn call(&mut self, args: &mut pytree::PyValue, kwargs: &mut pytree::PyValue) -> Result<pytree::PyValue, Error> {
-        let spec = pytree::TreeSpec::parse(&self.in_spec).map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("in_spec: {e}")))?;
+        let spec = pytree::TreeSpec::parse(&self.in_spec)
+            .map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("in_spec: {e}")))?;
         let mut call = pytree::PyValue::Tuple(vec![std::mem::take(args), std::mem::take(kwargs)]);
         let result = (|| {
             let mut leaves = pytree::flatten(&call, &spec).map_err(|e| Error::new(status::INPUT_COUNT, e))?;
             let outs = self.run(&mut leaves)?;
             pytree::write_back(&mut call, &spec, &leaves);
-            let out_spec = pytree::TreeSpec::parse(&self.out_spec).map_err(|e| Error::new(status::INTERNAL, format!("out_spec: {e}")))?;
+            let out_spec = pytree::TreeSpec::parse(&self.out_spec)
+                .map_err(|e| Error::new(status::INTERNAL, format!("out_spec: {e}")))?;
             pytree::unflatten(&out_spec, outs).map_err(|e| Error::new(status::INTERNAL, e))
         })();
         if let pytree::PyValue::Tuple(mut parts) = call {
@@ -370,7 +412,10 @@ impl Model {
     }
 
     fn buffer_info(&self, name: &str) -> Result<&ValueInfo, Error> {
-        self.buffers.iter().find(|b| b.name == name).ok_or_else(|| Error::new(status::NOT_FOUND, format!("no buffer named '{name}'")))
+        self.buffers
+            .iter()
+            .find(|b| b.name == name)
+            .ok_or_else(|| Error::new(status::NOT_FOUND, format!("no buffer named '{name}'")))
     }
 
     /// The current value of a buffer (model state).
@@ -448,10 +493,14 @@ impl Model {
         // SAFETY: tensor descriptors point at device copies of the tensors' bytes, the
         // rest at host scalars, all alive until `staged` drops.
         let outs = unsafe { self.run_descriptors(staged.descriptors()) }?;
-        let outputs = outs.iter().zip(&self.outputs).map(|(t, info)| {
-            let (dtype, shape, bytes) = raw::output_layout(t, info)?;
-            Ok(Tensor { dtype, shape, data: staged.staging.download(t.data as u64, bytes)? })
-        }).collect::<Result<Vec<Tensor>, Error>>()?;
+        let outputs = outs
+            .iter()
+            .zip(&self.outputs)
+            .map(|(t, info)| {
+                let (dtype, shape, bytes) = raw::output_layout(t, info)?;
+                Ok(Tensor { dtype, shape, data: staged.staging.download(t.data as u64, bytes)? })
+            })
+            .collect::<Result<Vec<Tensor>, Error>>()?;
         for ((v, ptr), _) in inputs.iter_mut().zip(&staged.on_device).zip(&self.mutated).filter(|(_, &m)| m) {
             if let (Value::Tensor(t), Some(ptr)) = (v, ptr) {
                 t.data = staged.staging.download(*ptr, t.data.len())?;
@@ -494,22 +543,44 @@ impl Described {
                     shapes.push(t.shape.clone());
                     scalars.push([0; 8]);
                 }
-                Value::Float(f) => { shapes.push(vec![]); scalars.push(f.to_le_bytes()) }
-                Value::Int(i) => { shapes.push(vec![]); scalars.push(i.to_le_bytes()) }
-                Value::Bool(b) => { shapes.push(vec![]); scalars.push([*b as u8, 0, 0, 0, 0, 0, 0, 0]) }
+                Value::Float(f) => {
+                    shapes.push(vec![]);
+                    scalars.push(f.to_le_bytes())
+                }
+                Value::Int(i) => {
+                    shapes.push(vec![]);
+                    scalars.push(i.to_le_bytes())
+                }
+                Value::Bool(b) => {
+                    shapes.push(vec![]);
+                    scalars.push([*b as u8, 0, 0, 0, 0, 0, 0, 0])
+                }
             }
         }
         let cpu = DLDevice { device_type: DL_CPU, device_id: 0 };
         // The descriptors point into the vectors' heap memory, which moving them keeps.
-        let raw = inputs.iter_mut().zip(shapes.iter_mut()).zip(scalars.iter_mut()).map(|((v, shape), scalar)| {
-            let (data, dtype) = match v {
-                Value::Tensor(t) => (t.data.as_mut_ptr(), t.dtype),
-                Value::Float(_) => (scalar.as_mut_ptr(), DType::F64),
-                Value::Int(_) => (scalar.as_mut_ptr(), DType::I64),
-                Value::Bool(_) => (scalar.as_mut_ptr(), DType::Bool),
-            };
-            AotcTensor { data: data.cast(), device: cpu, ndim: shape.len() as i32, dtype: dtype.to_dlpack(), shape: shape.as_mut_ptr(), strides: std::ptr::null_mut(), byte_offset: 0 }
-        }).collect();
+        let raw = inputs
+            .iter_mut()
+            .zip(shapes.iter_mut())
+            .zip(scalars.iter_mut())
+            .map(|((v, shape), scalar)| {
+                let (data, dtype) = match v {
+                    Value::Tensor(t) => (t.data.as_mut_ptr(), t.dtype),
+                    Value::Float(_) => (scalar.as_mut_ptr(), DType::F64),
+                    Value::Int(_) => (scalar.as_mut_ptr(), DType::I64),
+                    Value::Bool(_) => (scalar.as_mut_ptr(), DType::Bool),
+                };
+                AotcTensor {
+                    data: data.cast(),
+                    device: cpu,
+                    ndim: shape.len() as i32,
+                    dtype: dtype.to_dlpack(),
+                    shape: shape.as_mut_ptr(),
+                    strides: std::ptr::null_mut(),
+                    byte_offset: 0,
+                }
+            })
+            .collect();
         Ok(Described { raw, _shapes: shapes, _scalars: scalars })
     }
 }
@@ -517,7 +588,12 @@ impl Described {
 /// Profiling: see `aotc.h`.
 impl Model {
     fn profile_fns(&self) -> Result<&ProfileFns, Error> {
-        self.fns.profile.as_ref().ok_or_else(|| Error::new(status::INVALID_ARGUMENT, "this library was compiled before aotc could profile (it lacks aotc_profile_enable): compile it again"))
+        self.fns.profile.as_ref().ok_or_else(|| {
+            Error::new(
+                status::INVALID_ARGUMENT,
+                "this library was compiled before aotc could profile (it lacks aotc_profile_enable): compile it again",
+            )
+        })
     }
 
     /// The number of kernels of the program (the manifest's `kernels` describes each).
@@ -543,7 +619,9 @@ impl Model {
         let mut p = Profile { calls: 0, call_ns: 0.0, kernel_ns: vec![0.0; self.kernel_count()?] };
         let mut calls = 0i64;
         // SAFETY: valid handle; kernel_ns holds as many doubles as the library has kernels.
-        let rc = unsafe { (fns.read)(self.handle, &mut calls, &mut p.call_ns, p.kernel_ns.as_mut_ptr(), p.kernel_ns.len() as i64) };
+        let rc = unsafe {
+            (fns.read)(self.handle, &mut calls, &mut p.call_ns, p.kernel_ns.as_mut_ptr(), p.kernel_ns.len() as i64)
+        };
         if rc != status::OK {
             return Err(self.last_error(rc));
         }

@@ -64,7 +64,12 @@ impl TreeSpec {
 
     fn from_json(v: &Json) -> Result<TreeSpec, String> {
         let ty = v.get("type").ok_or("a node without 'type'")?;
-        let children = v.get("children_spec").and_then(|c| c.as_array()).map(|c| c.iter().map(TreeSpec::from_json).collect::<Result<Vec<_>, _>>()).transpose()?.unwrap_or_default();
+        let children = v
+            .get("children_spec")
+            .and_then(|c| c.as_array())
+            .map(|c| c.iter().map(TreeSpec::from_json).collect::<Result<Vec<_>, _>>())
+            .transpose()?
+            .unwrap_or_default();
         let context = || -> Result<Json, String> {
             match v.get("context") {
                 Some(Json::String(s)) => serde_json::from_str(s).map_err(|e| format!("bad context {s}: {e}")),
@@ -82,7 +87,11 @@ impl TreeSpec {
                 "builtins.dict" | "collections.OrderedDict" | "collections.defaultdict" => {
                     let ctx = context()?;
                     // defaultdict's context is [default_factory, keys].
-                    let dict_keys = if t == "collections.defaultdict" { ctx.get("dict_context").cloned().unwrap_or(ctx) } else { ctx };
+                    let dict_keys = if t == "collections.defaultdict" {
+                        ctx.get("dict_context").cloned().unwrap_or(ctx)
+                    } else {
+                        ctx
+                    };
                     let list = dict_keys.as_array().ok_or("dict context is not a list of keys")?;
                     let names = list.iter().map(key_string).collect();
                     keys = list.clone();
@@ -112,12 +121,21 @@ impl TreeSpec {
 fn children<'v>(v: &'v PyValue, spec: &TreeSpec) -> Result<Vec<&'v PyValue>, String> {
     let want = spec.children.len();
     let items: Vec<&PyValue> = match (&spec.node, v) {
-        (Node::Tuple | Node::NamedTuple(_), PyValue::Tuple(xs)) | (Node::List, PyValue::List(xs)) => xs.iter().collect(),
+        (Node::Tuple | Node::NamedTuple(_), PyValue::Tuple(xs)) | (Node::List, PyValue::List(xs)) => {
+            xs.iter().collect()
+        }
         (Node::Dict(keys), PyValue::Dict(kv)) => {
             if kv.len() != keys.len() {
-                return Err(format!("expected a dict with keys {keys:?}, got keys {:?}", kv.iter().map(|(k, _)| k).collect::<Vec<_>>()));
+                return Err(format!(
+                    "expected a dict with keys {keys:?}, got keys {:?}",
+                    kv.iter().map(|(k, _)| k).collect::<Vec<_>>()
+                ));
             }
-            keys.iter().map(|k| kv.iter().find(|(kk, _)| kk == k).map(|(_, x)| x).ok_or_else(|| format!("missing dict key '{k}'"))).collect::<Result<_, _>>()?
+            keys.iter()
+                .map(|k| {
+                    kv.iter().find(|(kk, _)| kk == k).map(|(_, x)| x).ok_or_else(|| format!("missing dict key '{k}'"))
+                })
+                .collect::<Result<_, _>>()?
         }
         (Node::None, PyValue::None) => vec![],
         (node, v) => return Err(format!("expected {node:?}, got {}", kind(v))),
@@ -224,12 +242,18 @@ mod tests {
         let b = Tensor::from_f32(&[1], &[2.0]);
         // Keys given in the other order still flatten as a, b.
         let call = PyValue::Tuple(vec![
-            PyValue::Tuple(vec![PyValue::Dict(vec![("b".into(), PyValue::Tensor(b.clone())), ("a".into(), PyValue::Tensor(a.clone()))]), PyValue::Float(3.0)]),
+            PyValue::Tuple(vec![
+                PyValue::Dict(vec![("b".into(), PyValue::Tensor(b.clone())), ("a".into(), PyValue::Tensor(a.clone()))]),
+                PyValue::Float(3.0),
+            ]),
             PyValue::Dict(vec![]),
         ]);
         let leaves = flatten(&call, &spec).unwrap();
         assert_eq!(leaves, vec![Value::Tensor(a), Value::Tensor(b), Value::Float(3.0)]);
-        let bad = PyValue::Tuple(vec![PyValue::Tuple(vec![PyValue::Dict(vec![]), PyValue::Float(3.0)]), PyValue::Dict(vec![])]);
+        let bad = PyValue::Tuple(vec![
+            PyValue::Tuple(vec![PyValue::Dict(vec![]), PyValue::Float(3.0)]),
+            PyValue::Dict(vec![]),
+        ]);
         assert!(flatten(&bad, &spec).unwrap_err().contains("keys"));
     }
 

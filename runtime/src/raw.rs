@@ -15,7 +15,10 @@ pub(crate) struct IntoFns {
 
 impl IntoFns {
     pub(crate) fn find(lib: &Library) -> Option<IntoFns> {
-        Some(IntoFns { output_shapes: sym(lib, symbols::OUTPUT_SHAPES).ok()?, run_into: sym(lib, symbols::RUN_INTO).ok()? })
+        Some(IntoFns {
+            output_shapes: sym(lib, symbols::OUTPUT_SHAPES).ok()?,
+            run_into: sym(lib, symbols::RUN_INTO).ok()?,
+        })
     }
 }
 
@@ -48,7 +51,11 @@ pub(crate) fn output_layout(t: &AotcTensor, info: &crate::ValueInfo) -> Result<(
         return Err(bad(&format!("rank {}, expected {}", t.ndim, info.sizes.len())));
     }
     // SAFETY: on success each output's shape points to ndim sizes the instance owns.
-    let shape = if info.sizes.is_empty() { vec![] } else { unsafe { std::slice::from_raw_parts(t.shape, info.sizes.len()).to_vec() } };
+    let shape = if info.sizes.is_empty() {
+        vec![]
+    } else {
+        unsafe { std::slice::from_raw_parts(t.shape, info.sizes.len()).to_vec() }
+    };
     let n = aotc_abi::layout::byte_len(&shape, dtype.size()).ok_or_else(|| bad(&format!("invalid shape {shape:?}")))?;
     Ok((dtype, shape, n))
 }
@@ -71,18 +78,25 @@ impl Model {
     /// write it, until this returns.
     pub unsafe fn run_raw(&mut self, inputs: &[AotcTensor]) -> Result<Vec<OutputView<'_>>, Error> {
         if let crate::Device::Cuda(_) = self.device {
-            return Err(Error::new(status::DEVICE, "run_raw reads outputs as host memory: on a CUDA instance use run_descriptors"));
+            return Err(Error::new(
+                status::DEVICE,
+                "run_raw reads outputs as host memory: on a CUDA instance use run_descriptors",
+            ));
         }
         // SAFETY: the caller's contract.
         let outs = unsafe { self.run_descriptors(inputs) }?;
-        outs.iter().zip(&self.outputs).map(|(t, info)| {
-            let (dtype, shape, n) = output_layout(t, info)?;
-            // SAFETY: on success each output of a CPU instance points to n bytes of
-            // contiguous data owned by the instance, valid until its next call (the
-            // borrow of self ensures that).
-            let data: &[u8] = if n == 0 { &[] } else { unsafe { std::slice::from_raw_parts(t.data as *const u8, n) } };
-            Ok(OutputView { dtype, shape, data })
-        }).collect()
+        outs.iter()
+            .zip(&self.outputs)
+            .map(|(t, info)| {
+                let (dtype, shape, n) = output_layout(t, info)?;
+                // SAFETY: on success each output of a CPU instance points to n bytes of
+                // contiguous data owned by the instance, valid until its next call (the
+                // borrow of self ensures that).
+                let data: &[u8] =
+                    if n == 0 { &[] } else { unsafe { std::slice::from_raw_parts(t.data as *const u8, n) } };
+                Ok(OutputView { dtype, shape, data })
+            })
+            .collect()
     }
 
     /// Runs one call as [`Model::run_raw`] does and returns the outputs' descriptors as the
@@ -103,11 +117,16 @@ impl Model {
     ///
     /// # Safety
     /// As [`Model::run_raw`].
-    pub unsafe fn run_descriptors_into(&mut self, inputs: &[AotcTensor], outputs: &mut [AotcTensor]) -> Result<(), Error> {
+    pub unsafe fn run_descriptors_into(
+        &mut self,
+        inputs: &[AotcTensor],
+        outputs: &mut [AotcTensor],
+    ) -> Result<(), Error> {
         let n_in = i64::try_from(inputs.len()).map_err(|_| Error::new(status::INPUT_COUNT, "too many inputs"))?;
         // SAFETY: `inputs` and `outputs` are arrays of the stated lengths; the caller
         // vouches for the memory the input descriptors point to.
-        let rc = unsafe { (self.fns.run)(self.handle, inputs.as_ptr(), n_in, outputs.as_mut_ptr(), outputs.len() as i64) };
+        let rc =
+            unsafe { (self.fns.run)(self.handle, inputs.as_ptr(), n_in, outputs.as_mut_ptr(), outputs.len() as i64) };
         if rc != status::OK {
             return Err(self.last_error(rc));
         }
@@ -135,16 +154,20 @@ impl Model {
         let mut dims = vec![0i64; ranks.iter().sum()];
         // SAFETY: `inputs` holds n_in descriptors the caller vouches for; dims has room for
         // every output's dimensions.
-        let rc = unsafe { (fns.output_shapes)(self.handle, inputs.as_ptr(), n_in, dims.as_mut_ptr(), dims.len() as i64) };
+        let rc =
+            unsafe { (fns.output_shapes)(self.handle, inputs.as_ptr(), n_in, dims.as_mut_ptr(), dims.len() as i64) };
         if rc != status::OK {
             return Err(self.last_error(rc));
         }
         let mut rest = dims.as_slice();
-        Ok(ranks.iter().map(|&r| {
-            let (shape, tail) = rest.split_at(r);
-            rest = tail;
-            shape.to_vec()
-        }).collect())
+        Ok(ranks
+            .iter()
+            .map(|&r| {
+                let (shape, tail) = rest.split_at(r);
+                rest = tail;
+                shape.to_vec()
+            })
+            .collect())
     }
 
     /// Runs one call as [`Model::run_raw`] does, writing output `i` into the memory

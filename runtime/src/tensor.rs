@@ -16,7 +16,8 @@ impl Tensor {
     /// # Panics
     /// If a size is negative or the tensor does not fit in memory.
     pub fn zeros(dtype: DType, shape: &[i64]) -> Tensor {
-        let bytes = byte_len(shape, dtype.size()).unwrap_or_else(|| panic!("no {dtype} tensor of shape {shape:?} fits in memory"));
+        let bytes = byte_len(shape, dtype.size())
+            .unwrap_or_else(|| panic!("no {dtype} tensor of shape {shape:?} fits in memory"));
         Tensor { dtype, shape: shape.to_vec(), data: vec![0; bytes] }
     }
 
@@ -35,27 +36,44 @@ impl Tensor {
     pub(crate) fn check_len(&self, what: &str) -> Result<(), Error> {
         match byte_len(&self.shape, self.dtype.size()) {
             Some(n) if n == self.data.len() => Ok(()),
-            Some(n) => Err(Error::new(status::INVALID_ARGUMENT, format!("{what}: a {} tensor of shape {:?} holds {n} bytes, this one {}", self.dtype, self.shape, self.data.len()))),
-            None => Err(Error::new(status::INVALID_ARGUMENT, format!("{what}: shape {:?} is not a valid size", self.shape))),
+            Some(n) => Err(Error::new(
+                status::INVALID_ARGUMENT,
+                format!(
+                    "{what}: a {} tensor of shape {:?} holds {n} bytes, this one {}",
+                    self.dtype,
+                    self.shape,
+                    self.data.len()
+                ),
+            )),
+            None => {
+                Err(Error::new(status::INVALID_ARGUMENT, format!("{what}: shape {:?} is not a valid size", self.shape)))
+            }
         }
     }
 
     /// The elements as f64, whatever the dtype (for printing and comparisons).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         let es = self.dtype.size();
-        self.data.chunks_exact(es).map(|c| match self.dtype {
-            DType::F32 => f32::from_le_bytes(c.try_into().unwrap()) as f64,
-            DType::F64 => f64::from_le_bytes(c.try_into().unwrap()),
-            DType::I64 => i64::from_le_bytes(c.try_into().unwrap()) as f64,
-            DType::I32 => i32::from_le_bytes(c.try_into().unwrap()) as f64,
-            DType::I16 => i16::from_le_bytes(c.try_into().unwrap()) as f64,
-            DType::I8 => c[0] as i8 as f64,
-            DType::U8 | DType::Bool => c[0] as f64,
-            DType::F16 | DType::BF16 => {
-                let bits = u16::from_le_bytes(c.try_into().unwrap()) as u32;
-                if self.dtype == DType::BF16 { f32::from_bits(bits << 16) as f64 } else { half_to_f32(bits as u16) as f64 }
-            }
-        }).collect()
+        self.data
+            .chunks_exact(es)
+            .map(|c| match self.dtype {
+                DType::F32 => f32::from_le_bytes(c.try_into().unwrap()) as f64,
+                DType::F64 => f64::from_le_bytes(c.try_into().unwrap()),
+                DType::I64 => i64::from_le_bytes(c.try_into().unwrap()) as f64,
+                DType::I32 => i32::from_le_bytes(c.try_into().unwrap()) as f64,
+                DType::I16 => i16::from_le_bytes(c.try_into().unwrap()) as f64,
+                DType::I8 => c[0] as i8 as f64,
+                DType::U8 | DType::Bool => c[0] as f64,
+                DType::F16 | DType::BF16 => {
+                    let bits = u16::from_le_bytes(c.try_into().unwrap()) as u32;
+                    if self.dtype == DType::BF16 {
+                        f32::from_bits(bits << 16) as f64
+                    } else {
+                        half_to_f32(bits as u16) as f64
+                    }
+                }
+            })
+            .collect()
     }
 
     /// A DLPack view of this tensor's memory (valid while `self` is not moved or resized).

@@ -41,15 +41,25 @@ impl WeightsFns {
 }
 
 fn missing() -> Error {
-    Error::new(status::INVALID_ARGUMENT, "this library was compiled before aotc could load weights (it lacks aotc_load_weights): compile it again")
+    Error::new(
+        status::INVALID_ARGUMENT,
+        "this library was compiled before aotc could load weights (it lacks aotc_load_weights): compile it again",
+    )
 }
 
 fn c_path(path: &Path) -> Result<CString, Error> {
-    CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| Error::new(status::INVALID_ARGUMENT, format!("{}: the path holds a NUL byte", path.display())))
+    CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::new(status::INVALID_ARGUMENT, format!("{}: the path holds a NUL byte", path.display())))
 }
 
 /// Creates an instance: the status and the handle (null unless OK).
-pub(crate) fn create(lib: &Library, fns: &Fns, device: &CString, threads: i64, weights: &Weights) -> Result<(i32, *mut AotcModel), Error> {
+pub(crate) fn create(
+    lib: &Library,
+    fns: &Fns,
+    device: &CString,
+    threads: i64,
+    weights: &Weights,
+) -> Result<(i32, *mut AotcModel), Error> {
     let mut handle = std::ptr::null_mut();
     let rc = match (weights, &fns.weights) {
         (Weights::Default, _) => {
@@ -65,7 +75,15 @@ pub(crate) fn create(lib: &Library, fns: &Fns, device: &CString, threads: i64, w
         }
         (Weights::Bytes(bytes), Some(w)) => {
             // SAFETY: bytes is readable for its length during the call; the library copies it.
-            unsafe { (w.create_bytes)(device.as_ptr(), threads, bytes.as_ptr().cast::<c_void>(), bytes.len() as u64, &mut handle) }
+            unsafe {
+                (w.create_bytes)(
+                    device.as_ptr(),
+                    threads,
+                    bytes.as_ptr().cast::<c_void>(),
+                    bytes.len() as u64,
+                    &mut handle,
+                )
+            }
         }
     };
     Ok((rc, handle))

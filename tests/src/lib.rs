@@ -31,7 +31,9 @@ pub fn fixture(name: &str) -> PathBuf {
 
 /// The fixture folders (those holding a model.pt2) directly inside `folder`, sorted.
 pub fn fixture_dirs(folder: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(folder).map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.join("model.pt2").exists()).collect()).unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(folder)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.join("model.pt2").exists()).collect())
+        .unwrap_or_default();
     dirs.sort();
     dirs
 }
@@ -45,12 +47,22 @@ pub fn suite_fixture_dirs() -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut ops = fixture_dirs(&root.join("ops"));
     let mut models = fixture_dirs(&root);
     models.extend(fixture_dirs(&root.join("models")));
-    assert!(!ops.is_empty() && !models.is_empty(), "no op or model fixtures in {} (ops: {}, models: {})", root.display(), ops.len(), models.len());
+    assert!(
+        !ops.is_empty() && !models.is_empty(),
+        "no op or model fixtures in {} (ops: {}, models: {})",
+        root.display(),
+        ops.len(),
+        models.len()
+    );
     if let Ok(filter) = std::env::var("AOTC_FIXTURE_FILTER") {
         let keep = |d: &PathBuf| d.file_name().is_some_and(|n| n.to_string_lossy().contains(&filter));
         ops.retain(keep);
         models.retain(keep);
-        assert!(!ops.is_empty() || !models.is_empty(), "AOTC_FIXTURE_FILTER={filter} matches no fixture in {}", root.display());
+        assert!(
+            !ops.is_empty() || !models.is_empty(),
+            "AOTC_FIXTURE_FILTER={filter} matches no fixture in {}",
+            root.display()
+        );
         eprintln!("AOTC_FIXTURE_FILTER={filter}: {} op and {} model fixtures", ops.len(), models.len());
     }
     (ops, models)
@@ -68,7 +80,8 @@ pub fn compile(model: &Path) -> (tempfile::TempDir, PathBuf) {
 
 /// Tolerances: the fixture's own (info.json "tolerance") or run_fixtures.sh's defaults.
 pub fn tolerance(fixture: &Path) -> (f64, f64) {
-    let info: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture.join("info.json")).expect("info.json")).expect("info.json is JSON");
+    let info: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture.join("info.json")).expect("info.json"))
+        .expect("info.json is JSON");
     match info.get("tolerance") {
         Some(t) => (t["rtol"].as_f64().unwrap(), t["atol"].as_f64().unwrap()),
         None => (1e-3, 1e-4),
@@ -76,7 +89,8 @@ pub fn tolerance(fixture: &Path) -> (f64, f64) {
 }
 
 pub fn calls(fixture: &Path) -> usize {
-    let info: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture.join("info.json")).expect("info.json")).expect("info.json is JSON");
+    let info: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture.join("info.json")).expect("info.json"))
+        .expect("info.json is JSON");
     info["calls"].as_u64().expect("calls") as usize
 }
 
@@ -101,12 +115,19 @@ pub fn recorded(dir: &Path, call: usize) -> (Vec<aotc_runtime::Value>, Vec<(Stri
     let file = dir.join(format!("inputs_{call}.safetensors"));
     let (tensors, scalars) = aotc::tensor_io::read(&file).expect("inputs");
     let inputs = aotc::tensor_io::read_inputs(&file, tensors.len() + scalars.len()).expect("inputs");
-    let (expected, _) = aotc::tensor_io::read(&dir.join(format!("expected_{call}.safetensors"))).expect("expected outputs");
+    let (expected, _) =
+        aotc::tensor_io::read(&dir.join(format!("expected_{call}.safetensors"))).expect("expected outputs");
     (inputs, expected.into_iter().collect())
 }
 
 /// Runs `model` on `inputs`, panicking at the first output out of tolerance.
-pub fn check_call(model: &mut aotc_runtime::Model, inputs: &[aotc_runtime::Value], expected: &[(String, Tensor)], tol: (f64, f64), what: &str) {
+pub fn check_call(
+    model: &mut aotc_runtime::Model,
+    inputs: &[aotc_runtime::Value],
+    expected: &[(String, Tensor)],
+    tol: (f64, f64),
+    what: &str,
+) {
     let outputs = model.run(&mut inputs.to_vec()).unwrap_or_else(|e| panic!("{what}: {e}"));
     for (k, want) in expected {
         let got = &outputs[k.parse::<usize>().expect("output index")];
@@ -143,9 +164,11 @@ pub enum Outputs {
 pub fn verify_fixture(dir: &Path) -> Result<usize, String> {
     let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
     let so = tmp.path().join("model.so");
-    aotc::compile(&dir.join("model.pt2"), &so, &aotc::CompileOptions::default()).map_err(|e| format!("compile: {e}"))?;
+    aotc::compile(&dir.join("model.pt2"), &so, &aotc::CompileOptions::default())
+        .map_err(|e| format!("compile: {e}"))?;
     let compared = verify_library(dir, &so, aotc_runtime::Device::Cpu, Outputs::Returned)?;
-    verify_library(dir, &so, aotc_runtime::Device::Cpu, Outputs::IntoCaller).map_err(|e| format!("through aotc_run_into: {e}"))?;
+    verify_library(dir, &so, aotc_runtime::Device::Cpu, Outputs::IntoCaller)
+        .map_err(|e| format!("through aotc_run_into: {e}"))?;
     Ok(compared)
 }
 
@@ -184,12 +207,20 @@ pub fn verify_fixture_cuda(dir: &Path) -> Result<usize, String> {
 }
 
 /// One call of `model` on `inputs`, its outputs coming back as `how` says.
-pub fn run_with(model: &mut aotc_runtime::Model, inputs: &mut [aotc_runtime::Value], how: Outputs) -> Result<Vec<Tensor>, aotc_runtime::Error> {
+pub fn run_with(
+    model: &mut aotc_runtime::Model,
+    inputs: &mut [aotc_runtime::Value],
+    how: Outputs,
+) -> Result<Vec<Tensor>, aotc_runtime::Error> {
     if how == Outputs::IntoCaller {
         let shapes = model.output_shapes(inputs)?;
         if shapes.iter().all(|s| s.iter().all(|&n| n >= 0)) {
-            let mut outputs: Vec<Tensor> = model.outputs().iter().zip(&shapes)
-                .map(|(info, shape)| Tensor::zeros(info.dtype.expect("output dtype"), shape)).collect();
+            let mut outputs: Vec<Tensor> = model
+                .outputs()
+                .iter()
+                .zip(&shapes)
+                .map(|(info, shape)| Tensor::zeros(info.dtype.expect("output dtype"), shape))
+                .collect();
             model.run_into(inputs, &mut outputs)?;
             return Ok(outputs);
         }
@@ -207,14 +238,19 @@ fn verify_library(dir: &Path, so: &Path, device: aotc_runtime::Device, how: Outp
     let (rtol, atol) = tolerance(dir);
     let mut compared = 0;
     for call in 0..calls(dir) {
-        let mut inputs = aotc::tensor_io::read_inputs(&dir.join(format!("inputs_{call}.safetensors")), model.inputs().len())?;
+        let mut inputs =
+            aotc::tensor_io::read_inputs(&dir.join(format!("inputs_{call}.safetensors")), model.inputs().len())?;
         let outputs = run_with(&mut model, &mut inputs, how).map_err(|e| format!("call {call}: {e}"))?;
         let (expected, _) = aotc::tensor_io::read(&dir.join(format!("expected_{call}.safetensors")))?;
         if expected.len() != outputs.len() {
             return Err(format!("call {call}: {} outputs, PyTorch gave {}", outputs.len(), expected.len()));
         }
         for (k, want) in &expected {
-            let got = k.parse::<usize>().ok().and_then(|i| outputs.get(i)).ok_or_else(|| format!("call {call}: no output {k}"))?;
+            let got = k
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| outputs.get(i))
+                .ok_or_else(|| format!("call {call}: no output {k}"))?;
             compare(&format!("call {call} output {k}"), want, got, rtol, atol)?;
             compared += 1;
         }

@@ -15,7 +15,8 @@ pub enum Outcome {
 /// The known failures listed in `file` (missing file: none).
 fn known_failures(file: &Path) -> BTreeMap<String, String> {
     let text = std::fs::read_to_string(file).unwrap_or_default();
-    text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| l.split_once('\t').map_or((l.to_string(), String::new()), |(n, r)| (n.to_string(), r.to_string())))
         .collect()
 }
@@ -34,7 +35,12 @@ pub fn run_all(dirs: Vec<PathBuf>, verify: fn(&Path) -> Result<usize, String>) -
                 let outcome = match catch_unwind(AssertUnwindSafe(|| verify(&dir))) {
                     Ok(Ok(_)) => Outcome::Pass,
                     Ok(Err(e)) => Outcome::Fail(e),
-                    Err(p) => Outcome::Panic(p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()),
+                    Err(p) => Outcome::Panic(
+                        p.downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_default(),
+                    ),
                 };
                 results.lock().unwrap().insert(name, outcome);
             });

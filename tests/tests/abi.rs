@@ -34,10 +34,18 @@ fn run_time_checks_give_status_and_message() {
     let (_d, mut m) = dynamic_mlp();
     let cases: Vec<(Vec<Value>, i32, &str)> = vec![
         (vec![], status::INPUT_COUNT, "expected 1 inputs (x), got 0"),
-        (vec![Value::Tensor(Tensor::zeros(DType::F64, &[2, 8]))], status::DTYPE, "input 0 ('x'): expected dtype float32, got float64"),
+        (
+            vec![Value::Tensor(Tensor::zeros(DType::F64, &[2, 8]))],
+            status::DTYPE,
+            "input 0 ('x'): expected dtype float32, got float64",
+        ),
         (vec![ones(&[2, 8, 1])], status::RANK, "expected rank 2"),
         (vec![ones(&[2, 9])], status::SHAPE, "dimension 1 is 9, expected 8"),
-        (vec![ones(&[1025, 8])], status::RANGE, "dimension 0 is 1025, outside the range [1, 1024] of dynamic dimension s77"),
+        (
+            vec![ones(&[1025, 8])],
+            status::RANGE,
+            "dimension 0 is 1025, outside the range [1, 1024] of dynamic dimension s77",
+        ),
         (vec![ones(&[0, 8])], status::RANGE, "outside the range [1, 1024]"),
     ];
     for (mut inputs, code, msg) in cases {
@@ -157,7 +165,15 @@ const CPU: DLDevice = DLDevice { device_type: 1, device_id: 0 };
 
 /// A contiguous CPU tensor over `data`; shape points to `shape` (ndim = its length).
 fn tensor(data: *mut std::ffi::c_void, shape: &mut [i64], dtype: DType) -> AotcTensor {
-    AotcTensor { data, device: CPU, ndim: shape.len() as i32, dtype: dtype.to_dlpack(), shape: shape.as_mut_ptr(), strides: std::ptr::null_mut(), byte_offset: 0 }
+    AotcTensor {
+        data,
+        device: CPU,
+        ndim: shape.len() as i32,
+        dtype: dtype.to_dlpack(),
+        shape: shape.as_mut_ptr(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    }
 }
 
 /// The f32 elements of a contiguous output.
@@ -177,7 +193,10 @@ fn raw_abi_null_pointers_and_strided_inputs() {
         assert_eq!(raw.message(), "out is a null pointer");
         let mut m = std::ptr::null_mut();
         assert_eq!((raw.create)(c"gpu".as_ptr(), &mut m), status::DEVICE);
-        assert_eq!((raw.run)(std::ptr::null_mut(), std::ptr::null(), 0, std::ptr::null_mut(), 0), status::INVALID_ARGUMENT);
+        assert_eq!(
+            (raw.run)(std::ptr::null_mut(), std::ptr::null(), 0, std::ptr::null_mut(), 0),
+            status::INVALID_ARGUMENT
+        );
     }
     let m = raw.instance();
     // SAFETY: null arrays with non-zero counts, which the library refuses.
@@ -213,7 +232,13 @@ fn absurd_ndim_is_refused_before_the_shape_is_read() {
     let m = raw.instance();
     let mut data = vec![0f32; 16];
     let mut shape = [2i64, 8];
-    for (ndim, got) in [(1 << 30, "got rank 1073741824"), (i32::MAX, "got rank 2147483647"), (-1, "got rank -1"), (3, "got rank 3"), (1, "got rank 1")] {
+    for (ndim, got) in [
+        (1 << 30, "got rank 1073741824"),
+        (i32::MAX, "got rank 2147483647"),
+        (-1, "got rank -1"),
+        (3, "got rank 3"),
+        (1, "got rank 1"),
+    ] {
         let mut x = tensor(data.as_mut_ptr().cast(), &mut shape, DType::F32);
         x.ndim = ndim;
         let (rc, _) = raw.run(m, &[x], 1);
@@ -314,7 +339,14 @@ fn feed_back(raw: &Raw, feed: Feed) -> FedBack {
     let mut shape = [3i64, 4];
     let mut x0: Vec<f32> = (0..12).map(|i| i as f32 - 3.5).collect();
     let mut y0: Vec<f32> = (0..12).map(|i| (i * i) as f32 * 0.125).collect();
-    let (rc, out) = raw.run(m, &[tensor(x0.as_mut_ptr().cast(), &mut shape, DType::F32), tensor(y0.as_mut_ptr().cast(), &mut shape, DType::F32)], 1);
+    let (rc, out) = raw.run(
+        m,
+        &[
+            tensor(x0.as_mut_ptr().cast(), &mut shape, DType::F32),
+            tensor(y0.as_mut_ptr().cast(), &mut shape, DType::F32),
+        ],
+        1,
+    );
     assert_eq!(rc, status::OK, "{}", raw.message());
     let first = f32s(&out[0], 12);
     let mut copy = first.clone();
@@ -326,7 +358,8 @@ fn feed_back(raw: &Raw, feed: Feed) -> FedBack {
     let y_data = if matches!(feed, Feed::OutputTwice | Feed::CopyTwice) { x } else { y.as_mut_ptr().cast() };
     let (rc, second) = raw.run(m, &[tensor(x, &mut shape, DType::F32), tensor(y_data, &mut shape, DType::F32)], 1);
     assert_eq!(rc, status::OK, "{}", raw.message());
-    let seen = FedBack { first, second: f32s(&second[0], 12), x_after: f32s(&tensor(x, &mut [], DType::F32), 12), y_after: y };
+    let seen =
+        FedBack { first, second: f32s(&second[0], 12), x_after: f32s(&tensor(x, &mut [], DType::F32), 12), y_after: y };
     // SAFETY: created above, destroyed once.
     unsafe { (raw.destroy)(m) };
     seen
@@ -379,15 +412,22 @@ fn readelf(args: &[&str], so: &std::path::Path) -> String {
 fn library_needs_only_libc_and_exports_only_the_abi() {
     let (_d, so) = compile(&fixture("mlp_buffer_mutation").join("model.pt2"));
     let dynamic = readelf(&["-d", "-W"], &so);
-    let needed: Vec<&str> = dynamic.lines().filter(|l| l.contains("(NEEDED)")).map(|l| l.rsplit('[').next().unwrap().trim_end_matches(']')).collect();
+    let needed: Vec<&str> = dynamic
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .map(|l| l.rsplit('[').next().unwrap().trim_end_matches(']'))
+        .collect();
     // glibc's dynamic loader provides __tls_get_addr; it is part of libc on every system.
     let allowed = ["libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "ld-linux-x86-64.so.2"];
     assert!(needed.iter().all(|n| allowed.contains(n)), "unexpected NEEDED entries: {needed:?}");
     assert!(!dynamic.contains("TEXTREL"), "text relocations");
     let syms = readelf(&["--dyn-syms", "-W"], &so);
-    let mut exported: Vec<String> = syms.lines().map(|l| l.split_whitespace().collect::<Vec<_>>())
+    let mut exported: Vec<String> = syms
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .filter(|f| f.len() >= 8 && f[4] == "GLOBAL" && f[6] != "UND" && f[3] == "FUNC")
-        .map(|f| f[7].split('@').next().unwrap().to_string()).collect();
+        .map(|f| f[7].split('@').next().unwrap().to_string())
+        .collect();
     exported.sort();
     let mut want: Vec<String> = aotc_abi::symbols::ALL.iter().map(|s| s.to_string()).collect();
     want.sort();

@@ -11,7 +11,8 @@ fn valgrind_installed() -> bool {
 
 #[test]
 fn hostile_calls_get_a_status_and_a_message_and_touch_no_memory_out_of_bounds() {
-    let mut fixtures: Vec<_> = std::fs::read_dir(repo_root().join("tests/fixtures")).expect("tests/fixtures")
+    let mut fixtures: Vec<_> = std::fs::read_dir(repo_root().join("tests/fixtures"))
+        .expect("tests/fixtures")
         .map(|e| e.expect("a directory entry").path())
         .filter(|p| p.join("model.pt2").exists())
         .collect();
@@ -31,8 +32,13 @@ fn hostile_calls_get_a_status_and_a_message_and_touch_no_memory_out_of_bounds() 
     let out = cmd.args(compiled.iter().map(|(_, so)| so)).output().expect("run the harness");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "harness exited with {:?} (99: valgrind found errors)\n{stdout}\n{stderr}", out.status);
-    let summary = stdout.lines().find(|l| l.starts_with("abi-misuse:")).unwrap_or_else(|| panic!("no summary line:\n{stdout}"));
+    assert!(
+        out.status.success(),
+        "harness exited with {:?} (99: valgrind found errors)\n{stdout}\n{stderr}",
+        out.status
+    );
+    let summary =
+        stdout.lines().find(|l| l.starts_with("abi-misuse:")).unwrap_or_else(|| panic!("no summary line:\n{stdout}"));
     assert!(summary.ends_with(" 0 unexpected"), "{stdout}");
     println!("{summary} ({} valgrind)", if valgrind { "under" } else { "without" });
 }

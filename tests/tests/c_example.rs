@@ -11,9 +11,14 @@ fn c_example_runs_a_compiled_library() {
     let exe = dir.path().join("run_model");
     let root = repo_root();
     let cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"]).arg(root.join("abi/include"))
-        .arg(root.join("examples/c/run_model.c")).arg("-ldl").arg("-o").arg(&exe)
-        .output().expect("a C compiler");
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(root.join("abi/include"))
+        .arg(root.join("examples/c/run_model.c"))
+        .arg("-ldl")
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("a C compiler");
     assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
     let run = Command::new(&exe).arg(&so).arg("2").output().unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);

@@ -67,14 +67,17 @@ fn write_zip(path: &Path, entries: &[(&str, &[u8])]) {
 /// A safetensors file at `path` holding `tensors` under their keys, and `scalars` (JSON)
 /// in its metadata when given.
 fn write_inputs(path: &Path, tensors: &[(&str, &aotc_runtime::Tensor)], scalars: Option<&str>) {
-    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors.iter().map(|(k, t)| {
-        let dtype = match t.dtype {
-            aotc_abi::DType::F32 => safetensors::Dtype::F32,
-            other => panic!("the tests write float32 inputs only, not {other}"),
-        };
-        let shape = t.shape.iter().map(|&s| s as usize).collect();
-        (k.to_string(), safetensors::tensor::TensorView::new(dtype, shape, &t.data).unwrap())
-    }).collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
+        .iter()
+        .map(|(k, t)| {
+            let dtype = match t.dtype {
+                aotc_abi::DType::F32 => safetensors::Dtype::F32,
+                other => panic!("the tests write float32 inputs only, not {other}"),
+            };
+            let shape = t.shape.iter().map(|&s| s as usize).collect();
+            (k.to_string(), safetensors::tensor::TensorView::new(dtype, shape, &t.data).unwrap())
+        })
+        .collect();
     let metadata = scalars.map(|s| [("scalars".to_string(), s.to_string())].into());
     std::fs::write(path, safetensors::serialize(views, &metadata).unwrap()).unwrap();
 }
@@ -92,7 +95,10 @@ fn compile_names_a_torch_save_archive() {
     let dir = tempfile::tempdir().unwrap();
     // torch.save's zip layout (a state_dict or a whole pickled module): a pickle and storages.
     let pt = dir.path().join("weights.pt");
-    write_zip(&pt, &[("archive/data.pkl", b"\x80\x02}q\x00."), ("archive/version", b"3\n"), ("archive/data/0", &[0; 16])]);
+    write_zip(
+        &pt,
+        &[("archive/data.pkl", b"\x80\x02}q\x00."), ("archive/version", b"3\n"), ("archive/data/0", &[0; 16])],
+    );
     fails_with(&aotc(&[&"compile", &pt, &"-o", &dir.path().join("m.so")]),
         &["weights.pt: a PyTorch archive written by torch.save (a state_dict or a pickled module), not a torch.export program", EXPORT_SAVE]);
 }
@@ -101,13 +107,18 @@ fn compile_names_a_torch_save_archive() {
 fn compile_names_a_torchscript_archive() {
     let dir = tempfile::tempdir().unwrap();
     let pt = dir.path().join("scripted.pt");
-    write_zip(&pt, &[
-        ("archive/data.pkl", b"\x80\x02}q\x00."),
-        ("archive/constants.pkl", b"\x80\x02)q\x00."),
-        ("archive/code/__torch__/model.py", b"def forward(self, x):\n    return x\n"),
-    ]);
-    fails_with(&aotc(&[&"compile", &pt, &"-o", &dir.path().join("m.so")]),
-        &["scripted.pt: a TorchScript archive (torch.jit.save), not a torch.export program", EXPORT_SAVE]);
+    write_zip(
+        &pt,
+        &[
+            ("archive/data.pkl", b"\x80\x02}q\x00."),
+            ("archive/constants.pkl", b"\x80\x02)q\x00."),
+            ("archive/code/__torch__/model.py", b"def forward(self, x):\n    return x\n"),
+        ],
+    );
+    fails_with(
+        &aotc(&[&"compile", &pt, &"-o", &dir.path().join("m.so")]),
+        &["scripted.pt: a TorchScript archive (torch.jit.save), not a torch.export program", EXPORT_SAVE],
+    );
 }
 
 #[test]
@@ -118,8 +129,13 @@ fn compile_names_a_shared_library_whatever_its_name() {
     let renamed = dir.path().join("renamed.pt2");
     std::fs::copy(&so, &renamed).unwrap();
     for file in [&so, &renamed] {
-        fails_with(&aotc(&[&"compile", file, &"-o", &dir.path().join("again.so")]),
-            &["a shared library (ELF), perhaps one aotc compiled: run it with `aotc run`", "`aotc compile` takes a .pt2 archive or a model.json"]);
+        fails_with(
+            &aotc(&[&"compile", file, &"-o", &dir.path().join("again.so")]),
+            &[
+                "a shared library (ELF), perhaps one aotc compiled: run it with `aotc run`",
+                "`aotc compile` takes a .pt2 archive or a model.json",
+            ],
+        );
     }
 }
 
@@ -128,10 +144,15 @@ fn compile_names_python_source() {
     let dir = tempfile::tempdir().unwrap();
     let py = dir.path().join("model.py");
     std::fs::write(&py, "\"\"\"The model.\"\"\"\nimport torch\n\nclass M(torch.nn.Module):\n    pass\n").unwrap();
-    fails_with(&aotc(&[&"compile", &py, &"-o", &dir.path().join("m.so")]),
-        &["model.py: neither a zip archive (.pt2) nor JSON, but text (Python source?", EXPORT_SAVE]);
+    fails_with(
+        &aotc(&[&"compile", &py, &"-o", &dir.path().join("m.so")]),
+        &["model.py: neither a zip archive (.pt2) nor JSON, but text (Python source?", EXPORT_SAVE],
+    );
     // An empty file says so.
-    fails_with(&aotc(&[&"compile", &"/dev/null", &"-o", &dir.path().join("m.so")]), &["/dev/null: an empty file, not a torch.export program", EXPORT_SAVE]);
+    fails_with(
+        &aotc(&[&"compile", &"/dev/null", &"-o", &dir.path().join("m.so")]),
+        &["/dev/null: an empty file, not a torch.export program", EXPORT_SAVE],
+    );
 }
 
 #[test]
@@ -139,7 +160,10 @@ fn run_bench_and_profile_name_a_program_given_for_a_library() {
     let dir = tempfile::tempdir().unwrap();
     let pt2 = fixture("mlp_buffer_mutation").join("model.pt2");
     let input = fixture("mlp_buffer_mutation").join("inputs_0.safetensors");
-    let compile_first = format!("is a zip archive (a .pt2?), not a compiled library: compile it first with `aotc compile {}", pt2.display());
+    let compile_first = format!(
+        "is a zip archive (a .pt2?), not a compiled library: compile it first with `aotc compile {}",
+        pt2.display()
+    );
     fails_with(&aotc(&[&"run", &pt2, &"--input", &input, &"--print"]), &[&compile_first]);
     fails_with(&aotc(&[&"bench", &pt2, &"--input", &input]), &[&compile_first]);
     fails_with(&aotc(&[&"profile", &pt2, &"--input", &input]), &[&compile_first]);
@@ -147,9 +171,15 @@ fn run_bench_and_profile_name_a_program_given_for_a_library() {
     // "invalid ELF header".
     let py = dir.path().join("model.py");
     std::fs::write(&py, "import torch\n").unwrap();
-    fails_with(&aotc(&[&"run", &py, &"--input", &input]), &["model.py is not a compiled library (it has no ELF header)", "aotc compile"]);
+    fails_with(
+        &aotc(&[&"run", &py, &"--input", &input]),
+        &["model.py is not a compiled library (it has no ELF header)", "aotc compile"],
+    );
     let json = fixture("mlp_buffer_mutation").join("info.json");
-    fails_with(&aotc(&[&"run", &json, &"--input", &input]), &["info.json is JSON (a model.json?), not a compiled library"]);
+    fails_with(
+        &aotc(&[&"run", &json, &"--input", &input]),
+        &["info.json is JSON (a model.json?), not a compiled library"],
+    );
 }
 
 #[test]
@@ -159,7 +189,14 @@ fn inputs_keyed_by_name_give_the_results_of_inputs_keyed_by_index() {
     let by_name = dir.path().join("by_name.safetensors");
     write_inputs(&by_name, &[("x", &recorded_input("mlp_buffer_mutation"))], None);
     let (out_index, out_name) = (dir.path().join("by_index_out"), dir.path().join("by_name_out"));
-    succeeds(&aotc(&[&"run", &so, &"--input", &fixture("mlp_buffer_mutation").join("inputs_0.safetensors"), &"--output-dir", &out_index]));
+    succeeds(&aotc(&[
+        &"run",
+        &so,
+        &"--input",
+        &fixture("mlp_buffer_mutation").join("inputs_0.safetensors"),
+        &"--output-dir",
+        &out_index,
+    ]));
     succeeds(&aotc(&[&"run", &so, &"--input", &by_name, &"--output-dir", &out_name]));
     let read = |d: &Path| aotc::tensor_io::read(&d.join("outputs_0.safetensors")).unwrap().0;
     let (want, got) = (read(&out_index), read(&out_name));
@@ -182,12 +219,22 @@ fn unknown_twice_given_and_missing_inputs_are_refused_by_name() {
     };
     let run = |input: &Path| aotc(&[&"run", &so, &"--input", &input, &"--print"]);
     // An extra tensor is no longer ignored: the message lists the keys the program takes.
-    fails_with(&run(&file("extra.safetensors", &[("x", &x), ("y", &x)], None)),
-        &["extra.safetensors: unknown key(s) 'y': the program's 1 input(s) are keyed by flat index or by name: 0 or x"]);
-    fails_with(&run(&file("scalar.safetensors", &[("0", &x)], Some(r#"{"scale": 2}"#))), &["unknown key(s) 'scale'", "0 or x"]);
-    fails_with(&run(&file("twice.safetensors", &[("0", &x), ("x", &x)], None)), &["input 0 (x) is given twice, as '0' and as 'x'"]);
-    fails_with(&run(&file("none.safetensors", &[], None)),
-        &["none.safetensors: no tensor or scalar for input 0 (the model takes 1 inputs), named 'x': key it '0' or 'x'"]);
+    fails_with(
+        &run(&file("extra.safetensors", &[("x", &x), ("y", &x)], None)),
+        &["extra.safetensors: unknown key(s) 'y': the program's 1 input(s) are keyed by flat index or by name: 0 or x"],
+    );
+    fails_with(
+        &run(&file("scalar.safetensors", &[("0", &x)], Some(r#"{"scale": 2}"#))),
+        &["unknown key(s) 'scale'", "0 or x"],
+    );
+    fails_with(
+        &run(&file("twice.safetensors", &[("0", &x), ("x", &x)], None)),
+        &["input 0 (x) is given twice, as '0' and as 'x'"],
+    );
+    fails_with(
+        &run(&file("none.safetensors", &[], None)),
+        &["none.safetensors: no tensor or scalar for input 0 (the model takes 1 inputs), named 'x': key it '0' or 'x'"],
+    );
 }
 
 #[test]
@@ -259,7 +306,14 @@ fn help_documents_every_argument_and_the_input_format() {
     }
     for sub in ["run", "bench", "profile"] {
         let help = stdout(&aotc(&[&sub, &"--help"]));
-        for needle in ["one safetensors file per call", "keyed by the input's name", "flat index", "\"scalars\"", "safetensors.torch.save_file({\"x\": x", "safetensors.numpy.save_file"] {
+        for needle in [
+            "one safetensors file per call",
+            "keyed by the input's name",
+            "flat index",
+            "\"scalars\"",
+            "safetensors.torch.save_file({\"x\": x",
+            "safetensors.numpy.save_file",
+        ] {
             assert!(help.contains(needle), "aotc {sub} --help lacks {needle:?}:\n{help}");
         }
     }

@@ -20,7 +20,13 @@ fn model_fixtures_match_pytorch_on_the_interpreted_gpu() {
             Err(e) => failed.push(format!("{name}: {e}")),
         }
     }
-    println!("cuda (interpreted): {} passed, {} failed, {} unsupported of {}", passed.len(), failed.len(), unsupported.len(), dirs.len());
+    println!(
+        "cuda (interpreted): {} passed, {} failed, {} unsupported of {}",
+        passed.len(),
+        failed.len(),
+        unsupported.len(),
+        dirs.len()
+    );
     unsupported.iter().for_each(|u| println!("  unsupported {u}"));
     assert!(failed.is_empty(), "failed:\n{}", failed.join("\n"));
 }

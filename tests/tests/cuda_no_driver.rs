@@ -20,7 +20,10 @@ fn a_cuda_library_without_a_driver_fails_create_with_device_and_a_reason() {
 
     let e = Model::load(&so, Device::Cuda(0)).err().expect("no driver");
     assert_eq!(e.code, status::DEVICE, "{e}");
-    assert!(e.message.contains("no CUDA driver on this machine") && e.message.contains("/nonexistent/libcuda.so.1"), "{e}");
+    assert!(
+        e.message.contains("no CUDA driver on this machine") && e.message.contains("/nonexistent/libcuda.so.1"),
+        "{e}"
+    );
     let e = Model::load(&so, Device::Cpu).err().expect("a CUDA library refuses the CPU");
     assert_eq!(e.code, status::DEVICE, "{e}");
     assert!(e.message.contains("this library was compiled for CUDA; got \"cpu\""), "{e}");
@@ -28,7 +31,11 @@ fn a_cuda_library_without_a_driver_fails_create_with_device_and_a_reason() {
     // Everything CUDA is opened at run time: the library needs no more than a CPU one.
     let out = Command::new("readelf").args(["-d", "-W"]).arg(&so).output().expect("readelf (binutils) is installed");
     let dynamic = String::from_utf8_lossy(&out.stdout);
-    let needed: Vec<&str> = dynamic.lines().filter(|l| l.contains("(NEEDED)")).map(|l| l.rsplit('[').next().unwrap().trim_end_matches(']')).collect();
+    let needed: Vec<&str> = dynamic
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .map(|l| l.rsplit('[').next().unwrap().trim_end_matches(']'))
+        .collect();
     let allowed = ["libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "ld-linux-x86-64.so.2"];
     assert!(needed.iter().all(|n| allowed.contains(n)), "unexpected NEEDED entries: {needed:?}");
 }

@@ -86,7 +86,8 @@ fn a_data_value_outside_its_recorded_range_is_refused() {
 fn a_negative_split_index_is_refused_with_a_clear_error() {
     let (_dir, mut model) = load("tensor_split__float32__0");
     let x = vec![0.0f32; 125];
-    let e = model.run(&mut [Value::Tensor(Tensor::from_f32(&[5, 5, 5], &x)), Value::Tensor(i64_tensor(&[3], &[1, -2, 3]))])
+    let e = model
+        .run(&mut [Value::Tensor(Tensor::from_f32(&[5, 5, 5], &x)), Value::Tensor(i64_tensor(&[3], &[1, -2, 3]))])
         .expect_err("a negative index");
     assert!(matches!(e.code, status::SHAPE | status::RANGE), "{e}");
     assert!(e.message.contains("node '"), "{e}");

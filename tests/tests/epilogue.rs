@@ -12,25 +12,51 @@ use aotc_tests::{check_fixture, fixture};
 
 #[test]
 fn hardswish_and_gelu_fuse_where_nothing_else_reads_the_result() {
-    let (_src, lowered) = aotc::lower_file(&fixture("conv_activations").join("model.pt2"), &Default::default()).expect("lower");
+    let (_src, lowered) =
+        aotc::lower_file(&fixture("conv_activations").join("model.pt2"), &Default::default()).expect("lower");
     let prog = &lowered.program;
-    let convs: Vec<(Conv2d, String)> = prog.kernels.iter().filter_map(|k| match k {
-        Kernel::Extern(call) if call.name == SYMBOL => {
-            let ExternArg::Sizes(list) = &call.args[ARG_GEOMETRY] else { return None };
-            let list: Vec<i64> = list.iter().map(|s| s.as_int().expect("static")).collect();
-            Some((Conv2d::from_list(&list).expect("a valid geometry"), prog.buffers[call.out].name.clone()))
-        }
-        _ => None,
-    }).collect();
+    let convs: Vec<(Conv2d, String)> = prog
+        .kernels
+        .iter()
+        .filter_map(|k| match k {
+            Kernel::Extern(call) if call.name == SYMBOL => {
+                let ExternArg::Sizes(list) = &call.args[ARG_GEOMETRY] else { return None };
+                let list: Vec<i64> = list.iter().map(|s| s.as_int().expect("static")).collect();
+                Some((Conv2d::from_list(&list).expect("a valid geometry"), prog.buffers[call.out].name.clone()))
+            }
+            _ => None,
+        })
+        .collect();
     let activations: Vec<_> = convs.iter().map(|(g, _)| (g.algorithm(), g.activation)).collect();
     use aotc_abi::conv::Algorithm::*;
-    assert_eq!(activations, [(Columns, Activation::Hardswish), (Depthwise, Activation::Hardswish), (Pointwise, Activation::None), (Pointwise, Activation::Relu)]);
+    assert_eq!(
+        activations,
+        [
+            (Columns, Activation::Hardswish),
+            (Depthwise, Activation::Hardswish),
+            (Pointwise, Activation::None),
+            (Pointwise, Activation::Relu)
+        ]
+    );
     // The pointwise convolution's result is the second output: kept, its hardswish apart.
     let output = lowered.outputs[1].1;
     assert!(prog.kernels.iter().any(|k| k.out() == output && matches!(k, Kernel::Extern(c) if c.name == SYMBOL)));
-    assert_eq!(prog.kernels.iter().filter(|k| matches!(k, Kernel::Pointwise { .. })).count(), 2, "the kept hardswish and the mean's division");
-    let gemm = prog.kernels.iter().find_map(|k| match k { Kernel::Matmul(m) => Some(m), _ => None }).expect("the Linear layer");
-    assert!(gemm.packed_b && gemm.bias.is_some() && gemm.activation == Activation::Gelu && gemm.out == lowered.outputs[0].1);
+    assert_eq!(
+        prog.kernels.iter().filter(|k| matches!(k, Kernel::Pointwise { .. })).count(),
+        2,
+        "the kept hardswish and the mean's division"
+    );
+    let gemm = prog
+        .kernels
+        .iter()
+        .find_map(|k| match k {
+            Kernel::Matmul(m) => Some(m),
+            _ => None,
+        })
+        .expect("the Linear layer");
+    assert!(
+        gemm.packed_b && gemm.bias.is_some() && gemm.activation == Activation::Gelu && gemm.out == lowered.outputs[0].1
+    );
 
     check_fixture("conv_activations");
 }

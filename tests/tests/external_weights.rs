@@ -10,7 +10,12 @@ use aotc_tests::{calls, check_call, compare, fixture, recorded, tolerance};
 use std::path::Path;
 
 fn compile(model: &Path, so: &Path, weights: Option<&Path>, placement: WeightsPlacement, weights_out: Option<&Path>) {
-    let opts = CompileOptions { weights: weights.map(Path::to_path_buf), placement, weights_out: weights_out.map(Path::to_path_buf), ..Default::default() };
+    let opts = CompileOptions {
+        weights: weights.map(Path::to_path_buf),
+        placement,
+        weights_out: weights_out.map(Path::to_path_buf),
+        ..Default::default()
+    };
     if let Err(e) = aotc::compile(model, so, &opts) {
         panic!("compiling {}: {e}", model.display());
     }
@@ -24,16 +29,20 @@ fn load(so: &Path, weights: Weights) -> Result<Model, aotc_runtime::Error> {
 /// `--weights` file that changes every output.
 fn second_weights(model: &Path, out: &Path) {
     let src = aotc::frontend::load(model, None).expect("archive");
-    let tensors: Vec<(String, Tensor)> = src.weights.iter().map(|(name, t)| {
-        let mut data = t.data.clone();
-        if t.dtype == aotc_abi::DType::F32 {
-            for c in data.chunks_exact_mut(4) {
-                let v = f32::from_le_bytes(c.try_into().unwrap());
-                c.copy_from_slice(&(v * 2.0 + 0.01).to_le_bytes());
+    let tensors: Vec<(String, Tensor)> = src
+        .weights
+        .iter()
+        .map(|(name, t)| {
+            let mut data = t.data.clone();
+            if t.dtype == aotc_abi::DType::F32 {
+                for c in data.chunks_exact_mut(4) {
+                    let v = f32::from_le_bytes(c.try_into().unwrap());
+                    c.copy_from_slice(&(v * 2.0 + 0.01).to_le_bytes());
+                }
             }
-        }
-        (name.clone(), Tensor { dtype: t.dtype, shape: t.sizes.clone(), data })
-    }).collect();
+            (name.clone(), Tensor { dtype: t.dtype, shape: t.sizes.clone(), data })
+        })
+        .collect();
     let named: Vec<(String, &Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t)).collect();
     aotc::tensor_io::write(out, &named).expect("second weights");
 }
@@ -68,7 +77,11 @@ fn a_library_with_external_weights_matches_pytorch() {
         assert!(file.exists(), "{name}: no weights file beside the library");
         // Any safetensors reader opens it: the alignment gaps are tensors of their own.
         let (tensors, _) = aotc::tensor_io::read(&file).expect("a valid safetensors file");
-        assert!(tensors.keys().any(|k| k.ends_with(".packed")), "{name}: the file holds the packed GEMM operands: {:?}", tensors.keys());
+        assert!(
+            tensors.keys().any(|k| k.ends_with(".packed")),
+            "{name}: the file holds the packed GEMM operands: {:?}",
+            tensors.keys()
+        );
         let manifest: aotc_abi::manifest::Manifest = {
             let m = load(&so, Weights::Default).unwrap();
             serde_json::from_str(m.metadata_json()).unwrap()
@@ -121,7 +134,13 @@ fn swapped_weights_match_a_library_compiled_with_them() {
         check_call(&mut m, &inputs, &named, (1e-6, 1e-6), &format!("swapped call {call}"));
         check_call(&mut from_bytes, &inputs, &named, (1e-6, 1e-6), &format!("weights from bytes, call {call}"));
         // An embedded library takes a file of its structure too: the original weights.
-        check_call(&mut swapped_embedded, &inputs, &expected, tol, &format!("embedded library, swapped back, call {call}"));
+        check_call(
+            &mut swapped_embedded,
+            &inputs,
+            &expected,
+            tol,
+            &format!("embedded library, swapped back, call {call}"),
+        );
     }
 }
 
@@ -154,7 +173,10 @@ fn bad_weights_files_are_refused_with_a_clear_error() {
         Weights::File(t(name))
     };
 
-    expect_weights_error(load(&so, file("truncated", &bytes[..bytes.len() - 100])), &["truncated", "'l2.weight.packed'", "ends at byte"]);
+    expect_weights_error(
+        load(&so, file("truncated", &bytes[..bytes.len() - 100])),
+        &["truncated", "'l2.weight.packed'", "ends at byte"],
+    );
     expect_weights_error(load(&so, file("header_only", &bytes[..40])), &["truncated", "header"]);
     expect_weights_error(load(&so, Weights::Bytes(&bytes[..bytes.len() - 1])), &["weights buffer", "truncated"]);
     expect_weights_error(load(&so, file("garbage", b"this is not a weights file at all")), &["not a safetensors file"]);
@@ -162,11 +184,22 @@ fn bad_weights_files_are_refused_with_a_clear_error() {
     expect_weights_error(load(&so, Weights::File(t("nowhere.safetensors"))), &["nowhere.safetensors", "No such file"]);
 
     with_header(&good, &t("dtype"), 0, |j| j["l1.bias"]["dtype"] = "I32".into());
-    expect_weights_error(load(&so, Weights::File(t("dtype"))), &["tensor 'l1.bias': expected float32[32], the file has int32[32]"]);
+    expect_weights_error(
+        load(&so, Weights::File(t("dtype"))),
+        &["tensor 'l1.bias': expected float32[32], the file has int32[32]"],
+    );
     with_header(&good, &t("shape"), 0, |j| j["l1.bias"]["shape"] = serde_json::json!([4, 8]));
-    expect_weights_error(load(&so, Weights::File(t("shape"))), &["tensor 'l1.bias': expected float32[32], the file has float32[4, 8]"]);
-    with_header(&good, &t("missing"), 0, |j| { j.as_object_mut().unwrap().remove("l2.bias"); });
-    expect_weights_error(load(&so, Weights::File(t("missing"))), &["tensor 'l2.bias' (float32[10]) is missing from the file"]);
+    expect_weights_error(
+        load(&so, Weights::File(t("shape"))),
+        &["tensor 'l1.bias': expected float32[32], the file has float32[4, 8]"],
+    );
+    with_header(&good, &t("missing"), 0, |j| {
+        j.as_object_mut().unwrap().remove("l2.bias");
+    });
+    expect_weights_error(
+        load(&so, Weights::File(t("missing"))),
+        &["tensor 'l2.bias' (float32[10]) is missing from the file"],
+    );
     with_header(&good, &t("unaligned"), 8, |_| {});
     expect_weights_error(load(&so, Weights::File(t("unaligned"))), &["not a multiple of 64", "aligned"]);
     with_header(&good, &t("layout"), 0, |j| j["__metadata__"]["aotc.fingerprint"] = "0123456789abcdef".into());
@@ -177,7 +210,10 @@ fn bad_weights_files_are_refused_with_a_clear_error() {
     // Another program's weights: the first mismatch is named.
     let other = t("other.so");
     compile(&fixture("dynamic_batch_mlp").join("model.pt2"), &other, None, WeightsPlacement::External, None);
-    let msg = expect_weights_error(load(&so, Weights::File(t("other.weights.safetensors"))), &["tensor 'l1.bias': expected float32[32], the file has float32[24]"]);
+    let msg = expect_weights_error(
+        load(&so, Weights::File(t("other.weights.safetensors"))),
+        &["tensor 'l1.bias': expected float32[32], the file has float32[24]"],
+    );
     assert!(msg.contains("other.weights.safetensors"), "{msg}");
 
     // A failed swap leaves the instance as it was.
@@ -200,13 +236,20 @@ fn the_file_beside_the_library_must_be_its_own() {
     compile(&pt2, &so, None, WeightsPlacement::External, None);
     second_weights(&pt2, &tmp.path().join("fqn.safetensors"));
     let second = tmp.path().join("second.weights.safetensors");
-    compile(&pt2, &tmp.path().join("second.so"), Some(&tmp.path().join("fqn.safetensors")), WeightsPlacement::External, Some(&second));
+    compile(
+        &pt2,
+        &tmp.path().join("second.so"),
+        Some(&tmp.path().join("fqn.safetensors")),
+        WeightsPlacement::External,
+        Some(&second),
+    );
 
     // Another compilation's file in its place: refused, naming both weights ids...
     let own = std::fs::read(&beside).unwrap();
     std::fs::copy(&second, &beside).unwrap();
     let msg = expect_weights_error(load(&so, Weights::Default), &["another compilation", "weights id"]);
-    let ids = |f: &[u8]| aotc_abi::weights_file::parse_header(f).unwrap().metadata[aotc_abi::weights_file::KEY_ID].clone();
+    let ids =
+        |f: &[u8]| aotc_abi::weights_file::parse_header(f).unwrap().metadata[aotc_abi::weights_file::KEY_ID].clone();
     assert!(msg.contains(&ids(&own)) && msg.contains(&ids(&std::fs::read(&second).unwrap())), "{msg}");
     // ...but taken when named explicitly: same structure, other values.
     load(&so, Weights::File(beside.clone())).unwrap();
@@ -249,10 +292,15 @@ fn a_library_of_another_abi_version_is_refused() {
     let c = tmp.path().join("v99.c");
     std::fs::write(&c, "unsigned aotc_abi_version(void) { return 99; }\n").unwrap();
     let so = tmp.path().join("v99.so");
-    let ok = std::process::Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&so).arg(&c).status().unwrap().success();
+    let ok =
+        std::process::Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&so).arg(&c).status().unwrap().success();
     assert!(ok, "cc");
     let e = Model::load(&so, Device::Cpu).err().expect("refused");
-    assert!(e.message.contains("ABI version 99") && e.message.contains(&format!("speaks ABI version {}", aotc_abi::ABI_VERSION)), "{e}");
+    assert!(
+        e.message.contains("ABI version 99")
+            && e.message.contains(&format!("speaks ABI version {}", aotc_abi::ABI_VERSION)),
+        "{e}"
+    );
 }
 
 /// The four weights calls straight through the C ABI: NULL arguments and bad lengths are
@@ -270,7 +318,8 @@ fn the_c_calls_check_their_arguments() {
     unsafe {
         let lib = libloading::Library::new(&so).unwrap();
         let create: ft::ModelCreateWeights = *lib.get(symbols::MODEL_CREATE_WEIGHTS.as_bytes()).unwrap();
-        let create_bytes: ft::ModelCreateWeightsBytes = *lib.get(symbols::MODEL_CREATE_WEIGHTS_BYTES.as_bytes()).unwrap();
+        let create_bytes: ft::ModelCreateWeightsBytes =
+            *lib.get(symbols::MODEL_CREATE_WEIGHTS_BYTES.as_bytes()).unwrap();
         let load: ft::LoadWeights = *lib.get(symbols::LOAD_WEIGHTS.as_bytes()).unwrap();
         let load_bytes: ft::LoadWeightsBytes = *lib.get(symbols::LOAD_WEIGHTS_BYTES.as_bytes()).unwrap();
         let destroy: ft::ModelDestroy = *lib.get(symbols::MODEL_DESTROY.as_bytes()).unwrap();
@@ -285,7 +334,12 @@ fn the_c_calls_check_their_arguments() {
         assert!(message().contains("data is a null pointer"), "{}", message());
         assert_eq!(create_bytes(c"cpu".as_ptr(), 1, file.as_ptr().cast(), u64::MAX, &mut n), status::INVALID_ARGUMENT);
         assert_eq!(create_bytes(c"gpu".as_ptr(), 1, file.as_ptr().cast(), file.len() as u64, &mut n), status::DEVICE);
-        assert_eq!(create_bytes(c"cpu".as_ptr(), 1, file.as_ptr().cast(), file.len() as u64, &mut n), status::OK, "{}", message());
+        assert_eq!(
+            create_bytes(c"cpu".as_ptr(), 1, file.as_ptr().cast(), file.len() as u64, &mut n),
+            status::OK,
+            "{}",
+            message()
+        );
         assert_eq!(load(std::ptr::null_mut(), c"x".as_ptr()), status::INVALID_ARGUMENT);
         assert_eq!(load(m, std::ptr::null()), status::INVALID_ARGUMENT);
         assert!(message().contains("path is a null pointer"), "{}", message());

@@ -15,10 +15,23 @@ const SEED: u64 = 20_260_101;
 /// index directly: there a shape lie meets the op's own checks with nothing in between.
 /// The ones aotc does not compile yet are left out by the campaign until it does.
 const OPS: &[&str] = &[
-    "reshape__float32__0", "flatten__float32__0", "unflatten__float32__0", "expand_copy__float32__0",
-    "split__float32__0", "split_with_sizes_copy__float32__0", "chunk__float32__0", "unbind__float32__0",
-    "narrow__float32__0", "slice__float32__0", "select__float32__0", "squeeze__float32__0", "permute__float32__0",
-    "as_strided__float32__0", "gather__float32__0", "index_select__float32__0", "cat__float32__0",
+    "reshape__float32__0",
+    "flatten__float32__0",
+    "unflatten__float32__0",
+    "expand_copy__float32__0",
+    "split__float32__0",
+    "split_with_sizes_copy__float32__0",
+    "chunk__float32__0",
+    "unbind__float32__0",
+    "narrow__float32__0",
+    "slice__float32__0",
+    "select__float32__0",
+    "squeeze__float32__0",
+    "permute__float32__0",
+    "as_strided__float32__0",
+    "gather__float32__0",
+    "index_select__float32__0",
+    "cat__float32__0",
     "nn.functional.embedding__float32__0",
 ];
 
@@ -31,7 +44,11 @@ fn aotc_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test executable's path");
     let profile_dir = exe.parent().and_then(Path::parent).expect("the test runs from target/<profile>/deps/");
     let aotc = profile_dir.join("aotc");
-    assert!(aotc.exists(), "no aotc binary at {}: build it (`cargo build -p aotc`, or `cargo test --workspace`) or set AOTC_BIN", aotc.display());
+    assert!(
+        aotc.exists(),
+        "no aotc binary at {}: build it (`cargo build -p aotc`, or `cargo test --workspace`) or set AOTC_BIN",
+        aotc.display()
+    );
     aotc
 }
 

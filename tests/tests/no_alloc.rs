@@ -78,10 +78,13 @@ fn allocations_during(f: impl FnOnce()) -> usize {
 }
 
 fn tensors(inputs: Vec<Value>) -> Vec<Tensor> {
-    inputs.into_iter().map(|v| match v {
-        Value::Tensor(t) => t,
-        other => panic!("these fixtures take tensors only, got {other:?}"),
-    }).collect()
+    inputs
+        .into_iter()
+        .map(|v| match v {
+            Value::Tensor(t) => t,
+            other => panic!("these fixtures take tensors only, got {other:?}"),
+        })
+        .collect()
 }
 
 #[test]
@@ -99,14 +102,30 @@ fn steady_calls_allocate_nothing() {
 
     // State, dynamic sizes, attention, convolutions (Winograd, columns, pooled,
     // depthwise), max pools, large GEMMs.
-    for name in ["mlp_buffer_mutation", "dynamic_batch_mlp", "transformer_block", "small_cnn", "bench_convnet", "models/shufflenet_v2_x0_5", "models/efficientnet_b0_w040", "bench_mlp_slim"] {
+    for name in [
+        "mlp_buffer_mutation",
+        "dynamic_batch_mlp",
+        "transformer_block",
+        "small_cnn",
+        "bench_convnet",
+        "models/shufflenet_v2_x0_5",
+        "models/efficientnet_b0_w040",
+        "bench_mlp_slim",
+    ] {
         let dir = fixture(name);
         let (_tmp, so) = compile(&dir.join("model.pt2"));
         for threads in [1, 2] {
             let mut model = Model::load_with_threads(&so, Device::Cpu, threads).expect("load");
             let mut inputs = tensors(recorded(&dir, 0).0);
-            let shapes = model.output_shapes(&mut inputs.iter().cloned().map(Value::Tensor).collect::<Vec<_>>()).expect("output shapes");
-            let mut outputs: Vec<Tensor> = model.outputs().iter().zip(&shapes).map(|(info, s)| Tensor::zeros(info.dtype.expect("dtype"), s)).collect();
+            let shapes = model
+                .output_shapes(&mut inputs.iter().cloned().map(Value::Tensor).collect::<Vec<_>>())
+                .expect("output shapes");
+            let mut outputs: Vec<Tensor> = model
+                .outputs()
+                .iter()
+                .zip(&shapes)
+                .map(|(info, s)| Tensor::zeros(info.dtype.expect("dtype"), s))
+                .collect();
             let raw: Vec<AotcTensor> = inputs.iter_mut().map(Tensor::as_raw).collect();
             let raw_out: Vec<AotcTensor> = outputs.iter_mut().map(Tensor::as_raw).collect();
             let mut described = vec![raw_out[0]; raw_out.len()];
@@ -120,7 +139,11 @@ fn steady_calls_allocate_nothing() {
             for _ in 0..10 {
                 run();
             }
-            let n = allocations_during(|| for _ in 0..20 { run() });
+            let n = allocations_during(|| {
+                for _ in 0..20 {
+                    run()
+                }
+            });
             assert_eq!(n, 0, "{what}: 20 steady calls of aotc_run_into and aotc_run allocated {n} times");
         }
     }

@@ -17,6 +17,9 @@ fn every_op_and_model_fixture_matches_pytorch() {
     let total = dirs.len();
     let outcomes = run_all(dirs, verify_fixture);
     let t = Tally::of(&outcomes, "tests/known_failures.tsv");
-    println!("op suite and models: {} of {total} fixtures pass, {} fail ({} listed as known failures)", t.passed, t.failed, t.known);
+    println!(
+        "op suite and models: {} of {total} fixtures pass, {} fail ({} listed as known failures)",
+        t.passed, t.failed, t.known
+    );
     assert!(t.problems.is_empty(), "{} problem(s):\n{}", t.problems.len(), t.problems.join("\n"));
 }

@@ -13,8 +13,21 @@ use std::path::Path;
 /// Targets whose nodes compute nothing in aotc: views of memory, which change the index
 /// map of their consumers, and clones of them.
 const VIEWS: &[&str] = &[
-    "view", "_unsafe_view", "permute", "expand", "t", "transpose", "unsqueeze", "squeeze", "select", "slice", "split",
-    "split_with_sizes", "clone", "alias", "flip",
+    "view",
+    "_unsafe_view",
+    "permute",
+    "expand",
+    "t",
+    "transpose",
+    "unsqueeze",
+    "squeeze",
+    "select",
+    "slice",
+    "split",
+    "split_with_sizes",
+    "clone",
+    "alias",
+    "flip",
 ];
 
 /// Profiles `calls` calls of fixture `name` on `threads` threads, checking each call's
@@ -32,7 +45,13 @@ fn profile(name: &str, threads: usize, calls: u64) -> (Manifest, Vec<f64>) {
     for call in 0..calls {
         let outputs = model.run(&mut inputs.clone()).unwrap();
         for (k, want) in &expected {
-            assert_close(&format!("{name}: profiled call {call}, output {k}"), want, &outputs[k.parse::<usize>().unwrap()], rtol, atol);
+            assert_close(
+                &format!("{name}: profiled call {call}, output {k}"),
+                want,
+                &outputs[k.parse::<usize>().unwrap()],
+                rtol,
+                atol,
+            );
         }
     }
     let p = model.profile_read().unwrap();
@@ -58,13 +77,23 @@ fn profile(name: &str, threads: usize, calls: u64) -> (Manifest, Vec<f64>) {
 fn check_nodes_covered(name: &str, m: &Manifest) {
     let src = aotc::frontend::load(&fixture(name).join("model.pt2"), None).unwrap();
     let named: HashSet<&str> = m.kernels.iter().flat_map(|k| &k.nodes).map(|&n| m.nodes[n].name.as_str()).collect();
-    let missing: Vec<&str> = src.program.graph_module.graph.nodes.iter()
-        .filter(|n| !aotc::lower::is_bookkeeping(&n.target) && !VIEWS.contains(&n.target.rsplit('.').nth(1).unwrap_or("")))
+    let missing: Vec<&str> = src
+        .program
+        .graph_module
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| {
+            !aotc::lower::is_bookkeeping(&n.target) && !VIEWS.contains(&n.target.rsplit('.').nth(1).unwrap_or(""))
+        })
         .map(|n| n.name.as_deref().unwrap())
         .filter(|n| !named.contains(n))
         .collect();
     assert!(missing.is_empty(), "{name}: no kernel names {missing:?}");
-    assert!(m.kernels.iter().all(|k| k.nodes.windows(2).all(|w| w[0] < w[1]) && k.nodes.iter().all(|&n| n < m.nodes.len())));
+    assert!(m
+        .kernels
+        .iter()
+        .all(|k| k.nodes.windows(2).all(|w| w[0] < w[1]) && k.nodes.iter().all(|&n| n < m.nodes.len())));
 }
 
 #[test]
@@ -72,13 +101,24 @@ fn small_cnn_profile_names_the_convolution_and_its_module() {
     let (m, times) = profile("small_cnn", 1, 3);
     check_nodes_covered("small_cnn", &m);
     // The convolutions are calls of the library's convolution, named by their node and module.
-    let conv_gemm = m.kernels.iter().position(|k| k.kind == format!("extern {}", aotc_abi::conv::SYMBOL) && k.nodes.iter().any(|&n| m.nodes[n].name == "convolution")).expect("a convolution call of node 'convolution'");
+    let conv_gemm = m
+        .kernels
+        .iter()
+        .position(|k| {
+            k.kind == format!("extern {}", aotc_abi::conv::SYMBOL)
+                && k.nodes.iter().any(|&n| m.nodes[n].name == "convolution")
+        })
+        .expect("a convolution call of node 'convolution'");
     let node = &m.nodes[m.kernels[conv_gemm].nodes[0]];
-    assert_eq!((node.target.as_str(), node.module.as_deref(), node.module_type.as_deref()), ("torch.ops.aten.convolution.default", Some("c1"), Some("Conv2d")));
+    assert_eq!(
+        (node.target.as_str(), node.module.as_deref(), node.module_type.as_deref()),
+        ("torch.ops.aten.convolution.default", Some("c1"), Some("Conv2d"))
+    );
     assert!(times[conv_gemm] > 0.0);
     // Batch norm (into the weights) and relu (into the output pass) fold into the
     // convolution's call, which then names them too.
-    let names = |k: &aotc_abi::manifest::KernelInfo| k.nodes.iter().map(|&n| m.nodes[n].name.as_str()).collect::<Vec<_>>();
+    let names =
+        |k: &aotc_abi::manifest::KernelInfo| k.nodes.iter().map(|&n| m.nodes[n].name.as_str()).collect::<Vec<_>>();
     let conv = names(&m.kernels[conv_gemm]);
     assert!(conv.contains(&"_native_batch_norm_legit_no_training") && conv.contains(&"relu"), "{conv:?}");
 }
@@ -152,17 +192,40 @@ fn profile_misuse_gets_a_status_and_a_message() {
             assert!(message.contains(needle), "{what}: {message:?} lacks {needle:?}");
         };
         bad("enable a null model", (raw.enable)(null, 1), "model is a null pointer");
-        bad("read a null model", (raw.read)(null, &mut calls, &mut call_ns, times.as_mut_ptr(), n), "model is a null pointer");
-        bad("null calls", (raw.read)(m, std::ptr::null_mut(), &mut call_ns, times.as_mut_ptr(), n), "calls is a null pointer");
-        bad("null call_ns", (raw.read)(m, &mut calls, std::ptr::null_mut(), times.as_mut_ptr(), n), "call_ns is a null pointer");
-        bad("too small", (raw.read)(m, &mut calls, &mut call_ns, times.as_mut_ptr(), n - 1), &format!("room for {} kernels; the program has {n}", n - 1));
+        bad(
+            "read a null model",
+            (raw.read)(null, &mut calls, &mut call_ns, times.as_mut_ptr(), n),
+            "model is a null pointer",
+        );
+        bad(
+            "null calls",
+            (raw.read)(m, std::ptr::null_mut(), &mut call_ns, times.as_mut_ptr(), n),
+            "calls is a null pointer",
+        );
+        bad(
+            "null call_ns",
+            (raw.read)(m, &mut calls, std::ptr::null_mut(), times.as_mut_ptr(), n),
+            "call_ns is a null pointer",
+        );
+        bad(
+            "too small",
+            (raw.read)(m, &mut calls, &mut call_ns, times.as_mut_ptr(), n - 1),
+            &format!("room for {} kernels; the program has {n}", n - 1),
+        );
         bad("negative count", (raw.read)(m, &mut calls, &mut call_ns, times.as_mut_ptr(), -1), "room for -1 kernels");
-        bad("null kernel_ns", (raw.read)(m, &mut calls, &mut call_ns, std::ptr::null_mut(), n), "kernel_ns is a null pointer");
+        bad(
+            "null kernel_ns",
+            (raw.read)(m, &mut calls, &mut call_ns, std::ptr::null_mut(), n),
+            "kernel_ns is a null pointer",
+        );
         assert_eq!(times, vec![-1.0; n as usize + 1], "a refused read writes nothing");
         // A larger array is fine: the first n entries are written (zeros: nothing ran yet).
         assert_eq!((raw.enable)(m, 1), status::OK);
         assert_eq!((raw.read)(m, &mut calls, &mut call_ns, times.as_mut_ptr(), n + 1), status::OK);
-        assert_eq!((calls, call_ns, &times[..n as usize], times[n as usize]), (0, 0.0, &vec![0.0; n as usize][..], -1.0));
+        assert_eq!(
+            (calls, call_ns, &times[..n as usize], times[n as usize]),
+            (0, 0.0, &vec![0.0; n as usize][..], -1.0)
+        );
         (raw.destroy)(m);
     }
 }

@@ -23,7 +23,10 @@ fn ptxas() -> PathBuf {
 
 enum Outcome {
     /// Kernels assembled, and bytes of spill stores and loads (summed over both archs).
-    Assembled { kernels: usize, spills: u64 },
+    Assembled {
+        kernels: usize,
+        spills: u64,
+    },
     /// An extern kernel with no CUDA form.
     Skipped(String),
     Failed(String),
@@ -31,11 +34,15 @@ enum Outcome {
 
 /// The spill bytes `ptxas -v` reports ("N bytes spill stores, M bytes spill loads").
 fn spill_bytes(report: &str) -> u64 {
-    report.lines().filter_map(|l| l.split_once(" bytes spill stores, ")).map(|(stores, loads)| {
-        let stores = stores.rsplit(' ').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
-        let loads = loads.split(' ').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
-        stores + loads
-    }).sum()
+    report
+        .lines()
+        .filter_map(|l| l.split_once(" bytes spill stores, "))
+        .map(|(stores, loads)| {
+            let stores = stores.rsplit(' ').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+            let loads = loads.split(' ').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+            stores + loads
+        })
+        .sum()
 }
 
 fn assemble(dir: &Path, ptxas: &Path, scratch: &Path) -> Outcome {
@@ -55,7 +62,13 @@ fn assemble(dir: &Path, ptxas: &Path, scratch: &Path) -> Outcome {
         let run = Command::new(ptxas).arg(format!("-arch={arch}")).arg("-v").arg(&file).arg("-o").arg(&cubin).output();
         match run {
             Ok(out) if out.status.success() => spills += spill_bytes(&String::from_utf8_lossy(&out.stderr)),
-            Ok(out) => return Outcome::Failed(format!("ptxas -arch={arch} {}: {}", file.display(), String::from_utf8_lossy(&out.stderr).chars().take(600).collect::<String>())),
+            Ok(out) => {
+                return Outcome::Failed(format!(
+                    "ptxas -arch={arch} {}: {}",
+                    file.display(),
+                    String::from_utf8_lossy(&out.stderr).chars().take(600).collect::<String>()
+                ))
+            }
             Err(e) => return Outcome::Failed(format!("running {}: {e}", ptxas.display())),
         }
         let _ = std::fs::remove_file(&cubin);
@@ -74,7 +87,13 @@ fn assemble_all(dirs: &[PathBuf], ptxas: &Path, scratch: &Path) -> BTreeMap<Path
             s.spawn(|| loop {
                 let Some(dir) = queue.lock().unwrap().pop() else { break };
                 let outcome = catch_unwind(AssertUnwindSafe(|| assemble(&dir, ptxas, scratch))).unwrap_or_else(|p| {
-                    Outcome::Failed(format!("PANIC {}", p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()))
+                    Outcome::Failed(format!(
+                        "PANIC {}",
+                        p.downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_default()
+                    ))
                 });
                 results.lock().unwrap().insert(dir, outcome);
             });
@@ -110,7 +129,12 @@ fn every_fixture_assembles_for_sm80_and_sm90() {
                 Outcome::Failed(e) => problems.push(format!("{name}: {}", e.chars().take(800).collect::<String>())),
             }
         }
-        println!("{what} fixtures: {modules} modules ({kernels} kernels) assembled for {}, {} with spills, {} skipped:", ARCHS.join(" and "), spilling, skipped.len());
+        println!(
+            "{what} fixtures: {modules} modules ({kernels} kernels) assembled for {}, {} with spills, {} skipped:",
+            ARCHS.join(" and "),
+            spilling,
+            skipped.len()
+        );
         for s in &skipped {
             println!("  skipped {s}");
         }

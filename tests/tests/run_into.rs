@@ -87,7 +87,11 @@ fn a_data_dependent_output_shape_is_minus_one_and_checked_after_the_stage() {
     assert_eq!(rows, vec![0, 3, 3, 2]);
     let e = m.run_into(&mut inputs, &mut [Tensor::zeros(DType::I64, &[3, 2])]).unwrap_err();
     assert_eq!(e.code, status::SHAPE, "{e}");
-    assert!(e.message.contains("output 0 ('nonzero'): this call computes shape [2, 2], the caller's tensor has shape [3, 2]"), "{e}");
+    assert!(
+        e.message
+            .contains("output 0 ('nonzero'): this call computes shape [2, 2], the caller's tensor has shape [3, 2]"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -99,10 +103,17 @@ fn mutated_state_advances_the_same_way_through_run_into() {
     for call in 0..2 {
         let (mut inputs, expected) = recorded(&dir, call);
         let shapes = m.output_shapes(&mut inputs).unwrap();
-        let mut outs: Vec<Tensor> = m.outputs().iter().zip(&shapes).map(|(o, s)| Tensor::zeros(o.dtype.unwrap(), s)).collect();
+        let mut outs: Vec<Tensor> =
+            m.outputs().iter().zip(&shapes).map(|(o, s)| Tensor::zeros(o.dtype.unwrap(), s)).collect();
         m.run_into(&mut inputs, &mut outs).unwrap();
         for (k, want) in &expected {
-            aotc_tests::assert_close(&format!("call {call} output {k}"), want, &outs[k.parse::<usize>().unwrap()], 1e-4, 1e-5);
+            aotc_tests::assert_close(
+                &format!("call {call} output {k}"),
+                want,
+                &outs[k.parse::<usize>().unwrap()],
+                1e-4,
+                1e-5,
+            );
         }
     }
 }
@@ -122,11 +133,31 @@ fn bad_output_descriptors_are_refused_before_anything_is_written() {
     let cases: Vec<(Vec<AotcTensor>, i32, String)> = vec![
         (vec![], status::INVALID_ARGUMENT, "expected 1 outputs, got 0".into()),
         (vec![good, good], status::INVALID_ARGUMENT, "expected 1 outputs, got 2".into()),
-        (vec![descriptor(base, &mut shape, None, DType::F64)], status::DTYPE, "output 0 ('_log_softmax'): expected dtype float32, got float64".into()),
-        (vec![descriptor(base, &mut wrong_shape, None, DType::F32)], status::SHAPE, "this call computes shape [2, 4], the caller's tensor has shape [2, 5]".into()),
-        (vec![descriptor(std::ptr::null_mut(), &mut shape, None, DType::F32)], status::INVALID_ARGUMENT, "data is a null pointer".into()),
-        (vec![descriptor(x.as_ptr().cast_mut().cast(), &mut big, None, DType::F32)], status::INVALID_ARGUMENT, "overlaps input 0 ('x')".into()),
-        (vec![AotcTensor { device: DLDevice { device_type: 2, device_id: 0 }, ..good }], status::DEVICE, "tensor is on device type 2 id 0, expected the CPU (device type 1)".into()),
+        (
+            vec![descriptor(base, &mut shape, None, DType::F64)],
+            status::DTYPE,
+            "output 0 ('_log_softmax'): expected dtype float32, got float64".into(),
+        ),
+        (
+            vec![descriptor(base, &mut wrong_shape, None, DType::F32)],
+            status::SHAPE,
+            "this call computes shape [2, 4], the caller's tensor has shape [2, 5]".into(),
+        ),
+        (
+            vec![descriptor(std::ptr::null_mut(), &mut shape, None, DType::F32)],
+            status::INVALID_ARGUMENT,
+            "data is a null pointer".into(),
+        ),
+        (
+            vec![descriptor(x.as_ptr().cast_mut().cast(), &mut big, None, DType::F32)],
+            status::INVALID_ARGUMENT,
+            "overlaps input 0 ('x')".into(),
+        ),
+        (
+            vec![AotcTensor { device: DLDevice { device_type: 2, device_id: 0 }, ..good }],
+            status::DEVICE,
+            "tensor is on device type 2 id 0, expected the CPU (device type 1)".into(),
+        ),
     ];
     for (outs, code, msg) in cases {
         // SAFETY: every descriptor describes live memory of the bytes it reaches (or is
@@ -147,7 +178,8 @@ fn bad_output_descriptors_are_refused_before_anything_is_written() {
     let (_d2, mut two) = load("ops/aminmax__float32__0");
     let (mut inputs, _) = recorded(&fixture("ops/aminmax__float32__0"), 0);
     let shapes = two.output_shapes(&mut inputs).unwrap();
-    let mut outs: Vec<Tensor> = two.outputs().iter().zip(&shapes).map(|(o, s)| Tensor::zeros(o.dtype.unwrap(), s)).collect();
+    let mut outs: Vec<Tensor> =
+        two.outputs().iter().zip(&shapes).map(|(o, s)| Tensor::zeros(o.dtype.unwrap(), s)).collect();
     two.run_into(&mut inputs, &mut outs).unwrap();
     let Value::Tensor(x) = &mut inputs[0] else { panic!("aminmax takes a tensor") };
     let raw_input = x.as_raw();

@@ -15,7 +15,10 @@ fn ones(shape: &[i64]) -> Value {
 fn inputs_sharing_a_symbol_must_agree() {
     let archive = fixture("pytree_io").join("model.pt2");
     let mut zip = zip::ZipArchive::new(std::fs::File::open(&archive).unwrap()).unwrap();
-    let name = (0..zip.len()).map(|i| zip.by_index(i).unwrap().name().to_string()).find(|n| n.ends_with("models/model.json")).unwrap();
+    let name = (0..zip.len())
+        .map(|i| zip.by_index(i).unwrap().name().to_string())
+        .find(|n| n.ends_with("models/model.json"))
+        .unwrap();
     let mut text = String::new();
     zip.by_name(&name).unwrap().read_to_string(&mut text).unwrap();
     let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();

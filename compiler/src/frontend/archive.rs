@@ -28,7 +28,8 @@ struct ZipEntries<'p> {
 impl Entries for ZipEntries<'_> {
     fn read(&mut self, rel: &str) -> Result<Option<Vec<u8>>> {
         let name = format!("{}{rel}", self.root);
-        let err = |message: String| Error::Format { path: self.path.into(), message: format!("entry {name}: {message}") };
+        let err =
+            |message: String| Error::Format { path: self.path.into(), message: format!("entry {name}: {message}") };
         let f = match self.zip.by_name(&name) {
             Ok(f) => f,
             Err(zip::result::ZipError::FileNotFound) => return Ok(None),
@@ -64,17 +65,23 @@ impl Entries for DirEntries<'_> {
 pub fn load_archive(path: &Path, bytes: Vec<u8>) -> Result<Source> {
     let fmt_err = |message: String| Error::Format { path: path.into(), message };
     let len = bytes.len();
-    let zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| fmt_err(format!("not a readable .pt2 (zip) archive: {e}")))?;
-    let models: Vec<String> = zip.file_names().filter(|n| {
-        let parts: Vec<&str> = n.split('/').collect();
-        parts.len() >= 2 && parts[parts.len() - 2] == "models" && n.ends_with(".json")
-    }).map(String::from).collect();
+    let zip = zip::ZipArchive::new(Cursor::new(bytes))
+        .map_err(|e| fmt_err(format!("not a readable .pt2 (zip) archive: {e}")))?;
+    let models: Vec<String> = zip
+        .file_names()
+        .filter(|n| {
+            let parts: Vec<&str> = n.split('/').collect();
+            parts.len() >= 2 && parts[parts.len() - 2] == "models" && n.ends_with(".json")
+        })
+        .map(String::from)
+        .collect();
     let model = match models.as_slice() {
         [] => return Err(fmt_err(no_program(zip.file_names()))),
         [one] => one.clone(),
         // torch.export.save writes one program; prefer the default name when there are more.
-        many => many.iter().find(|n| n.ends_with("models/model.json")).cloned()
-            .ok_or_else(|| fmt_err(format!("archive holds several programs ({}); aotc compiles one", many.join(", "))))?,
+        many => many.iter().find(|n| n.ends_with("models/model.json")).cloned().ok_or_else(|| {
+            fmt_err(format!("archive holds several programs ({}); aotc compiles one", many.join(", ")))
+        })?,
     };
     // `<root>models/<file>.json`: the filter above makes the last "models/" the directory.
     let (root, file) = model.rsplit_once("models/").ok_or_else(|| fmt_err(format!("cannot read {model}")))?;
@@ -119,13 +126,20 @@ pub fn not_json(path: &Path, bytes: &[u8]) -> Option<Error> {
     let what = if bytes.is_empty() {
         "an empty file, not a torch.export program".to_string()
     } else if bytes.starts_with(b"\x7fELF") {
-        return Some(Error::Format { path: path.into(), message: "a shared library (ELF), perhaps one aotc compiled: run it with `aotc run` \
-            (`aotc inspect` describes it); `aotc compile` takes a .pt2 archive or a model.json".into() });
+        return Some(Error::Format {
+            path: path.into(),
+            message: "a shared library (ELF), perhaps one aotc compiled: run it with `aotc run` \
+            (`aotc inspect` describes it); `aotc compile` takes a .pt2 archive or a model.json"
+                .into(),
+        });
     } else if bytes.first() == Some(&0x80) && bytes.get(1).is_some_and(|p| (2..=5).contains(p)) {
         "a Python pickle (torch.save(..., _use_new_zipfile_serialization=False), or pickle.dump), not a torch.export program".to_string()
     } else if crate::tensor_io::looks_like_text(bytes) {
         let python = path.extension().is_some_and(|e| e == "py");
-        format!("neither a zip archive (.pt2) nor JSON, but text{}", if python { " (Python source? aotc does not run Python)" } else { "" })
+        format!(
+            "neither a zip archive (.pt2) nor JSON, but text{}",
+            if python { " (Python source? aotc does not run Python)" } else { "" }
+        )
     } else {
         "neither a zip archive (.pt2) nor JSON".to_string()
     };
@@ -142,30 +156,50 @@ pub fn load_json_with_layout(path: &Path, json: &[u8]) -> Result<Source> {
 
 fn load_payloads(path: &Path, program: super::schema::ExportedProgram, entries: &mut dyn Entries) -> Result<Source> {
     let mut left = MAX_BYTES;
-    let weights = load_payload_group(path, entries, "data/weights/model_weights_config.json", "data/weights/", &mut left)?;
-    let constants = load_payload_group(path, entries, "data/constants/model_constants_config.json", "data/constants/", &mut left)?;
+    let weights =
+        load_payload_group(path, entries, "data/weights/model_weights_config.json", "data/weights/", &mut left)?;
+    let constants =
+        load_payload_group(path, entries, "data/constants/model_constants_config.json", "data/constants/", &mut left)?;
     Ok(Source { path: path.into(), program, weights, constants })
 }
 
 /// Reads one group of payloads, building at most `left` bytes of dense tensors (less what
 /// it builds, on return).
-fn load_payload_group(path: &Path, entries: &mut dyn Entries, config: &str, dir: &str, left: &mut u64) -> Result<BTreeMap<String, Tensor>> {
+fn load_payload_group(
+    path: &Path,
+    entries: &mut dyn Entries,
+    config: &str,
+    dir: &str,
+    left: &mut u64,
+) -> Result<BTreeMap<String, Tensor>> {
     let Some(cfg) = entries.read(config)? else { return Ok(BTreeMap::new()) };
     let cfg: PayloadConfig = serde_json::from_slice(&cfg)
         .map_err(|e| Error::Format { path: path.into(), message: format!("{config}: {e}") })?;
     let mut out = BTreeMap::new();
     for (name, meta) in cfg.config {
         if meta.use_pickle {
-            return Err(Error::Weight { name, message: "stored pickled (use_pickle: true, e.g. a tensor subclass); aotc reads raw tensor bytes only".into() });
+            return Err(Error::Weight {
+                name,
+                message: "stored pickled (use_pickle: true, e.g. a tensor subclass); aotc reads raw tensor bytes only"
+                    .into(),
+            });
         }
-        let tm = meta.tensor_meta.as_ref().ok_or_else(|| Error::Weight { name: name.clone(), message: "has no tensor_meta".into() })?;
+        let tm = meta
+            .tensor_meta
+            .as_ref()
+            .ok_or_else(|| Error::Weight { name: name.clone(), message: "has no tensor_meta".into() })?;
         // A file name, not a path: on disk, "../x" would read outside the program's layout.
         if !is_plain_file_name(&meta.path_name) {
-            return Err(Error::Weight { name, message: format!("payload name {:?} in {config} is not a plain file name", meta.path_name) });
+            return Err(Error::Weight {
+                name,
+                message: format!("payload name {:?} in {config} is not a plain file name", meta.path_name),
+            });
         }
         let payload = format!("{dir}{}", meta.path_name);
-        let storage = entries.read(&payload)?
-            .ok_or_else(|| Error::Weight { name: name.clone(), message: format!("payload {payload} is missing from the archive") })?;
+        let storage = entries.read(&payload)?.ok_or_else(|| Error::Weight {
+            name: name.clone(),
+            message: format!("payload {payload} is missing from the archive"),
+        })?;
         let t = dense_from_storage(&name, &payload, tm, &storage, *left)?;
         *left -= t.data.len() as u64;
         out.insert(name, t);

@@ -4,9 +4,9 @@
 //! Output: a [`Source`], the parsed program with every weight and constant as dense,
 //! contiguous little-endian bytes.
 
+mod archive;
 pub mod schema;
 pub mod sympy;
-mod archive;
 mod weights;
 
 pub use weights::Tensor;
@@ -58,21 +58,31 @@ fn wanted_payloads(program: &schema::ExportedProgram) -> BTreeMap<&str, Wanted> 
     let graph = &program.graph_module.graph;
     let static_meta = |arg: &str| {
         let m = graph.tensor_values.get(arg)?;
-        let sizes = m.sizes.iter().map(|s| match s {
-            schema::SymInt::Int(v) => Some(*v),
-            schema::SymInt::Expr(_) => None,
-        }).collect::<Option<Vec<_>>>()?;
+        let sizes = m
+            .sizes
+            .iter()
+            .map(|s| match s {
+                schema::SymInt::Int(v) => Some(*v),
+                schema::SymInt::Expr(_) => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
         Some((DType::from_torch_code(m.dtype)?, sizes))
     };
-    program.graph_module.signature.input_specs.iter().filter_map(|spec| {
-        let (arg, fqn, constant) = match spec {
-            InputSpec::Parameter { arg, parameter_name } => (arg, parameter_name, false),
-            InputSpec::Buffer { arg, buffer_name, persistent } => (arg, buffer_name, !persistent),
-            InputSpec::TensorConstant { arg, tensor_constant_name } => (arg, tensor_constant_name, true),
-            _ => return None,
-        };
-        Some((fqn.as_str(), Wanted { constant, meta: static_meta(&arg.name) }))
-    }).collect()
+    program
+        .graph_module
+        .signature
+        .input_specs
+        .iter()
+        .filter_map(|spec| {
+            let (arg, fqn, constant) = match spec {
+                InputSpec::Parameter { arg, parameter_name } => (arg, parameter_name, false),
+                InputSpec::Buffer { arg, buffer_name, persistent } => (arg, buffer_name, !persistent),
+                InputSpec::TensorConstant { arg, tensor_constant_name } => (arg, tensor_constant_name, true),
+                _ => return None,
+            };
+            Some((fqn.as_str(), Wanted { constant, meta: static_meta(&arg.name) }))
+        })
+        .collect()
 }
 
 /// Replaces the payloads named in `file` (a `--weights` file) by its `tensors`. Every tensor
@@ -112,7 +122,10 @@ fn override_payloads(src: &mut Source, file: &Path, mut tensors: Vec<(String, Te
     if unknown {
         problems.push(format!("(the program's weights: {})", wanted.keys().copied().collect::<Vec<_>>().join(", ")));
     }
-    Err(Error::Format { path: file.into(), message: format!("the --weights file does not match the program:\n  {}", problems.join("\n  ")) })
+    Err(Error::Format {
+        path: file.into(),
+        message: format!("the --weights file does not match the program:\n  {}", problems.join("\n  ")),
+    })
 }
 
 pub(crate) fn parse_program(path: &Path, json: &[u8]) -> Result<schema::ExportedProgram> {
@@ -122,11 +135,14 @@ pub(crate) fn parse_program(path: &Path, json: &[u8]) -> Result<schema::Exported
     }
     let fmt_err = |message: String| Error::Format { path: path.into(), message };
     // Check the version first: a newer major may not even parse.
-    let v: VersionOnly = serde_json::from_slice(json).map_err(|e| fmt_err(format!("not a torch.export program (model.json): {e}")))?;
+    let v: VersionOnly =
+        serde_json::from_slice(json).map_err(|e| fmt_err(format!("not a torch.export program (model.json): {e}")))?;
     if v.schema_version.major != schema::SCHEMA_MAJOR {
         return Err(fmt_err(format!(
             "torch.export schema version {}.{} is not supported: aotc reads major version {}",
-            v.schema_version.major, v.schema_version.minor, schema::SCHEMA_MAJOR
+            v.schema_version.major,
+            v.schema_version.minor,
+            schema::SCHEMA_MAJOR
         )));
     }
     serde_json::from_slice(json).map_err(|e| fmt_err(format!("malformed model.json: {e}")))

@@ -55,7 +55,11 @@ impl Parser<'_, '_> {
     }
 
     fn expect(&mut self, c: u8) -> Result<(), String> {
-        if self.eat(c) { Ok(()) } else { Err(format!("expected '{}' at byte {}", c as char, self.i)) }
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(format!("expected '{}' at byte {}", c as char, self.i))
+        }
     }
 
     fn ident(&mut self) -> String {
@@ -225,7 +229,10 @@ impl Parser<'_, '_> {
                 loop {
                     let (e, s) = self.scaled()?;
                     product = SymExpr::mul([product, e]);
-                    shift = shift.checked_add(s).filter(|&t| t <= 40).ok_or("symbolic size scaled by too small a fraction")?;
+                    shift = shift
+                        .checked_add(s)
+                        .filter(|&t| t <= 40)
+                        .ok_or("symbolic size scaled by too small a fraction")?;
                     if !self.eat(b',') {
                         break;
                     }
@@ -244,9 +251,13 @@ impl Parser<'_, '_> {
 /// `text` (a float) as `num / 2^shift` exactly, or an error for other fractions.
 fn dyadic(text: &str) -> Result<(i64, u32), String> {
     let v: f64 = text.parse().map_err(|_| format!("Float('{text}') is not a number"))?;
-    (0..=40).map(|k| (v * (1u64 << k) as f64, k)).find(|(x, _)| x.fract() == 0.0 && x.abs() < (1u64 << 53) as f64)
+    (0..=40)
+        .map(|k| (v * (1u64 << k) as f64, k))
+        .find(|(x, _)| x.fract() == 0.0 && x.abs() < (1u64 << 53) as f64)
         .map(|(x, k)| (x as i64, k))
-        .ok_or_else(|| format!("Float('{text}') in a symbolic size is not a binary fraction; aotc computes sizes exactly"))
+        .ok_or_else(|| {
+            format!("Float('{text}') in a symbolic size is not a binary fraction; aotc computes sizes exactly")
+        })
 }
 
 /// Folds `xs` pairwise, level by level, so that `Max` of n arguments is about log2(n)
@@ -256,7 +267,10 @@ fn balanced(mut xs: Vec<SymExpr>, f: fn(SymExpr, SymExpr) -> SymExpr) -> Option<
         let mut rest = xs.into_iter();
         let mut level = Vec::new();
         while let Some(a) = rest.next() {
-            level.push(match rest.next() { Some(b) => f(a, b), None => a });
+            level.push(match rest.next() {
+                Some(b) => f(a, b),
+                None => a,
+            });
         }
         xs = level;
     }
@@ -267,7 +281,9 @@ fn balanced(mut xs: Vec<SymExpr>, f: fn(SymExpr, SymExpr) -> SymExpr) -> Option<
 fn node_count(e: &SymExpr) -> usize {
     match e {
         SymExpr::Int(_) | SymExpr::Sym(_) => 1,
-        SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Max(xs) | SymExpr::Min(xs) => xs.iter().map(node_count).fold(1, usize::saturating_add),
+        SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Max(xs) | SymExpr::Min(xs) => {
+            xs.iter().map(node_count).fold(1, usize::saturating_add)
+        }
         SymExpr::FloorDiv(a, b) | SymExpr::Mod(a, b) => node_count(a).saturating_add(node_count(b)).saturating_add(1),
     }
 }
@@ -279,7 +295,9 @@ mod tests {
     fn p(s: &str) -> String {
         let mut names: Vec<String> = vec![];
         let mut id = |n: &str| {
-            if let Some(i) = names.iter().position(|x| x == n) { return i as u32 }
+            if let Some(i) = names.iter().position(|x| x == n) {
+                return i as u32;
+            }
             names.push(n.into());
             names.len() as u32 - 1
         };
@@ -306,14 +324,20 @@ mod tests {
         let nested = |n: usize| format!("{}Symbol('s0'){}", "Add(".repeat(n), ", Integer(1))".repeat(n));
         assert_eq!(p(&nested(MAX_DEPTH - 1)), format!("s0 + {}", MAX_DEPTH - 1));
         for n in [MAX_DEPTH, 20_000] {
-            assert!(p(&nested(n)).starts_with("error: symbolic expression nested deeper than 64 levels (at byte 256)"), "{n}");
+            assert!(
+                p(&nested(n)).starts_with("error: symbolic expression nested deeper than 64 levels (at byte 256)"),
+                "{n}"
+            );
         }
         let powers = format!("{}Symbol('s0'){}", "Pow(".repeat(8), ", Integer(16))".repeat(8));
         assert_eq!(p(&powers), "error: symbolic expression expands to more than 65536 nodes");
         // A wide Max is a shallow tree: Display (recursive) gets through it.
         let wide = (0..4_000).map(|i| format!("Symbol('s{i}')")).collect::<Vec<_>>().join(", ");
         assert!(p(&format!("Max({wide})")).starts_with("max(max("));
-        assert_eq!(p("Integer(99999999999999999999)"), "error: integer 99999999999999999999 at byte 8 does not fit in 64 bits");
+        assert_eq!(
+            p("Integer(99999999999999999999)"),
+            "error: integer 99999999999999999999 at byte 8 does not fit in 64 bits"
+        );
         assert!(p(&" ".repeat(MAX_LEN + 1)).starts_with("error: symbolic expression is 1048577 bytes long"));
     }
 }

@@ -26,7 +26,10 @@ pub struct Tensor {
 fn static_int(name: &str, what: &str, s: &SymInt) -> Result<i64> {
     match s {
         SymInt::Int(v) => Ok(*v),
-        SymInt::Expr(e) => Err(Error::Weight { name: name.into(), message: format!("{what} is symbolic ({}); weights must have static shapes", e.expr_str) }),
+        SymInt::Expr(e) => Err(Error::Weight {
+            name: name.into(),
+            message: format!("{what} is symbolic ({}); weights must have static shapes", e.expr_str),
+        }),
     }
 }
 
@@ -34,7 +37,11 @@ fn static_int(name: &str, what: &str, s: &SymInt) -> Result<i64> {
 /// or exceeds `limit`.
 fn dense_bytes(dtype: DType, sizes: &[i64], limit: u64) -> Option<usize> {
     let bytes = sizes.iter().try_fold(dtype.size() as u64, |acc, &n| acc.checked_mul(u64::try_from(n).ok()?))?;
-    if bytes > limit { None } else { usize::try_from(bytes).ok() }
+    if bytes > limit {
+        None
+    } else {
+        usize::try_from(bytes).ok()
+    }
 }
 
 /// The lowest and highest element offsets a non-empty view reaches, or None when either
@@ -42,7 +49,11 @@ fn dense_bytes(dtype: DType, sizes: &[i64], limit: u64) -> Option<usize> {
 fn extent(offset: i64, sizes: &[i64], strides: &[i64]) -> Option<(i64, i64)> {
     sizes.iter().zip(strides).try_fold((offset, offset), |(lo, hi), (&n, &s)| {
         let reach = (n - 1).checked_mul(s)?;
-        if reach < 0 { Some((lo.checked_add(reach)?, hi)) } else { Some((lo, hi.checked_add(reach)?)) }
+        if reach < 0 {
+            Some((lo.checked_add(reach)?, hi))
+        } else {
+            Some((lo, hi.checked_add(reach)?))
+        }
     })
 }
 
@@ -51,7 +62,8 @@ fn extent(offset: i64, sizes: &[i64], strides: &[i64]) -> Option<(i64, i64)> {
 /// bytes: what is left of [`MAX_BYTES`] for the archive's weights.
 pub fn dense_from_storage(name: &str, payload: &str, meta: &TensorMeta, storage: &[u8], limit: u64) -> Result<Tensor> {
     let err = |message: String| Error::Weight { name: name.into(), message };
-    let dtype = DType::from_torch_code(meta.dtype).ok_or_else(|| err(format!("unsupported dtype code {}", meta.dtype)))?;
+    let dtype =
+        DType::from_torch_code(meta.dtype).ok_or_else(|| err(format!("unsupported dtype code {}", meta.dtype)))?;
     let sizes = meta.sizes.iter().map(|s| static_int(name, "a size", s)).collect::<Result<Vec<_>>>()?;
     let strides = meta.strides.iter().map(|s| static_int(name, "a stride", s)).collect::<Result<Vec<_>>>()?;
     let offset = static_int(name, "the storage offset", &meta.storage_offset)?;
@@ -95,18 +107,31 @@ pub fn dense_from_storage(name: &str, payload: &str, meta: &TensorMeta, storage:
 
 /// Every tensor of a safetensors file, keyed by its name.
 pub fn from_safetensors(path: &Path, bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
-    let bad = |name: &str, message: String| Error::Format { path: path.into(), message: format!("tensor '{name}': {message}") };
+    let bad = |name: &str, message: String| Error::Format {
+        path: path.into(),
+        message: format!("tensor '{name}': {message}"),
+    };
     let st = safetensors::SafeTensors::deserialize(bytes)
         .map_err(|e| Error::Format { path: path.into(), message: format!("not a safetensors file: {e}") })?;
-    st.tensors().into_iter().map(|(name, view)| {
-        let dtype = DType::from_safetensors_name(&format!("{:?}", view.dtype()))
-            .ok_or_else(|| bad(&name, format!("unsupported dtype {:?}", view.dtype())))?;
-        let sizes = view.shape().iter().map(|&s| i64::try_from(s)).collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|_| bad(&name, format!("a size of {:?} does not fit in 64 bits", view.shape())))?;
-        // The safetensors crate checks this too; the weights blob relies on it.
-        if dense_bytes(dtype, &sizes, MAX_BYTES) != Some(view.data().len()) {
-            return Err(bad(&name, format!("{dtype}{sizes:?} does not match its {} bytes of data", view.data().len())));
-        }
-        Ok((name, Tensor { dtype, sizes, data: view.data().to_vec() }))
-    }).collect()
+    st.tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            let dtype = DType::from_safetensors_name(&format!("{:?}", view.dtype()))
+                .ok_or_else(|| bad(&name, format!("unsupported dtype {:?}", view.dtype())))?;
+            let sizes = view
+                .shape()
+                .iter()
+                .map(|&s| i64::try_from(s))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|_| bad(&name, format!("a size of {:?} does not fit in 64 bits", view.shape())))?;
+            // The safetensors crate checks this too; the weights blob relies on it.
+            if dense_bytes(dtype, &sizes, MAX_BYTES) != Some(view.data().len()) {
+                return Err(bad(
+                    &name,
+                    format!("{dtype}{sizes:?} does not match its {} bytes of data", view.data().len()),
+                ));
+            }
+            Ok((name, Tensor { dtype, sizes, data: view.data().to_vec() }))
+        })
+        .collect()
 }

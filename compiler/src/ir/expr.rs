@@ -29,7 +29,12 @@ impl Affine {
     pub fn scale(&self, k: &SymExpr) -> Affine {
         Affine {
             offset: SymExpr::mul([self.offset.clone(), k.clone()]),
-            terms: self.terms.iter().map(|(v, c)| (*v, SymExpr::mul([c.clone(), k.clone()]))).filter(|(_, c)| c != &SymExpr::Int(0)).collect(),
+            terms: self
+                .terms
+                .iter()
+                .map(|(v, c)| (*v, SymExpr::mul([c.clone(), k.clone()])))
+                .filter(|(_, c)| c != &SymExpr::Int(0))
+                .collect(),
         }
     }
 
@@ -63,11 +68,15 @@ impl Affine {
 
 impl fmt::Display for Affine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut parts: Vec<String> = self.terms.iter().map(|(v, c)| match c {
-            SymExpr::Int(1) => format!("i{v}"),
-            SymExpr::Int(_) | SymExpr::Sym(_) => format!("{c}*i{v}"),
-            _ => format!("({c})*i{v}"),
-        }).collect();
+        let mut parts: Vec<String> = self
+            .terms
+            .iter()
+            .map(|(v, c)| match c {
+                SymExpr::Int(1) => format!("i{v}"),
+                SymExpr::Int(_) | SymExpr::Sym(_) => format!("{c}*i{v}"),
+                _ => format!("({c})*i{v}"),
+            })
+            .collect();
         if self.offset != SymExpr::Int(0) || parts.is_empty() {
             parts.push(self.offset.to_string());
         }
@@ -103,16 +112,29 @@ impl Scalar {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExprKind {
-    Load { buf: BufId, index: Affine },
+    Load {
+        buf: BufId,
+        index: Affine,
+    },
     /// The element of `buf` (which holds `numel` elements) at a computed offset (an i64
     /// expression: gathers, windows, padding). An offset outside `0..numel` reads as zero,
     /// so no computed index can touch memory the buffer does not own.
-    LoadAt { buf: BufId, numel: SymExpr, offset: E },
+    LoadAt {
+        buf: BufId,
+        numel: SymExpr,
+        offset: E,
+    },
     /// An index (i64) into a dimension of size `bound`; with `wrap`, negative values count
     /// from the end (python indexing), else they are out of range (gather, embedding). An
     /// index out of range yields 0 and records run-time error `site` (an index into
     /// `Program::index_sites`) in buffer `record`.
-    CheckIndex { value: E, bound: SymExpr, wrap: bool, site: usize, record: BufId },
+    CheckIndex {
+        value: E,
+        bound: SymExpr,
+        wrap: bool,
+        site: usize,
+        record: BufId,
+    },
     Const(Scalar),
     /// The value of an index expression, as an integer (iota, masks, counts).
     Index(Affine),
@@ -151,7 +173,10 @@ pub fn load_at(buf: BufId, dtype: DType, numel: SymExpr, offset: E) -> E {
 }
 
 pub fn check_index(value: E, bound: SymExpr, wrap: bool, site: usize, record: BufId) -> E {
-    Rc::new(Expr { dtype: DType::I64, kind: ExprKind::CheckIndex { value: cast(value, DType::I64), bound, wrap, site, record } })
+    Rc::new(Expr {
+        dtype: DType::I64,
+        kind: ExprKind::CheckIndex { value: cast(value, DType::I64), bound, wrap, site, record },
+    })
 }
 
 /// An int64 constant.
@@ -208,10 +233,16 @@ pub fn substitute(e: &E, vars: &[Affine]) -> E {
         }
         let kind = match &e.kind {
             ExprKind::Load { buf, index } => ExprKind::Load { buf: *buf, index: index.substitute(vars) },
-            ExprKind::LoadAt { buf, numel, offset } => ExprKind::LoadAt { buf: *buf, numel: numel.clone(), offset: go(offset, vars, memo) },
-            ExprKind::CheckIndex { value, bound, wrap, site, record } => {
-                ExprKind::CheckIndex { value: go(value, vars, memo), bound: bound.clone(), wrap: *wrap, site: *site, record: *record }
+            ExprKind::LoadAt { buf, numel, offset } => {
+                ExprKind::LoadAt { buf: *buf, numel: numel.clone(), offset: go(offset, vars, memo) }
             }
+            ExprKind::CheckIndex { value, bound, wrap, site, record } => ExprKind::CheckIndex {
+                value: go(value, vars, memo),
+                bound: bound.clone(),
+                wrap: *wrap,
+                site: *site,
+                record: *record,
+            },
             ExprKind::Const(_) => return e.clone(),
             ExprKind::Index(a) => ExprKind::Index(a.substitute(vars)),
             ExprKind::Unary(op, x) => ExprKind::Unary(*op, go(x, vars, memo)),
@@ -236,8 +267,15 @@ pub fn visit(e: &E, f: &mut impl FnMut(&E)) {
             ExprKind::Load { .. } | ExprKind::Const(_) | ExprKind::Index(_) => {}
             ExprKind::Unary(_, x) | ExprKind::Cast(x) => go(x, f, seen),
             ExprKind::LoadAt { offset: x, .. } | ExprKind::CheckIndex { value: x, .. } => go(x, f, seen),
-            ExprKind::Binary(_, a, b) => { go(a, f, seen); go(b, f, seen) }
-            ExprKind::Where(c, a, b) => { go(c, f, seen); go(a, f, seen); go(b, f, seen) }
+            ExprKind::Binary(_, a, b) => {
+                go(a, f, seen);
+                go(b, f, seen)
+            }
+            ExprKind::Where(c, a, b) => {
+                go(c, f, seen);
+                go(a, f, seen);
+                go(b, f, seen)
+            }
         }
         f(e);
     }

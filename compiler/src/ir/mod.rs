@@ -24,4 +24,7 @@ pub mod program;
 
 pub use expr::{Affine, Expr, ExprKind, Scalar, E};
 pub use prims::Prim;
-pub use program::{strided_elements, BufId, BufKind, Buffer, DataBinding, ExternArg, ExternCall, Kernel, Matmul, Program, ReduceOp, StridedRef};
+pub use program::{
+    strided_elements, BufId, BufKind, Buffer, DataBinding, ExternArg, ExternCall, Kernel, Matmul, Program, ReduceOp,
+    StridedRef,
+};

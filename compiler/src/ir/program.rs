@@ -113,9 +113,19 @@ pub enum ExternArg {
 
 #[derive(Clone, Debug)]
 pub enum Kernel {
-    Pointwise { out: BufId, ranges: Vec<SymExpr>, body: E },
+    Pointwise {
+        out: BufId,
+        ranges: Vec<SymExpr>,
+        body: E,
+    },
     /// Body variables: `ranges.len()` output variables, then `reduce.len()` reduction ones.
-    Reduction { out: BufId, ranges: Vec<SymExpr>, reduce: Vec<SymExpr>, op: ReduceOp, body: E },
+    Reduction {
+        out: BufId,
+        ranges: Vec<SymExpr>,
+        reduce: Vec<SymExpr>,
+        op: ReduceOp,
+        body: E,
+    },
     Matmul(Box<Matmul>),
     Extern(Box<ExternCall>),
 }
@@ -127,23 +137,35 @@ impl Kernel {
         let k = self;
         let mut bufs = vec![k.out()];
         let mut syms: Vec<SymExpr> = vec![];
-        let add_sym = |s: &SymExpr, syms: &mut Vec<SymExpr>| if !s.is_static() && !syms.contains(s) { syms.push(s.clone()) };
-        let body_inputs = |body: &E, bufs: &mut Vec<BufId>, syms: &mut Vec<SymExpr>| visit(body, &mut |e| match &e.kind {
-            ExprKind::Load { buf, index } => {
-                if !bufs.contains(buf) { bufs.push(*buf) }
-                index.sym_parts().for_each(|s| add_sym(s, syms));
+        let add_sym = |s: &SymExpr, syms: &mut Vec<SymExpr>| {
+            if !s.is_static() && !syms.contains(s) {
+                syms.push(s.clone())
             }
-            ExprKind::Index(index) => index.sym_parts().for_each(|s| add_sym(s, syms)),
-            ExprKind::LoadAt { buf, numel, .. } => {
-                if !bufs.contains(buf) { bufs.push(*buf) }
-                add_sym(numel, syms);
-            }
-            ExprKind::CheckIndex { bound, record, .. } => {
-                if !bufs.contains(record) { bufs.push(*record) }
-                add_sym(bound, syms);
-            }
-            _ => {}
-        });
+        };
+        let body_inputs = |body: &E, bufs: &mut Vec<BufId>, syms: &mut Vec<SymExpr>| {
+            visit(body, &mut |e| match &e.kind {
+                ExprKind::Load { buf, index } => {
+                    if !bufs.contains(buf) {
+                        bufs.push(*buf)
+                    }
+                    index.sym_parts().for_each(|s| add_sym(s, syms));
+                }
+                ExprKind::Index(index) => index.sym_parts().for_each(|s| add_sym(s, syms)),
+                ExprKind::LoadAt { buf, numel, .. } => {
+                    if !bufs.contains(buf) {
+                        bufs.push(*buf)
+                    }
+                    add_sym(numel, syms);
+                }
+                ExprKind::CheckIndex { bound, record, .. } => {
+                    if !bufs.contains(record) {
+                        bufs.push(*record)
+                    }
+                    add_sym(bound, syms);
+                }
+                _ => {}
+            })
+        };
         match k {
             Kernel::Pointwise { ranges, body, .. } => {
                 ranges.iter().for_each(|s| add_sym(s, &mut syms));
@@ -155,9 +177,15 @@ impl Kernel {
             }
             Kernel::Matmul(m) => {
                 for b in [m.a.buf, m.b.buf].into_iter().chain(m.bias) {
-                    if !bufs.contains(&b) { bufs.push(b) }
+                    if !bufs.contains(&b) {
+                        bufs.push(b)
+                    }
                 }
-                for s in [&m.batch, &m.m, &m.n, &m.k, &m.a.offset, &m.b.offset].into_iter().chain(&m.a.strides).chain(&m.b.strides) {
+                for s in [&m.batch, &m.m, &m.n, &m.k, &m.a.offset, &m.b.offset]
+                    .into_iter()
+                    .chain(&m.a.strides)
+                    .chain(&m.b.strides)
+                {
                     add_sym(s, &mut syms);
                 }
                 add_sym(&SymExpr::mul([m.m.clone(), m.n.clone()]), &mut syms);
@@ -165,7 +193,11 @@ impl Kernel {
             Kernel::Extern(call) => {
                 for arg in &call.args {
                     match arg {
-                        ExternArg::Buf(b) | ExternArg::Workspace(b) => if !bufs.contains(b) { bufs.push(*b) },
+                        ExternArg::Buf(b) | ExternArg::Workspace(b) => {
+                            if !bufs.contains(b) {
+                                bufs.push(*b)
+                            }
+                        }
                         ExternArg::Size(s) => add_sym(s, &mut syms),
                         ExternArg::Sizes(ss) => ss.iter().for_each(|s| add_sym(s, &mut syms)),
                     }
@@ -181,7 +213,10 @@ impl Kernel {
     pub fn split(&self) -> Option<(SymExpr, SymExpr)> {
         match self {
             Kernel::Pointwise { ranges, .. } | Kernel::Reduction { ranges, .. } if !ranges.is_empty() => {
-                let reduce = match self { Kernel::Reduction { reduce, .. } => reduce.as_slice(), _ => &[] };
+                let reduce = match self {
+                    Kernel::Reduction { reduce, .. } => reduce.as_slice(),
+                    _ => &[],
+                };
                 Some((ranges[0].clone(), SymExpr::product(ranges[1..].iter().chain(reduce))))
             }
             Kernel::Matmul(m) => Some((m.batch.clone(), SymExpr::product([&m.m, &m.n, &m.k]))),
@@ -206,7 +241,11 @@ impl Kernel {
         match self {
             Kernel::Pointwise { out, body, .. } | Kernel::Reduction { out, body, .. } => {
                 let mut reads = false;
-                visit(body, &mut |e| if let ExprKind::Load { buf, .. } | ExprKind::LoadAt { buf, .. } = &e.kind { reads |= buf == out });
+                visit(body, &mut |e| {
+                    if let ExprKind::Load { buf, .. } | ExprKind::LoadAt { buf, .. } = &e.kind {
+                        reads |= buf == out
+                    }
+                });
                 reads
             }
             Kernel::Matmul(m) => m.accumulate || m.a.buf == m.out || m.b.buf == m.out,
@@ -328,16 +367,32 @@ impl fmt::Display for Program {
             for d in self.data_symbols.iter().filter(|d| d.after == i) {
                 writeln!(f, "bind s{} = {}[0]", d.sym, d.buf)?;
             }
-            let nodes = self.kernel_nodes.get(i).map(|ns| ns.iter().map(|&n| self.nodes[n].name.as_str()).collect::<Vec<_>>().join(", "));
-            writeln!(f, "; kernel {i}: {}", nodes.filter(|n| !n.is_empty()).unwrap_or_else(|| "(no graph node)".into()))?;
+            let nodes = self
+                .kernel_nodes
+                .get(i)
+                .map(|ns| ns.iter().map(|&n| self.nodes[n].name.as_str()).collect::<Vec<_>>().join(", "));
+            writeln!(
+                f,
+                "; kernel {i}: {}",
+                nodes.filter(|n| !n.is_empty()).unwrap_or_else(|| "(no graph node)".into())
+            )?;
             match k {
                 Kernel::Pointwise { out, ranges, body } => writeln!(f, "pointwise {out}[{}] = {body}", list(ranges))?,
                 Kernel::Reduction { out, ranges, reduce, op, body } => {
                     writeln!(f, "reduce.{op:?} {out}[{}] over [{}] = {body}", list(ranges), list(reduce))?
                 }
                 Kernel::Matmul(m) => writeln!(
-                    f, "matmul {} [{}x{}x{}x{}] = {} * {}{:?} @ {}{}{}{}{}",
-                    m.out, m.batch, m.m, m.k, m.n, m.alpha, m.a.buf, m.a.strides, m.b.buf,
+                    f,
+                    "matmul {} [{}x{}x{}x{}] = {} * {}{:?} @ {}{}{}{}{}",
+                    m.out,
+                    m.batch,
+                    m.m,
+                    m.k,
+                    m.n,
+                    m.alpha,
+                    m.a.buf,
+                    m.a.strides,
+                    m.b.buf,
                     if m.packed_b { " (packed)".to_string() } else { format!("{:?}", m.b.strides) },
                     if m.accumulate { " + out" } else { "" },
                     m.bias.map(|b| format!(" + {b}[j]")).unwrap_or_default(),
@@ -362,10 +417,18 @@ mod tests {
         // A 3 x 4 matrix of one-byte elements 0..12.
         let bytes: Vec<u8> = (0..12).collect();
         assert_eq!(strided_elements(&bytes, 1, 0, &[3, 4], &[4, 1]), Some(bytes.clone()));
-        assert_eq!(strided_elements(&bytes, 1, 0, &[4, 3], &[1, 4]), Some(vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]), "transposed");
+        assert_eq!(
+            strided_elements(&bytes, 1, 0, &[4, 3], &[1, 4]),
+            Some(vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]),
+            "transposed"
+        );
         assert_eq!(strided_elements(&bytes, 1, 5, &[2, 2], &[4, 1]), Some(vec![5, 6, 9, 10]), "a window");
         assert_eq!(strided_elements(&bytes, 1, 1, &[2, 3], &[0, 2]), Some(vec![1, 3, 5, 1, 3, 5]), "expanded, strided");
-        assert_eq!(strided_elements(&bytes, 2, 1, &[2, 2], &[3, 1]), Some(vec![2, 3, 4, 5, 8, 9, 10, 11]), "two-byte elements");
+        assert_eq!(
+            strided_elements(&bytes, 2, 1, &[2, 2], &[3, 1]),
+            Some(vec![2, 3, 4, 5, 8, 9, 10, 11]),
+            "two-byte elements"
+        );
         assert_eq!(strided_elements(&bytes, 1, 9, &[2, 2], &[4, 1]), None, "past the end");
         assert_eq!(strided_elements(&bytes, 1, 0, &[0, 4], &[4, 1]), Some(vec![]));
         assert_eq!(strided_elements(&bytes, 1, 7, &[], &[]), Some(vec![7]), "a scalar");

@@ -40,8 +40,12 @@ impl<'n> Args<'n> {
 
     pub fn opt_tensor(&self, lw: &Lowerer, name: &str) -> R<Option<TensorValue>> {
         match self.get(name) {
-            None | Some(Argument::None(_)) | Some(Argument::OptionalTensor(OptionalTensorArgument::None(_))) => Ok(None),
-            Some(Argument::Tensor(t)) | Some(Argument::OptionalTensor(OptionalTensorArgument::Tensor(t))) => lw.value(&t.name).map(Some),
+            None | Some(Argument::None(_)) | Some(Argument::OptionalTensor(OptionalTensorArgument::None(_))) => {
+                Ok(None)
+            }
+            Some(Argument::Tensor(t)) | Some(Argument::OptionalTensor(OptionalTensorArgument::Tensor(t))) => {
+                lw.value(&t.name).map(Some)
+            }
             _ => self.bad(name, "an optional tensor"),
         }
     }
@@ -140,7 +144,9 @@ impl<'n> Args<'n> {
     pub fn opt_dtype(&self, name: &str) -> R<Option<DType>> {
         match self.get(name) {
             None | Some(Argument::None(_)) => Ok(None),
-            Some(Argument::ScalarType(code)) => DType::from_torch_code(*code).map(Some).ok_or_else(|| format!("unsupported dtype code {code}")),
+            Some(Argument::ScalarType(code)) => {
+                DType::from_torch_code(*code).map(Some).ok_or_else(|| format!("unsupported dtype code {code}"))
+            }
             _ => self.bad(name, "a dtype"),
         }
     }

@@ -49,7 +49,8 @@ impl Lowerer<'_> {
         match (lhs.eval(&self.hints), rhs.eval(&self.hints)) {
             (Ok(l), Ok(r)) if !op.holds(l, r) => return Err(fails(l, r)),
             (Ok(_), Ok(_)) if lhs.is_static() && rhs.is_static() => return Ok(()),
-            (Err(e @ (EvalError::Overflow | EvalError::DivisionByZero)), _) | (_, Err(e @ (EvalError::Overflow | EvalError::DivisionByZero))) => {
+            (Err(e @ (EvalError::Overflow | EvalError::DivisionByZero)), _)
+            | (_, Err(e @ (EvalError::Overflow | EvalError::DivisionByZero))) => {
                 return Err(format!("{rule}: {e} in {lhs} {} {rhs}", op.symbol()));
             }
             _ => {}
@@ -77,7 +78,12 @@ impl Lowerer<'_> {
     /// (a mutated buffer or input) must not be larger or of another element size.
     pub fn check_layout(&mut self, v: &TensorValue, dtype: DType, sizes: &[SymExpr], what: &str) -> Result<(), String> {
         if v.dtype != dtype || v.rank() != sizes.len() {
-            return Err(format!("{what} is {}[{}], but its target is {dtype}[{}]", v.dtype, show(&v.sizes), show(sizes)));
+            return Err(format!(
+                "{what} is {}[{}], but its target is {dtype}[{}]",
+                v.dtype,
+                show(&v.sizes),
+                show(sizes)
+            ));
         }
         for (d, (got, want)) in v.sizes.iter().zip(sizes).enumerate() {
             self.require(got.clone(), GuardOp::Eq, want.clone(), &format!("{what}: dimension {d} matches its target"))?;

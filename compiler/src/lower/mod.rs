@@ -137,10 +137,21 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
     let graph = &src.program.graph_module.graph;
     check_supported(graph)?;
     let mut lw = Lowerer {
-        prog: Program::default(), src, env: HashMap::new(), symbols: vec![], hints: vec![], users: HashMap::new(),
-        guards: vec![], guard_set: HashSet::new(), node_desc: String::new(),
-        input_symbols: HashSet::new(), data_symbols: HashSet::new(), defs: HashMap::new(), rng: None,
-        node: None, target,
+        prog: Program::default(),
+        src,
+        env: HashMap::new(),
+        symbols: vec![],
+        hints: vec![],
+        users: HashMap::new(),
+        guards: vec![],
+        guard_set: HashSet::new(),
+        node_desc: String::new(),
+        input_symbols: HashSet::new(),
+        data_symbols: HashSet::new(),
+        defs: HashMap::new(),
+        rng: None,
+        node: None,
+        target,
     };
     for n in &graph.nodes {
         for a in &n.inputs {
@@ -168,7 +179,8 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
         lw.begin_node(Some(origin::graph_node(node, &name)));
         let (op, lower_fn) = aten::registry::lookup(&node.target).expect("checked by check_supported");
         let err = |message: String| Error::Lower { node: name.clone(), target: node.target.clone(), message };
-        let signature = aten::signatures::lookup(op).ok_or_else(|| err(format!("internal error: no signature for {op}")))?;
+        let signature =
+            aten::signatures::lookup(op).ok_or_else(|| err(format!("internal error: no signature for {op}")))?;
         aten::signatures::check_args(node, signature).map_err(err)?;
         let lower_fn = aten::complex::route(&lw, node, op, lower_fn).map_err(err)?;
         let results = lower_fn(&mut lw, &args::Args { node }).map_err(err)?;
@@ -194,8 +206,26 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
     aten::random::finish(&mut lw, &mut buffers, &mut buffer_mutations)?;
     lw.stamp_kernels();
     let (in_spec, out_spec) = call_spec(src);
-    let namedtuple_fields = src.program.graph_module.treespec_namedtuple_fields.iter().map(|(k, v)| (k.clone(), v.field_names.clone())).collect();
-    Ok(Lowered { program: lw.prog, symbols: lw.symbols, inputs, outputs, buffers, buffer_mutations, input_mutations, guards: lw.guards, in_spec, out_spec, namedtuple_fields })
+    let namedtuple_fields = src
+        .program
+        .graph_module
+        .treespec_namedtuple_fields
+        .iter()
+        .map(|(k, v)| (k.clone(), v.field_names.clone()))
+        .collect();
+    Ok(Lowered {
+        program: lw.prog,
+        symbols: lw.symbols,
+        inputs,
+        outputs,
+        buffers,
+        buffer_mutations,
+        input_mutations,
+        guards: lw.guards,
+        in_spec,
+        out_spec,
+        namedtuple_fields,
+    })
 }
 
 /// At most 200 characters of a text from the archive, for an error message.
@@ -219,10 +249,17 @@ fn check_supported(graph: &schema::Graph) -> Result<()> {
     let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for n in &graph.nodes {
         if !is_bookkeeping(&n.target) && aten::registry::lookup(&n.target).is_none() {
-            missing.entry(n.target.clone()).or_default().push(n.name.clone().unwrap_or_else(|| output_names(n).join(",")));
+            missing
+                .entry(n.target.clone())
+                .or_default()
+                .push(n.name.clone().unwrap_or_else(|| output_names(n).join(",")));
         }
     }
-    if missing.is_empty() { Ok(()) } else { Err(Error::UnsupportedOps(missing.into_iter().collect())) }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedOps(missing.into_iter().collect()))
+    }
 }
 
 fn tensor_names(a: &Argument) -> Vec<String> {
@@ -230,25 +267,34 @@ fn tensor_names(a: &Argument) -> Vec<String> {
         Argument::Tensor(t) => vec![t.name.clone()],
         Argument::Tensors(ts) => ts.iter().map(|t| t.name.clone()).collect(),
         Argument::OptionalTensor(schema::OptionalTensorArgument::Tensor(t)) => vec![t.name.clone()],
-        Argument::OptionalTensors(ts) => ts.iter().filter_map(|t| match t {
-            schema::OptionalTensorArgument::Tensor(t) => Some(t.name.clone()),
-            _ => None,
-        }).collect(),
+        Argument::OptionalTensors(ts) => ts
+            .iter()
+            .filter_map(|t| match t {
+                schema::OptionalTensorArgument::Tensor(t) => Some(t.name.clone()),
+                _ => None,
+            })
+            .collect(),
         _ => vec![],
     }
 }
 
 /// The tensor names a node defines, flattened; "" for an output slot torch left empty.
 fn output_names(node: &schema::Node) -> Vec<String> {
-    node.outputs.iter().flat_map(|o| match o {
-        Argument::Tensor(t) => vec![t.name.clone()],
-        Argument::Tensors(ts) => ts.iter().map(|t| t.name.clone()).collect(),
-        Argument::OptionalTensors(ts) => ts.iter().map(|t| match t {
-            schema::OptionalTensorArgument::Tensor(t) => t.name.clone(),
-            _ => String::new(),
-        }).collect(),
-        _ => vec![],
-    }).collect()
+    node.outputs
+        .iter()
+        .flat_map(|o| match o {
+            Argument::Tensor(t) => vec![t.name.clone()],
+            Argument::Tensors(ts) => ts.iter().map(|t| t.name.clone()).collect(),
+            Argument::OptionalTensors(ts) => ts
+                .iter()
+                .map(|t| match t {
+                    schema::OptionalTensorArgument::Tensor(t) => t.name.clone(),
+                    _ => String::new(),
+                })
+                .collect(),
+            _ => vec![],
+        })
+        .collect()
 }
 
 impl<'s> Lowerer<'s> {
@@ -257,7 +303,13 @@ impl<'s> Lowerer<'s> {
     }
 
     fn meta(&self, name: &str) -> std::result::Result<&'s schema::TensorMeta, String> {
-        self.src.program.graph_module.graph.tensor_values.get(name).ok_or_else(|| format!("no tensor_values entry for '{name}'"))
+        self.src
+            .program
+            .graph_module
+            .graph
+            .tensor_values
+            .get(name)
+            .ok_or_else(|| format!("no tensor_values entry for '{name}'"))
     }
 
     /// The recorded dtype and sizes of a real tensor: graph inputs, weights and constants.
@@ -277,7 +329,8 @@ impl<'s> Lowerer<'s> {
         }
         let complex = m.dtype == aten::complex::COMPLEX64;
         let dtype = if complex { Some(DType::F32) } else { DType::from_torch_code(m.dtype) };
-        let dtype = dtype.ok_or_else(|| format!("'{name}' has unsupported dtype {}", aten::complex::code_name(m.dtype)))?;
+        let dtype =
+            dtype.ok_or_else(|| format!("'{name}' has unsupported dtype {}", aten::complex::code_name(m.dtype)))?;
         let sizes = m.sizes.iter().map(|s| self.parse_sym(s)).collect::<std::result::Result<_, _>>()?;
         Ok((dtype, sizes, complex))
     }
@@ -298,11 +351,20 @@ impl<'s> Lowerer<'s> {
                 }
             }
         }
-        let same = sizes.len() == got.len() && sizes.iter().zip(got).all(|(a, b)| a == b || a.eval(&self.hints).ok().is_some_and(|x| Ok(x) == b.eval(&self.hints)));
+        let same = sizes.len() == got.len()
+            && sizes
+                .iter()
+                .zip(got)
+                .all(|(a, b)| a == b || a.eval(&self.hints).ok().is_some_and(|x| Ok(x) == b.eval(&self.hints)));
         if dtype != v.dtype || complex != v.complex || !same {
             let show = |s: &[SymExpr]| s.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ");
             let want = if complex { "complex64".to_string() } else { dtype.to_string() };
-            return Err(format!("lowering gives {}[{}] for '{name}', torch.export recorded {want}[{}]", v.type_name(), show(got), show(&sizes)));
+            return Err(format!(
+                "lowering gives {}[{}] for '{name}', torch.export recorded {want}[{}]",
+                v.type_name(),
+                show(got),
+                show(&sizes)
+            ));
         }
         Ok(())
     }
@@ -310,7 +372,11 @@ impl<'s> Lowerer<'s> {
     /// Decides whether a lazy value is realized now (the fusion policy).
     fn schedule(&mut self, name: &str, v: TensorValue) -> TensorValue {
         match &v.repr {
-            Repr::Lazy(body, _) if self.users.get(name).copied().unwrap_or(0) > 1 || expr::size(body) > MAX_FUSED_NODES => self.realize(&v, name),
+            Repr::Lazy(body, _)
+                if self.users.get(name).copied().unwrap_or(0) > 1 || expr::size(body) > MAX_FUSED_NODES =>
+            {
+                self.realize(&v, name)
+            }
             _ => v,
         }
     }
@@ -334,7 +400,8 @@ impl<'s> Lowerer<'s> {
         if v.dtype != DType::F32 || v.complex {
             return None;
         }
-        let sizes = v.sizes.iter().map(|s| s.as_int().and_then(|i| usize::try_from(i).ok())).collect::<Option<Vec<usize>>>()?;
+        let sizes =
+            v.sizes.iter().map(|s| s.as_int().and_then(|i| usize::try_from(i).ok())).collect::<Option<Vec<usize>>>()?;
         let strides = r.strides.iter().map(|s| s.as_int()).collect::<Option<Vec<i64>>>()?;
         let bytes = crate::ir::strided_elements(&self.prog.weights[w], 4, r.offset.as_int()?, &sizes, &strides)?;
         Some(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
@@ -357,7 +424,10 @@ impl<'s> Lowerer<'s> {
     pub fn realize(&mut self, v: &TensorValue, name: &str) -> TensorValue {
         match &v.repr {
             Repr::View(_) => v.clone(),
-            Repr::Lazy(..) => TensorValue { complex: v.complex, ..TensorValue::view_of(self.materialize(v, name), v.dtype, v.sizes.clone()) },
+            Repr::Lazy(..) => TensorValue {
+                complex: v.complex,
+                ..TensorValue::view_of(self.materialize(v, name), v.dtype, v.sizes.clone())
+            },
         }
     }
 
@@ -393,27 +463,48 @@ impl<'s> Lowerer<'s> {
         self.prog.add_buffer(name, dtype, sizes, BufKind::Scratch)
     }
 
-    fn add_weight(&mut self, name: &str, kind_state: Option<usize>, dtype: DType, sizes: Vec<SymExpr>, data: Vec<u8>) -> BufId {
+    fn add_weight(
+        &mut self,
+        name: &str,
+        kind_state: Option<usize>,
+        dtype: DType,
+        sizes: Vec<SymExpr>,
+        data: Vec<u8>,
+    ) -> BufId {
         let idx = self.prog.weights.len();
         self.prog.weights.push(data);
-        let kind = match kind_state { Some(_) => BufKind::State(idx), None => BufKind::Weight(idx) };
+        let kind = match kind_state {
+            Some(_) => BufKind::State(idx),
+            None => BufKind::Weight(idx),
+        };
         self.prog.add_buffer(name, dtype, sizes, kind)
     }
 
     fn lower_inputs(&mut self, sig: &schema::GraphSignature) -> Result<(Vec<LoweredInput>, Vec<LoweredBuffer>)> {
-        let mutated: Vec<&str> = sig.output_specs.iter().filter_map(|o| match o {
-            OutputSpec::BufferMutation { buffer_name, .. } => Some(buffer_name.as_str()),
-            _ => None,
-        }).collect();
+        let mutated: Vec<&str> = sig
+            .output_specs
+            .iter()
+            .filter_map(|o| match o {
+                OutputSpec::BufferMutation { buffer_name, .. } => Some(buffer_name.as_str()),
+                _ => None,
+            })
+            .collect();
         let mut inputs = vec![];
         let mut buffers = vec![];
         for spec in &sig.input_specs {
             let (graph_name, fqn, payloads, what) = match spec {
-                InputSpec::Parameter { arg, parameter_name } => (&arg.name, parameter_name, &self.src.weights, "parameter"),
-                InputSpec::Buffer { arg, buffer_name, persistent } => {
-                    (&arg.name, buffer_name, if *persistent { &self.src.weights } else { &self.src.constants }, "buffer")
+                InputSpec::Parameter { arg, parameter_name } => {
+                    (&arg.name, parameter_name, &self.src.weights, "parameter")
                 }
-                InputSpec::TensorConstant { arg, tensor_constant_name } => (&arg.name, tensor_constant_name, &self.src.constants, "constant"),
+                InputSpec::Buffer { arg, buffer_name, persistent } => (
+                    &arg.name,
+                    buffer_name,
+                    if *persistent { &self.src.weights } else { &self.src.constants },
+                    "buffer",
+                ),
+                InputSpec::TensorConstant { arg, tensor_constant_name } => {
+                    (&arg.name, tensor_constant_name, &self.src.constants, "constant")
+                }
                 InputSpec::UserInput { arg } => {
                     inputs.push(self.lower_user_input(arg, inputs.len())?);
                     continue;
@@ -422,14 +513,27 @@ impl<'s> Lowerer<'s> {
                     inputs.push(LoweredInput::Constant { name: name.clone(), value: const_value(value) });
                     continue;
                 }
-                InputSpec::CustomObj(_) => return Err(Error::Unsupported("the program takes a custom object (torchbind); aotc cannot compile custom objects".into())),
-                InputSpec::Token(_) => return Err(Error::Unsupported("the program uses effect tokens (side-effecting ops)".into())),
+                InputSpec::CustomObj(_) => {
+                    return Err(Error::Unsupported(
+                        "the program takes a custom object (torchbind); aotc cannot compile custom objects".into(),
+                    ))
+                }
+                InputSpec::Token(_) => {
+                    return Err(Error::Unsupported("the program uses effect tokens (side-effecting ops)".into()))
+                }
             };
-            let (dtype, sizes) = self.meta_sizes(graph_name).map_err(|m| Error::Weight { name: fqn.clone(), message: m })?;
-            let t = payloads.get(fqn).ok_or_else(|| Error::Weight { name: fqn.clone(), message: format!("{what} is missing from the weights (graph input '{graph_name}')") })?;
+            let (dtype, sizes) =
+                self.meta_sizes(graph_name).map_err(|m| Error::Weight { name: fqn.clone(), message: m })?;
+            let t = payloads.get(fqn).ok_or_else(|| Error::Weight {
+                name: fqn.clone(),
+                message: format!("{what} is missing from the weights (graph input '{graph_name}')"),
+            })?;
             let want: Vec<i64> = sizes.iter().map(|s| s.as_int().unwrap_or(-1)).collect();
             if t.dtype != dtype || t.sizes != want {
-                return Err(Error::Weight { name: fqn.clone(), message: format!("the graph expects {dtype}{want:?}, the payload is {}{:?}", t.dtype, t.sizes) });
+                return Err(Error::Weight {
+                    name: fqn.clone(),
+                    message: format!("the graph expects {dtype}{want:?}, the payload is {}{:?}", t.dtype, t.sizes),
+                });
             }
             let state = if what == "buffer" && mutated.contains(&fqn.as_str()) { Some(buffers.len()) } else { None };
             let buf = self.add_weight(fqn, state, dtype, sizes.clone(), t.data.clone());
@@ -466,15 +570,23 @@ impl<'s> Lowerer<'s> {
     /// Every graph output gets a buffer of its own (a copy when it is an input, a weight, a
     /// view or shared), so outputs never alias model memory the next call rewrites.
     #[allow(clippy::type_complexity)]
-    fn lower_outputs(&mut self, sig: &schema::GraphSignature, inputs: &[LoweredInput], buffers: &[LoweredBuffer])
-        -> Result<(Vec<(String, BufId)>, Vec<(BufId, usize)>, Vec<(BufId, usize)>)> {
+    fn lower_outputs(
+        &mut self,
+        sig: &schema::GraphSignature,
+        inputs: &[LoweredInput],
+        buffers: &[LoweredBuffer],
+    ) -> Result<(Vec<(String, BufId)>, Vec<(BufId, usize)>, Vec<(BufId, usize)>)> {
         let mut claimed: Vec<BufId> = vec![];
         let mut outputs = vec![];
         let mut buffer_mutations = vec![];
         let mut input_mutations = vec![];
         for spec in &sig.output_specs {
             // (graph value, the buffer or user input it mutates, if any)
-            enum Role<'a> { Output, Buffer(&'a str), Input(&'a str) }
+            enum Role<'a> {
+                Output,
+                Buffer(&'a str),
+                Input(&'a str),
+            }
             let (name, role) = match spec {
                 OutputSpec::UserOutput { arg } => match arg {
                     Argument::Tensor(t) => (t.name.clone(), Role::Output),
@@ -482,7 +594,9 @@ impl<'s> Lowerer<'s> {
                     other => return Err(Error::Unsupported(format!("a non-tensor user output ({other:?})"))),
                 },
                 OutputSpec::BufferMutation { arg, buffer_name } => (arg.name.clone(), Role::Buffer(buffer_name)),
-                OutputSpec::UserInputMutation { arg, user_input_name } => (arg.name.clone(), Role::Input(user_input_name)),
+                OutputSpec::UserInputMutation { arg, user_input_name } => {
+                    (arg.name.clone(), Role::Input(user_input_name))
+                }
                 OutputSpec::LossOutput { arg } => (arg.name.clone(), Role::Output),
                 OutputSpec::ParameterMutation { parameter_name, .. } => {
                     return Err(Error::Unsupported(format!("the program mutates parameter '{parameter_name}'")))
@@ -494,30 +608,53 @@ impl<'s> Lowerer<'s> {
             };
             let v = self.value(&name).map_err(Error::Unsupported)?;
             if v.complex {
-                return Err(Error::Unsupported(format!("graph output '{name}' is complex64: complex tensors are supported only as intermediates")));
+                return Err(Error::Unsupported(format!(
+                    "graph output '{name}' is complex64: complex tensors are supported only as intermediates"
+                )));
             }
             let own = match &v.repr {
-                Repr::View(r) if self.prog.buffers[r.buf].kind == BufKind::Scratch && !claimed.contains(&r.buf)
-                    && r.offset == SymExpr::Int(0) && r.strides == contiguous_strides(&v.sizes)
-                    && self.prog.buffers[r.buf].sizes == v.sizes => Some(r.buf),
+                Repr::View(r)
+                    if self.prog.buffers[r.buf].kind == BufKind::Scratch
+                        && !claimed.contains(&r.buf)
+                        && r.offset == SymExpr::Int(0)
+                        && r.strides == contiguous_strides(&v.sizes)
+                        && self.prog.buffers[r.buf].sizes == v.sizes =>
+                {
+                    Some(r.buf)
+                }
                 _ => None,
             };
             let buf = own.unwrap_or_else(|| self.materialize(&v, &name));
             claimed.push(buf);
             match role {
                 Role::Buffer(buffer_name) => {
-                    let i = buffers.iter().position(|b| b.fqn == buffer_name)
+                    let i = buffers
+                        .iter()
+                        .position(|b| b.fqn == buffer_name)
                         .ok_or_else(|| Error::Unsupported(format!("mutation of unknown buffer '{buffer_name}'")))?;
                     let target = &self.prog.buffers[buffers[i].buf];
                     let (dtype, sizes) = (target.dtype, target.sizes.clone());
-                    self.check_layout(&v, dtype, &sizes, &format!("the new value '{name}' of buffer '{buffer_name}'")).map_err(Error::Unsupported)?;
+                    self.check_layout(&v, dtype, &sizes, &format!("the new value '{name}' of buffer '{buffer_name}'"))
+                        .map_err(Error::Unsupported)?;
                     buffer_mutations.push((buf, i));
                 }
                 Role::Input(user_input_name) => {
-                    let i = inputs.iter().position(|inp| matches!(inp, LoweredInput::Tensor { name, .. } if name == user_input_name))
-                        .ok_or_else(|| Error::Unsupported(format!("mutation of unknown user input '{user_input_name}'")))?;
-                    let LoweredInput::Tensor { dtype, sizes, .. } = &inputs[i] else { unreachable!("matched a tensor input") };
-                    self.check_layout(&v, *dtype, sizes, &format!("the new value '{name}' of user input '{user_input_name}'")).map_err(Error::Unsupported)?;
+                    let i = inputs
+                        .iter()
+                        .position(|inp| matches!(inp, LoweredInput::Tensor { name, .. } if name == user_input_name))
+                        .ok_or_else(|| {
+                            Error::Unsupported(format!("mutation of unknown user input '{user_input_name}'"))
+                        })?;
+                    let LoweredInput::Tensor { dtype, sizes, .. } = &inputs[i] else {
+                        unreachable!("matched a tensor input")
+                    };
+                    self.check_layout(
+                        &v,
+                        *dtype,
+                        sizes,
+                        &format!("the new value '{name}' of user input '{user_input_name}'"),
+                    )
+                    .map_err(Error::Unsupported)?;
                     input_mutations.push((buf, i));
                 }
                 Role::Output => outputs.push((name, buf)),

@@ -46,7 +46,10 @@ pub fn of_body(body: &E) -> Origin {
         }
         match &e.kind {
             ExprKind::Load { .. } | ExprKind::Const(_) | ExprKind::Index(_) => {}
-            ExprKind::Unary(_, x) | ExprKind::Cast(x) | ExprKind::LoadAt { offset: x, .. } | ExprKind::CheckIndex { value: x, .. } => go(x, loaded, seen, nodes),
+            ExprKind::Unary(_, x)
+            | ExprKind::Cast(x)
+            | ExprKind::LoadAt { offset: x, .. }
+            | ExprKind::CheckIndex { value: x, .. } => go(x, loaded, seen, nodes),
             ExprKind::Binary(_, a, b) => [a, b].into_iter().for_each(|x| go(x, loaded, seen, nodes)),
             ExprKind::Where(c, a, b) => [c, a, b].into_iter().for_each(|x| go(x, loaded, seen, nodes)),
         }
@@ -88,7 +91,9 @@ impl Lowerer<'_> {
         for k in self.prog.kernel_nodes.len()..self.prog.kernels.len() {
             let nodes = match &self.prog.kernels[k] {
                 Kernel::Matmul(_) | Kernel::Extern(_) => self.node.into_iter().collect(),
-                Kernel::Pointwise { body, .. } | Kernel::Reduction { body, .. } => self.with_node(&of_body(body)).to_vec(),
+                Kernel::Pointwise { body, .. } | Kernel::Reduction { body, .. } => {
+                    self.with_node(&of_body(body)).to_vec()
+                }
             };
             self.prog.kernel_nodes.push(nodes);
         }
@@ -124,12 +129,21 @@ pub fn graph_node(node: &schema::Node, name: &str) -> GraphNode {
     let text = |key: &str| node.metadata.get(key).and_then(|v| v.as_str());
     // "key,path,type;key,path,type...": the last entry is the innermost module. The
     // key may hold commas (`getattr(L['self'].layers, '0')`); the path and type do not.
-    let innermost = text("nn_module_stack").and_then(|s| s.rsplit(';').next()).map(|e| e.rsplitn(3, ',').collect::<Vec<_>>());
+    let innermost =
+        text("nn_module_stack").and_then(|s| s.rsplit(';').next()).map(|e| e.rsplitn(3, ',').collect::<Vec<_>>());
     let (module, module_type) = match innermost.as_deref() {
-        Some([ty, path, _key]) if !path.is_empty() => (Some(path.to_string()), ty.rsplit('.').next().map(str::to_string)),
+        Some([ty, path, _key]) if !path.is_empty() => {
+            (Some(path.to_string()), ty.rsplit('.').next().map(str::to_string))
+        }
         _ => (None, None),
     };
-    GraphNode { name: name.to_string(), target: node.target.clone(), module, module_type, source: text("stack_trace").and_then(innermost_frame) }
+    GraphNode {
+        name: name.to_string(),
+        target: node.target.clone(),
+        module,
+        module_type,
+        source: text("stack_trace").and_then(innermost_frame),
+    }
 }
 
 /// `file.py:42` of the last `File "file.py", line 42, in f` line of a Python traceback.
@@ -157,14 +171,23 @@ mod tests {
             "stack_trace": "  File \"/src/net.py\", line 12, in forward\n    x = self.layers(x)\n  File \"/src/layer.py\", line 7, in forward\n    return relu(x)",
         }));
         let g = graph_node(&n, "relu");
-        assert_eq!((g.module.as_deref(), g.module_type.as_deref(), g.source.as_deref()), (Some("layers.0"), Some("Linear"), Some("/src/layer.py:7")));
+        assert_eq!(
+            (g.module.as_deref(), g.module_type.as_deref(), g.source.as_deref()),
+            (Some("layers.0"), Some("Linear"), Some("/src/layer.py:7"))
+        );
     }
 
     #[test]
     fn the_root_module_and_odd_metadata_give_nothing() {
-        let root = graph_node(&node(serde_json::json!({"nn_module_stack": "L__self__,,__main__.Net", "stack_trace": "no frames"})), "relu");
+        let root = graph_node(
+            &node(serde_json::json!({"nn_module_stack": "L__self__,,__main__.Net", "stack_trace": "no frames"})),
+            "relu",
+        );
         assert_eq!((root.module, root.module_type, root.source), (None, None, None));
-        let odd = graph_node(&node(serde_json::json!({"nn_module_stack": 7, "stack_trace": "File \"x.py\", line -1"})), "relu");
+        let odd = graph_node(
+            &node(serde_json::json!({"nn_module_stack": 7, "stack_trace": "File \"x.py\", line -1"})),
+            "relu",
+        );
         assert_eq!((odd.module, odd.source), (None, None));
     }
 }

@@ -39,8 +39,11 @@ impl Lowerer<'_> {
         match s {
             SymInt::Int(v) => Ok(SymExpr::Int(*v)),
             SymInt::Expr(e) => {
-                let parsed = sympy::parse(&e.expr_str, &mut |n| self.symbol_id(n)).map_err(|m| format!("symbolic size {}: {m}", abbreviate(&e.expr_str)))?;
-                if let (SymExpr::Sym(id), Some(h)) = (&parsed, e.hint.as_ref().and_then(|h| h.get("as_int")).and_then(|v| v.as_i64())) {
+                let parsed = sympy::parse(&e.expr_str, &mut |n| self.symbol_id(n))
+                    .map_err(|m| format!("symbolic size {}: {m}", abbreviate(&e.expr_str)))?;
+                if let (SymExpr::Sym(id), Some(h)) =
+                    (&parsed, e.hint.as_ref().and_then(|h| h.get("as_int")).and_then(|v| v.as_i64()))
+                {
                     self.hints[*id as usize] = Some(h);
                 }
                 Ok(self.resolve(&parsed))
@@ -53,17 +56,31 @@ impl Lowerer<'_> {
         let x = match s {
             SymIntArgument::Int(v) => Ok(SymExpr::Int(*v)),
             SymIntArgument::Name(n) => {
-                let v = self.src.program.graph_module.graph.sym_int_values.get(n).ok_or_else(|| format!("SymInt '{n}' has no recorded value"))?;
+                let v = self
+                    .src
+                    .program
+                    .graph_module
+                    .graph
+                    .sym_int_values
+                    .get(n)
+                    .ok_or_else(|| format!("SymInt '{n}' has no recorded value"))?;
                 match v {
                     SymInt::Int(v) => Ok(SymExpr::Int(*v)),
                     SymInt::Expr(e) => {
                         // Only symbols of the table (inputs' or data's) can have values at run time.
                         const UNKNOWN: SymId = SymId::MAX;
-                        let known = |name: &str| self.symbols.iter().position(|s| s.name == name).map_or(UNKNOWN, |i| i as SymId);
-                        let x = sympy::parse(&e.expr_str, &mut |name| known(name)).map_err(|m| format!("SymInt '{n}' ({}): {m}", abbreviate(&e.expr_str)))?;
+                        let known = |name: &str| {
+                            self.symbols.iter().position(|s| s.name == name).map_or(UNKNOWN, |i| i as SymId)
+                        };
+                        let x = sympy::parse(&e.expr_str, &mut |name| known(name))
+                            .map_err(|m| format!("SymInt '{n}' ({}): {m}", abbreviate(&e.expr_str)))?;
                         let mut unknown = false;
                         x.for_each_symbol(&mut |i| unknown |= i == UNKNOWN);
-                        if unknown { Err(format!("SymInt '{n}' ({}) uses a symbol no input defines", abbreviate(&e.expr_str))) } else { Ok(x) }
+                        if unknown {
+                            Err(format!("SymInt '{n}' ({}) uses a symbol no input defines", abbreviate(&e.expr_str)))
+                        } else {
+                            Ok(x)
+                        }
                     }
                 }
             }
@@ -73,7 +90,11 @@ impl Lowerer<'_> {
 
     /// `e` with every derived symbol replaced by its definition.
     pub fn resolve(&self, e: &SymExpr) -> SymExpr {
-        if self.defs.is_empty() { e.clone() } else { e.substitute(&|s| self.defs.get(&s).cloned()) }
+        if self.defs.is_empty() {
+            e.clone()
+        } else {
+            e.substitute(&|s| self.defs.get(&s).cloned())
+        }
     }
 
     /// A symbol nothing defines yet: neither an input's, nor the data's, nor derived.
@@ -86,10 +107,20 @@ impl Lowerer<'_> {
     pub(super) fn define_symbol(&mut self, s: SymId, value: SymExpr) -> std::result::Result<(), String> {
         let r = self.symbols[s as usize].clone();
         if r.min != UNBOUNDED_BELOW {
-            self.require(SymExpr::Int(r.min), GuardOp::Le, value.clone(), &format!("the size export named {} is at least {}", r.name, r.min))?;
+            self.require(
+                SymExpr::Int(r.min),
+                GuardOp::Le,
+                value.clone(),
+                &format!("the size export named {} is at least {}", r.name, r.min),
+            )?;
         }
         if let Some(max) = r.max {
-            self.require(value.clone(), GuardOp::Le, SymExpr::Int(max), &format!("the size export named {} is at most {max}", r.name))?;
+            self.require(
+                value.clone(),
+                GuardOp::Le,
+                SymExpr::Int(max),
+                &format!("the size export named {} is at most {max}", r.name),
+            )?;
         }
         self.defs.insert(s, value);
         Ok(())
@@ -114,7 +145,14 @@ impl Lowerer<'_> {
 
     /// The recorded expression of a SymInt output of the current node.
     pub fn recorded_sym_output(&mut self, name: &str) -> std::result::Result<SymExpr, String> {
-        let v = self.src.program.graph_module.graph.sym_int_values.get(name).ok_or_else(|| format!("SymInt '{name}' has no recorded value"))?;
+        let v = self
+            .src
+            .program
+            .graph_module
+            .graph
+            .sym_int_values
+            .get(name)
+            .ok_or_else(|| format!("SymInt '{name}' has no recorded value"))?;
         self.parse_sym(v)
     }
 
@@ -132,7 +170,10 @@ impl Lowerer<'_> {
         for (name, rc) in &self.src.program.range_constraints {
             let (min, max) = (rc.min_val.unwrap_or(UNBOUNDED_BELOW), rc.max_val);
             if let Some(max) = max.filter(|&max| max < min) {
-                return Err(Error::Format { path: self.src.path.clone(), message: format!("range constraint of {name}: minimum {min} is larger than maximum {max}") });
+                return Err(Error::Format {
+                    path: self.src.path.clone(),
+                    message: format!("range constraint of {name}: minimum {min} is larger than maximum {max}"),
+                });
             }
             let id = self.symbol_id(name) as usize;
             self.symbols[id].min = min;
@@ -151,7 +192,13 @@ impl Lowerer<'_> {
                 if r.min == UNBOUNDED_BELOW {
                     r.min = 0;
                 } else if r.min < 0 {
-                    return Err(Error::Format { path: self.src.path.clone(), message: format!("range constraint of {}: minimum {} is negative, but {} is an input dimension", r.name, r.min, r.name) });
+                    return Err(Error::Format {
+                        path: self.src.path.clone(),
+                        message: format!(
+                            "range constraint of {}: minimum {} is negative, but {} is an input dimension",
+                            r.name, r.min, r.name
+                        ),
+                    });
                 }
                 self.input_symbols.insert(s);
             }

@@ -67,7 +67,12 @@ pub fn norm_dim(d: i64, rank: usize) -> Result<usize, String> {
 impl TensorValue {
     pub fn view_of(buf: BufId, dtype: DType, sizes: Vec<SymExpr>) -> TensorValue {
         let strides = contiguous_strides(&sizes);
-        TensorValue { dtype, sizes, repr: Repr::View(StridedRef { buf, offset: SymExpr::Int(0), strides }), complex: false }
+        TensorValue {
+            dtype,
+            sizes,
+            repr: Repr::View(StridedRef { buf, offset: SymExpr::Int(0), strides }),
+            complex: false,
+        }
     }
 
     pub fn lazy(dtype: DType, sizes: Vec<SymExpr>, body: E) -> TensorValue {
@@ -86,7 +91,11 @@ impl TensorValue {
 
     /// The dtype torch sees, for messages.
     pub fn type_name(&self) -> String {
-        if self.complex { "complex64".into() } else { self.dtype.to_string() }
+        if self.complex {
+            "complex64".into()
+        } else {
+            self.dtype.to_string()
+        }
     }
 
     /// The element at `index` (one affine index per dimension).
@@ -105,7 +114,11 @@ impl TensorValue {
         let repr = match &self.repr {
             Repr::View(r) => {
                 let at = element_index(r, &old_index);
-                Repr::View(StridedRef { buf: r.buf, offset: at.offset.clone(), strides: (0..sizes.len()).map(|v| at.coef(v)).collect() })
+                Repr::View(StridedRef {
+                    buf: r.buf,
+                    offset: at.offset.clone(),
+                    strides: (0..sizes.len()).map(|v| at.coef(v)).collect(),
+                })
             }
             Repr::Lazy(body, origin) => Repr::Lazy(substitute(body, &old_index), origin.clone()),
         };
@@ -114,7 +127,8 @@ impl TensorValue {
 
     pub fn permute(&self, dims: &[usize]) -> Result<TensorValue, String> {
         let mut seen = vec![false; self.rank()];
-        if dims.len() != self.rank() || dims.iter().any(|&d| d >= self.rank() || std::mem::replace(&mut seen[d], true)) {
+        if dims.len() != self.rank() || dims.iter().any(|&d| d >= self.rank() || std::mem::replace(&mut seen[d], true))
+        {
             return Err(format!("{dims:?} is not a permutation of {} dimensions", self.rank()));
         }
         let sizes = dims.iter().map(|&d| self.sizes[d].clone()).collect();
@@ -142,9 +156,17 @@ impl TensorValue {
         let old_sizes = self.sizes.clone();
         let target = sizes.to_vec();
         Ok(self.remap(sizes.to_vec(), &|v| {
-            old_sizes.iter().enumerate().map(|(d, s)| {
-                if *s == SymExpr::Int(1) && target[lead + d] != SymExpr::Int(1) { Affine::constant(SymExpr::Int(0)) } else { v[lead + d].clone() }
-            }).collect()
+            old_sizes
+                .iter()
+                .enumerate()
+                .map(|(d, s)| {
+                    if *s == SymExpr::Int(1) && target[lead + d] != SymExpr::Int(1) {
+                        Affine::constant(SymExpr::Int(0))
+                    } else {
+                        v[lead + d].clone()
+                    }
+                })
+                .collect()
         }))
     }
 
@@ -160,7 +182,9 @@ impl TensorValue {
         let sizes = self.sizes.iter().zip(&drop).filter(|(_, &x)| !x).map(|(s, _)| s.clone()).collect();
         self.remap(sizes, &|v| {
             let mut it = v.iter();
-            drop.iter().map(|&x| if x { Affine::constant(SymExpr::Int(0)) } else { it.next().expect("kept dims").clone() }).collect()
+            drop.iter()
+                .map(|&x| if x { Affine::constant(SymExpr::Int(0)) } else { it.next().expect("kept dims").clone() })
+                .collect()
         })
     }
 
@@ -190,11 +214,12 @@ impl TensorValue {
     /// batch of rows); `None` when the layout needs a copy first.
     pub fn reshape_view(&self, sizes: &[SymExpr]) -> Option<TensorValue> {
         let Repr::View(r) = &self.repr else { return None };
-        let strides = if r.strides == contiguous_strides(&self.sizes) || self.sizes.iter().all(|s| *s == SymExpr::Int(1)) {
-            contiguous_strides(sizes)
-        } else {
-            view_strides(&self.sizes, &r.strides, sizes)?
-        };
+        let strides =
+            if r.strides == contiguous_strides(&self.sizes) || self.sizes.iter().all(|s| *s == SymExpr::Int(1)) {
+                contiguous_strides(sizes)
+            } else {
+                view_strides(&self.sizes, &r.strides, sizes)?
+            };
         let repr = Repr::View(StridedRef { buf: r.buf, offset: r.offset.clone(), strides });
         Some(TensorValue { dtype: self.dtype, sizes: sizes.to_vec(), repr, complex: self.complex })
     }
@@ -247,8 +272,11 @@ pub fn broadcast_shapes(shapes: &[&[SymExpr]]) -> Result<Vec<SymExpr>, String> {
             if *o == SymExpr::Int(1) {
                 *o = x.clone();
             } else if *x != SymExpr::Int(1) && x != o {
-                return Err(format!("shapes {:?} do not broadcast (dimension {}: {o} vs {x})",
-                    shapes.iter().map(|s| s.iter().map(|e| e.to_string()).collect::<Vec<_>>()).collect::<Vec<_>>(), lead + d));
+                return Err(format!(
+                    "shapes {:?} do not broadcast (dimension {}: {o} vs {x})",
+                    shapes.iter().map(|s| s.iter().map(|e| e.to_string()).collect::<Vec<_>>()).collect::<Vec<_>>(),
+                    lead + d
+                ));
             }
         }
     }
@@ -285,7 +313,7 @@ mod tests {
             (&[4, 6], &[12, 1], &[2, 2, 6], true),
             (&[4, 6], &[12, 1], &[4, 2, 3], true),
             (&[4, 6], &[12, 1], &[24], false),
-            (&[3, 4], &[1, 3], &[12], false), // a transpose
+            (&[3, 4], &[1, 3], &[12], false),     // a transpose
             (&[3, 4], &[1, 3], &[3, 2, 2], true), // a dimension split in place
             (&[3, 4], &[1, 3], &[3, 4, 1], true),
             (&[2, 4, 8, 8], &[256, 8, 32, 1], &[8, 8, 8], false), // heads of a permute
@@ -301,11 +329,19 @@ mod tests {
             let got = strides_of(sizes, strides, new);
             assert_eq!(got.is_some(), viewable, "{sizes:?} strides {strides:?} as {new:?}: {got:?}");
             if let Some(s) = got {
-                assert_eq!(addresses(new, &s), addresses(sizes, strides), "{sizes:?} strides {strides:?} as {new:?} with strides {s:?}");
+                assert_eq!(
+                    addresses(new, &s),
+                    addresses(sizes, strides),
+                    "{sizes:?} strides {strides:?} as {new:?} with strides {s:?}"
+                );
             }
         }
         // Sizes not known at compile time, and empty views, take the copy.
-        let dynamic = view_strides(&[SymExpr::Sym(0), SymExpr::Int(4)], &syms(&[8, 1]), &[SymExpr::Sym(0), SymExpr::Int(2), SymExpr::Int(2)]);
+        let dynamic = view_strides(
+            &[SymExpr::Sym(0), SymExpr::Int(4)],
+            &syms(&[8, 1]),
+            &[SymExpr::Sym(0), SymExpr::Int(2), SymExpr::Int(2)],
+        );
         assert!(dynamic.is_none());
         assert!(strides_of(&[0, 4], &[8, 1], &[4, 0]).is_none());
     }

@@ -20,7 +20,10 @@ use std::collections::HashSet;
 
 pub fn plan_arena(l: &Lowered, data_symbols: &[DataSymbol]) -> Result<Arena> {
     let p = &l.program;
-    let outlives_kernels: HashSet<BufId> = l.outputs.iter().map(|(_, b)| *b)
+    let outlives_kernels: HashSet<BufId> = l
+        .outputs
+        .iter()
+        .map(|(_, b)| *b)
         .chain(l.buffer_mutations.iter().chain(&l.input_mutations).map(|(b, _)| *b))
         .chain(p.index_errors)
         .chain(p.data_symbols.iter().map(|d| d.buf))
@@ -38,17 +41,24 @@ pub fn plan_arena(l: &Lowered, data_symbols: &[DataSymbol]) -> Result<Arena> {
         let k = &p.kernels[live.first];
         let workspace = matches!(k, Kernel::Extern(call) if call.args.iter().any(|a| matches!(a, ExternArg::Workspace(w) if *w == b)));
         if !workspace && (k.out() != b || k.reads_out()) {
-            return Err(internal(format!("kernel {} reads {b} ({}) before any kernel writes it", live.first, buf.name)));
+            return Err(internal(format!(
+                "kernel {} reads {b} ({}) before any kernel writes it",
+                live.first, buf.name
+            )));
         }
         slots.push(ArenaSlot { slot: b.index(), live });
     }
-    let sizes: Option<Vec<usize>> = slots.iter()
+    let sizes: Option<Vec<usize>> = slots
+        .iter()
         .map(|s| p.buffers[BufId::new(s.slot)].bytes().as_int().and_then(|n| usize::try_from(n).ok()))
         .collect();
     let layout = match sizes {
         Some(sizes) => {
             let lifetimes: Vec<Lifetime> = slots.iter().map(|s| s.live).collect();
-            Some(pack(&lifetimes, &sizes).ok_or_else(|| internal("the scratch arena does not fit the address space".into()))?)
+            Some(
+                pack(&lifetimes, &sizes)
+                    .ok_or_else(|| internal("the scratch arena does not fit the address space".into()))?,
+            )
         }
         None => None,
     };
@@ -102,7 +112,8 @@ mod tests {
         let c = copy(&mut p, "c", Some(b));
         let d = copy(&mut p, "d", Some(c));
         let arena = plan_arena(&lowered(p, vec![d]), &[]).unwrap();
-        let live: Vec<(usize, usize, usize)> = arena.slots.iter().map(|s| (s.slot, s.live.first, s.live.last)).collect();
+        let live: Vec<(usize, usize, usize)> =
+            arena.slots.iter().map(|s| (s.slot, s.live.first, s.live.last)).collect();
         assert_eq!(live, vec![(a.index(), 0, 1), (b.index(), 1, 2), (c.index(), 2, 3)]);
         let layout = arena.layout.unwrap();
         assert_eq!(layout.bytes, 2 * 448);

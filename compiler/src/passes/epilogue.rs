@@ -14,8 +14,8 @@
 use crate::ir::expr::{ExprKind, E};
 use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, Matmul, Prim, Program};
 use crate::lower::tensor::contiguous_strides;
-use aotc_abi::conv::{self, ACTIVATION, ARG_GEOMETRY, POOL};
 use crate::lower::Lowered;
+use aotc_abi::conv::{self, ACTIVATION, ARG_GEOMETRY, POOL};
 use aotc_abi::gemm::Activation;
 use aotc_abi::internal_symbols::GELU;
 use aotc_abi::sym::SymExpr;
@@ -82,7 +82,8 @@ fn take_next_activation(prog: &mut Program, i: usize, keep: &HashSet<BufId>) -> 
         Kernel::Pointwise { out, ranges, body } => {
             let (x, activation) = activation_of(body)?;
             // Same elements in the same order (a view may have added unit dimensions).
-            (x == src && contiguous_loads_only(body, ranges) && numel(ranges) == numel(&result.sizes)).then_some((*out, activation))?
+            (x == src && contiguous_loads_only(body, ranges) && numel(ranges) == numel(&result.sizes))
+                .then_some((*out, activation))?
         }
         Kernel::Extern(call) => {
             let [ExternArg::Buf(x), ExternArg::Size(n)] = call.args.as_slice() else { return None };
@@ -123,7 +124,13 @@ fn activation_of(body: &E) -> Option<(BufId, Activation)> {
         return None;
     }
     if let Some((a, b)) = binary(body, Prim::Max) {
-        let x = if constant(&b, 0.0) { a } else if constant(&a, 0.0) { b } else { return None };
+        let x = if constant(&b, 0.0) {
+            a
+        } else if constant(&a, 0.0) {
+            b
+        } else {
+            return None;
+        };
         return Some((load(&x)?, Activation::Relu));
     }
     let (product, six) = binary(body, Prim::Div)?;
@@ -167,9 +174,11 @@ fn column_bias(prog: &Program, k: &Kernel, m: &Matmul) -> Option<BufId> {
     let ExprKind::Load { buf, index } = &body.kind else { return None };
     let (BufKind::Weight(_), DType::F32) = (&prog.buffers[*buf].kind, prog.buffers[*buf].dtype) else { return None };
     let last = ranges.len().checked_sub(1)?;
-    let along_columns = index.offset.as_int() == Some(0) && matches!(index.terms.as_slice(), [(v, c)] if *v == last && c.as_int() == Some(1));
+    let along_columns = index.offset.as_int() == Some(0)
+        && matches!(index.terms.as_slice(), [(v, c)] if *v == last && c.as_int() == Some(1));
     let whole = ranges[last] == m.n && numel(ranges) == numel(&[m.batch.clone(), m.m.clone(), m.n.clone()]);
-    (*out == m.out && m.accumulate && body.dtype == DType::F32 && along_columns && whole && m.a.buf != m.out).then_some(*buf)
+    (*out == m.out && m.accumulate && body.dtype == DType::F32 && along_columns && whole && m.a.buf != m.out)
+        .then_some(*buf)
 }
 
 /// Element count of `sizes`, compared as integers where they are known.

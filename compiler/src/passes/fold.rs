@@ -19,7 +19,9 @@ pub fn fold_weight_copies(lowered: &mut Lowered) {
         // A buffer another kernel writes too (a GEMM accumulating onto the bias copied
         // into it) is not a constant.
         let written_once = prog.kernels.iter().filter(|k| k.out() == out).count() == 1;
-        let Some(data) = (written_once && !keep.contains(&out)).then(|| copy_of_weight(prog, &prog.kernels[i])).flatten() else {
+        let Some(data) =
+            (written_once && !keep.contains(&out)).then(|| copy_of_weight(prog, &prog.kernels[i])).flatten()
+        else {
             i += 1;
             continue;
         };
@@ -38,12 +40,15 @@ const MAX_ELEMENTS: usize = 1 << 24;
 fn copy_of_weight(prog: &Program, k: &Kernel) -> Option<Vec<u8>> {
     let Kernel::Pointwise { out, ranges, body } = k else { return None };
     let ExprKind::Load { buf, index } = &body.kind else { return None };
-    let (BufKind::Scratch, BufKind::Weight(w)) = (&prog.buffers[*out].kind, &prog.buffers[*buf].kind) else { return None };
+    let (BufKind::Scratch, BufKind::Weight(w)) = (&prog.buffers[*out].kind, &prog.buffers[*buf].kind) else {
+        return None;
+    };
     let dtype = prog.buffers[*out].dtype;
     if body.dtype != dtype || prog.buffers[*buf].dtype != dtype {
         return None;
     }
-    let sizes = ranges.iter().map(|s| s.as_int().and_then(|v| usize::try_from(v).ok())).collect::<Option<Vec<usize>>>()?;
+    let sizes =
+        ranges.iter().map(|s| s.as_int().and_then(|v| usize::try_from(v).ok())).collect::<Option<Vec<usize>>>()?;
     sizes.iter().try_fold(1usize, |a, &s| a.checked_mul(s)).filter(|&c| c <= MAX_ELEMENTS)?;
     let mut coeffs = vec![0i64; sizes.len()];
     for (v, c) in &index.terms {
@@ -71,9 +76,17 @@ mod tests {
         let user = prog.add_buffer("user", DType::F32, vec![int(3), int(2)], BufKind::Scratch);
         // t[i, j] = w[j, i]: element 3 j + i.
         let index = Affine::var(1).scale(&int(3)).plus(&Affine::var(0));
-        prog.kernels.push(Kernel::Pointwise { out: t, ranges: vec![int(3), int(2)], body: expr::load(w, DType::F32, index) });
+        prog.kernels.push(Kernel::Pointwise {
+            out: t,
+            ranges: vec![int(3), int(2)],
+            body: expr::load(w, DType::F32, index),
+        });
         let read = Affine::var(0).scale(&int(2)).plus(&Affine::var(1));
-        prog.kernels.push(Kernel::Pointwise { out: user, ranges: vec![int(3), int(2)], body: expr::load(t, DType::F32, read) });
+        prog.kernels.push(Kernel::Pointwise {
+            out: user,
+            ranges: vec![int(3), int(2)],
+            body: expr::load(t, DType::F32, read),
+        });
         let outputs = if output { vec![("w_t".to_string(), t)] } else { vec![("user".to_string(), user)] };
         (Lowered { program: prog, outputs, ..Default::default() }, t)
     }
@@ -85,7 +98,8 @@ mod tests {
         let prog = &lowered.program;
         assert_eq!(prog.kernels.len(), 1, "the copy kernel is gone");
         let BufKind::Weight(k) = prog.buffers[t].kind else { panic!("w_t is {:?}", prog.buffers[t].kind) };
-        let values: Vec<f32> = prog.weights[k].chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        let values: Vec<f32> =
+            prog.weights[k].chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(values, [1., 4., 2., 5., 3., 6.]);
 
         let (mut lowered, t) = transpose_program(true);

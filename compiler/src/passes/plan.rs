@@ -3,10 +3,12 @@
 use crate::error::{Error, Result};
 use crate::ir::{BufId, BufKind, Kernel, Program};
 use crate::lower::{Lowered, LoweredInput};
-use aotc_abi::manifest::{BufferSpec, DataSymbol, GraphNode, IndexErrors, InputSpec, KernelInfo, Manifest, Slot, TensorSpec};
+use aotc_abi::manifest::{
+    BufferSpec, DataSymbol, GraphNode, IndexErrors, InputSpec, KernelInfo, Manifest, Slot, TensorSpec,
+};
+use aotc_abi::sym::SymExpr;
 use aotc_abi::weights::{WeightEntry, WeightsTable};
 use aotc_abi::DType;
-use aotc_abi::sym::SymExpr;
 use std::collections::{HashMap, HashSet};
 
 /// Weights are 64-byte aligned inside the blob (and the blob itself is 64-byte aligned).
@@ -41,14 +43,19 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
     let state_index = |b: BufId| l.buffers.iter().position(|x| x.buf == b).expect("state buffers are listed");
     // Scratch that a pass left unused (a GEMM now writing its activation's result
     // directly) gets no memory.
-    let used: HashSet<BufId> = p.kernels.iter().flat_map(|k| k.inputs().0).chain(l.outputs.iter().map(|(_, b)| *b)).collect();
-    let slots = p.buffers.iter().map(|(id, b)| match b.kind {
-        BufKind::Scratch if !used.contains(&id) => Slot::Scratch { bytes: SymExpr::Int(0) },
-        BufKind::Weight(w) => Slot::Weight { offset: offsets[w], entry: entry_of[w] },
-        BufKind::State(_) => Slot::Buffer(state_index(id)),
-        BufKind::Input(i) => Slot::Input(i),
-        BufKind::Scratch | BufKind::IndexErrors => Slot::Scratch { bytes: b.bytes() },
-    }).collect();
+    let used: HashSet<BufId> =
+        p.kernels.iter().flat_map(|k| k.inputs().0).chain(l.outputs.iter().map(|(_, b)| *b)).collect();
+    let slots = p
+        .buffers
+        .iter()
+        .map(|(id, b)| match b.kind {
+            BufKind::Scratch if !used.contains(&id) => Slot::Scratch { bytes: SymExpr::Int(0) },
+            BufKind::Weight(w) => Slot::Weight { offset: offsets[w], entry: entry_of[w] },
+            BufKind::State(_) => Slot::Buffer(state_index(id)),
+            BufKind::Input(i) => Slot::Input(i),
+            BufKind::Scratch | BufKind::IndexErrors => Slot::Scratch { bytes: b.bytes() },
+        })
+        .collect();
 
     let mut dims = Vec::new();
     let mut dim_index = HashMap::new();
@@ -70,26 +77,45 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         out_spec: l.out_spec.clone(),
         namedtuple_fields: l.namedtuple_fields.clone(),
         symbols: l.symbols.clone(),
-        inputs: l.inputs.iter().map(|i| match i {
-            LoweredInput::Tensor { name, dtype, sizes, buf } => InputSpec::Tensor(TensorSpec { name: name.clone(), dtype: *dtype, sizes: sizes.clone(), slot: index(*buf) }),
-            LoweredInput::Constant { name, value } => InputSpec::Constant { name: name.clone(), value: value.clone() },
-        }).collect(),
-        outputs: l.outputs.iter().map(|(name, b)| {
-            let buf = &p.buffers[*b];
-            TensorSpec { name: name.clone(), dtype: buf.dtype, sizes: buf.sizes.clone(), slot: index(*b) }
-        }).collect(),
-        buffers: l.buffers.iter().map(|lb| {
-            let b = &p.buffers[lb.buf];
-            let BufKind::State(w) = b.kind else { unreachable!("state buffers have BufKind::State") };
-            BufferSpec {
-                name: lb.fqn.clone(),
-                dtype: b.dtype,
-                sizes: b.sizes.iter().map(|s| s.as_int().expect("buffers have static sizes")).collect(),
-                init_offset: offsets[w],
-                init_entry: entry_of[w],
-                slot: index(lb.buf),
-            }
-        }).collect(),
+        inputs: l
+            .inputs
+            .iter()
+            .map(|i| match i {
+                LoweredInput::Tensor { name, dtype, sizes, buf } => InputSpec::Tensor(TensorSpec {
+                    name: name.clone(),
+                    dtype: *dtype,
+                    sizes: sizes.clone(),
+                    slot: index(*buf),
+                }),
+                LoweredInput::Constant { name, value } => {
+                    InputSpec::Constant { name: name.clone(), value: value.clone() }
+                }
+            })
+            .collect(),
+        outputs: l
+            .outputs
+            .iter()
+            .map(|(name, b)| {
+                let buf = &p.buffers[*b];
+                TensorSpec { name: name.clone(), dtype: buf.dtype, sizes: buf.sizes.clone(), slot: index(*b) }
+            })
+            .collect(),
+        buffers: l
+            .buffers
+            .iter()
+            .map(|lb| {
+                let b = &p.buffers[lb.buf];
+                let BufKind::State(w) = b.kind else { unreachable!("state buffers have BufKind::State") };
+                BufferSpec {
+                    name: lb.fqn.clone(),
+                    dtype: b.dtype,
+                    sizes: b.sizes.iter().map(|s| s.as_int().expect("buffers have static sizes")).collect(),
+                    init_offset: offsets[w],
+                    init_entry: entry_of[w],
+                    slot: index(lb.buf),
+                }
+            })
+            .collect(),
         slots,
         dims,
         buffer_mutations: l.buffer_mutations.iter().map(|(b, i)| (index(*b), *i)).collect(),
@@ -99,7 +125,9 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         data_symbols: vec![],
         arena: Default::default(),
         flops: SymExpr::add(p.kernels.iter().filter_map(|k| match k {
-            Kernel::Matmul(m) => Some(SymExpr::mul([SymExpr::Int(2), m.batch.clone(), m.m.clone(), m.n.clone(), m.k.clone()])),
+            Kernel::Matmul(m) => {
+                Some(SymExpr::mul([SymExpr::Int(2), m.batch.clone(), m.m.clone(), m.n.clone(), m.k.clone()]))
+            }
             Kernel::Extern(call) => Some(call.flops.clone()),
             _ => None,
         })),
@@ -132,10 +160,19 @@ fn weights_table(p: &Program, offsets: &[u64], blob: &[u8]) -> Result<(WeightsTa
     for (w, payload) in p.weights.iter().enumerate() {
         let Some(id) = owner[w].filter(|_| !payload.is_empty()) else { continue };
         let b = &p.buffers[id];
-        let sizes = b.sizes.iter().map(|s| s.as_int()).collect::<Option<Vec<i64>>>()
+        let sizes = b
+            .sizes
+            .iter()
+            .map(|s| s.as_int())
+            .collect::<Option<Vec<i64>>>()
             .ok_or_else(|| internal(format!("weight '{}' has symbolic sizes", b.name)))?;
         if aotc_abi::layout::byte_len(&sizes, b.dtype.size()) != Some(payload.len()) {
-            return Err(internal(format!("weight '{}' holds {} bytes, not those of {}{sizes:?}", b.name, payload.len(), b.dtype)));
+            return Err(internal(format!(
+                "weight '{}' holds {} bytes, not those of {}{sizes:?}",
+                b.name,
+                payload.len(),
+                b.dtype
+            )));
         }
         let mut name = b.name.clone();
         let mut n = 1;
@@ -154,14 +191,26 @@ fn stages(p: &Program) -> Result<(Vec<usize>, Vec<DataSymbol>)> {
     let mut ends: Vec<usize> = p.data_symbols.iter().map(|d| d.after).collect();
     ends.sort_unstable();
     ends.dedup();
-    let data_symbols = p.data_symbols.iter().map(|d| {
-        let stage = ends.iter().position(|&e| e == d.after).expect("every binding ends a stage");
-        let bytes = p.buffers[d.buf].bytes();
-        if p.buffers[d.buf].dtype != DType::I64 || bytes != SymExpr::Int(8) {
-            return Err(internal(format!("data symbol s{} is read from {}, not a one-element int64 buffer", d.sym, d.buf)));
-        }
-        Ok(DataSymbol { sym: d.sym, slot: cranelift_codegen::entity::EntityRef::index(d.buf), stage, what: d.what.clone() })
-    }).collect::<Result<_>>()?;
+    let data_symbols = p
+        .data_symbols
+        .iter()
+        .map(|d| {
+            let stage = ends.iter().position(|&e| e == d.after).expect("every binding ends a stage");
+            let bytes = p.buffers[d.buf].bytes();
+            if p.buffers[d.buf].dtype != DType::I64 || bytes != SymExpr::Int(8) {
+                return Err(internal(format!(
+                    "data symbol s{} is read from {}, not a one-element int64 buffer",
+                    d.sym, d.buf
+                )));
+            }
+            Ok(DataSymbol {
+                sym: d.sym,
+                slot: cranelift_codegen::entity::EntityRef::index(d.buf),
+                stage,
+                what: d.what.clone(),
+            })
+        })
+        .collect::<Result<_>>()?;
     ends.push(p.kernels.len());
     Ok((ends, data_symbols))
 }
@@ -178,12 +227,17 @@ fn kernel_infos(p: &Program, stage_ends: &[usize]) -> (Vec<GraphNode>, Vec<Kerne
             nodes.push(node.clone());
         }
     }
-    let kernels = p.kernels.iter().enumerate().map(|(i, k)| KernelInfo {
-        kind: k.kind(),
-        writes: p.buffers[k.out()].name.clone(),
-        nodes: p.kernel_nodes.get(i).into_iter().flatten().filter_map(|&n| renumbered[n]).collect(),
-        stage: stage_ends.partition_point(|&end| end <= i),
-    }).collect();
+    let kernels = p
+        .kernels
+        .iter()
+        .enumerate()
+        .map(|(i, k)| KernelInfo {
+            kind: k.kind(),
+            writes: p.buffers[k.out()].name.clone(),
+            nodes: p.kernel_nodes.get(i).into_iter().flatten().filter_map(|&n| renumbered[n]).collect(),
+            stage: stage_ends.partition_point(|&end| end <= i),
+        })
+        .collect();
     (nodes, kernels)
 }
 
@@ -196,7 +250,10 @@ fn check_stages(p: &Program, m: &Manifest, stage_ends: &[usize]) -> Result<()> {
             let (bufs, syms) = k.inputs();
             let sizes = bufs.iter().map(|&b| p.buffers[b].bytes());
             if let Some(e) = syms.into_iter().chain(sizes).find(|e| m.stage_of(e) > s) {
-                return Err(internal(format!("kernel {i} (writing {}) uses {e} before the data it depends on is computed", p.buffers[k.out()].name)));
+                return Err(internal(format!(
+                    "kernel {i} (writing {}) uses {e} before the data it depends on is computed",
+                    p.buffers[k.out()].name
+                )));
             }
         }
         start = end;

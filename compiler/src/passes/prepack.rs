@@ -77,21 +77,29 @@ fn add_packed(prog: &mut Program, source: BufId, data: Vec<f32>) -> BufId {
     prog.add_buffer(name, DType::F32, vec![len], BufKind::Weight(w))
 }
 
-use aotc_abi::conv::{winograd, WeightForm, ARG_GEOMETRY as CONV_GEOMETRY_ARG, ARG_WEIGHT as CONV_WEIGHT_ARG, WEIGHT_FORM};
+use aotc_abi::conv::{
+    winograd, WeightForm, ARG_GEOMETRY as CONV_GEOMETRY_ARG, ARG_WEIGHT as CONV_WEIGHT_ARG, WEIGHT_FORM,
+};
 
 /// A convolution's weight buffer and its packed form, when the weight is a constant with
 /// static sizes that a GEMM reads: Winograd's 16 transformed matrices where that
 /// algorithm fits and pays (`aotc_abi::conv::winograd`), else each group's `[O / G, depth]`
 /// matrix packed as a GEMM's left operand, groups one after another.
 fn pack_conv_weight(prog: &Program, call: &ExternCall) -> Option<(BufId, Vec<f32>, WeightForm)> {
-    let (ExternArg::Buf(weight), ExternArg::Sizes(geometry)) = (call.args.get(CONV_WEIGHT_ARG)?, call.args.get(CONV_GEOMETRY_ARG)?) else { return None };
+    let (ExternArg::Buf(weight), ExternArg::Sizes(geometry)) =
+        (call.args.get(CONV_WEIGHT_ARG)?, call.args.get(CONV_GEOMETRY_ARG)?)
+    else {
+        return None;
+    };
     let BufKind::Weight(w) = prog.buffers[*weight].kind else { return None };
-    if geometry.len() != aotc_abi::conv::GEOMETRY_LEN || geometry[WEIGHT_FORM].as_int() != Some(WeightForm::Rows.code()) {
+    if geometry.len() != aotc_abi::conv::GEOMETRY_LEN || geometry[WEIGHT_FORM].as_int() != Some(WeightForm::Rows.code())
+    {
         return None;
     }
     let at = |i: usize| geometry[i].as_int().and_then(|v| usize::try_from(v).ok());
     let (channels, out_channels, groups) = (at(1)?, at(4)?, at(15)?);
-    let (kernel, stride, padding, dilation) = ([at(5)?, at(6)?], [at(9)?, at(10)?], [at(11)?, at(12)?], [at(13)?, at(14)?]);
+    let (kernel, stride, padding, dilation) =
+        ([at(5)?, at(6)?], [at(9)?, at(10)?], [at(11)?, at(12)?], [at(13)?, at(14)?]);
     if groups == 0 || channels % groups != 0 || out_channels % groups != 0 {
         return None;
     }

@@ -10,7 +10,9 @@ use std::process::{Command, Output};
 pub fn fixture(name: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     [root.join("tests/fixtures").join(name), root.join("../shared/fixtures").join(name)]
-        .into_iter().find(|p| p.join("model.pt2").exists()).unwrap_or_else(|| panic!("fixture {name} not found"))
+        .into_iter()
+        .find(|p| p.join("model.pt2").exists())
+        .unwrap_or_else(|| panic!("fixture {name} not found"))
 }
 
 pub fn aotc_bin() -> std::ffi::OsString {
@@ -24,7 +26,13 @@ pub fn aotc(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
 /// A clean failure: exit status 1, `needle` in the message, no panic or internal error.
 pub fn fails_with(out: &Output, needle: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "expected a clean failure; stdout: {} stderr: {}", String::from_utf8_lossy(&out.stdout), shorten(&err));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "expected a clean failure; stdout: {} stderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        shorten(&err)
+    );
     assert!(err.contains(needle), "stderr {:?} lacks {needle:?}", shorten(&err));
     assert!(!err.contains("panicked") && !err.contains("internal error"), "{}", shorten(&err));
 }
@@ -36,7 +44,11 @@ pub fn succeeds(out: &Output) {
 /// Messages quoting a 20,000-deep expression are long; a test failure shows their ends.
 pub fn shorten(s: &str) -> String {
     let chars: Vec<char> = s.chars().collect();
-    if chars.len() <= 2000 { s.into() } else { format!("{}[...]{}", String::from_iter(&chars[..1000]), String::from_iter(&chars[chars.len() - 1000..])) }
+    if chars.len() <= 2000 {
+        s.into()
+    } else {
+        format!("{}[...]{}", String::from_iter(&chars[..1000]), String::from_iter(&chars[chars.len() - 1000..]))
+    }
 }
 
 /// The compiled op fixture `name` (kept alive by the returned directory).

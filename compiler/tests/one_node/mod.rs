@@ -27,10 +27,12 @@ impl Arr {
     /// Deterministic values in [lo, hi).
     pub fn random(shape: &[usize], lo: f64, hi: f64, seed: u64) -> Arr {
         let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let data = (0..shape.iter().product::<usize>()).map(|_| {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (lo + (state >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)) as f32 as f64
-        }).collect();
+        let data = (0..shape.iter().product::<usize>())
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (lo + (state >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)) as f32 as f64
+            })
+            .collect();
         Arr { shape: shape.to_vec(), data }
     }
 
@@ -58,7 +60,9 @@ impl Arr {
         let shape: Vec<i64> = self.shape.iter().map(|&s| s as i64).collect();
         match dtype {
             DType::F32 => Tensor::from_f32(&shape, &self.data.iter().map(|&v| v as f32).collect::<Vec<_>>()),
-            DType::I64 => Tensor { dtype, shape, data: self.data.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect() },
+            DType::I64 => {
+                Tensor { dtype, shape, data: self.data.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect() }
+            }
             other => panic!("no test tensors of {other}"),
         }
     }
@@ -141,7 +145,11 @@ impl<'a> Op<'a> {
     /// Writes the program into a new directory: (the directory, its model.json).
     pub fn write(&self) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
-        let mut zip = zip::ZipArchive::new(std::fs::File::open(fixture("ops/handwritten.grid_sampler_2d_bicubic_zeros__float32__0").join("model.pt2")).unwrap()).unwrap();
+        let mut zip = zip::ZipArchive::new(
+            std::fs::File::open(fixture("ops/handwritten.grid_sampler_2d_bicubic_zeros__float32__0").join("model.pt2"))
+                .unwrap(),
+        )
+        .unwrap();
         for i in 0..zip.len() {
             let mut entry = zip.by_index(i).unwrap();
             let path = dir.path().join(Path::new(entry.name()).components().skip(1).collect::<PathBuf>());
@@ -153,8 +161,10 @@ impl<'a> Op<'a> {
         let json_path = dir.path().join("models/model.json");
         let mut program: Json = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
         // Strides are recorded but only sizes matter to a user input.
-        let meta = |d: DType, sizes: &[Json]| json!({"dtype": torch_code(d), "sizes": sizes, "requires_grad": false, "device": {"type": "cpu", "index": null},
-            "strides": vec![json!({"as_int": 1}); sizes.len()], "storage_offset": {"as_int": 0}, "layout": 7});
+        let meta = |d: DType, sizes: &[Json]| {
+            json!({"dtype": torch_code(d), "sizes": sizes, "requires_grad": false, "device": {"type": "cpu", "index": null},
+            "strides": vec![json!({"as_int": 1}); sizes.len()], "storage_offset": {"as_int": 0}, "layout": 7})
+        };
         let in_names: Vec<String> = (0..self.inputs.len()).map(|i| format!("x_{i}")).collect();
         let out_names: Vec<String> = (0..self.outputs.len()).map(|i| format!("y_{i}")).collect();
         let mut values = serde_json::Map::new();
@@ -162,7 +172,8 @@ impl<'a> Op<'a> {
             values.insert(name.clone(), meta(*d, sizes));
         }
         let tensor = |n: &String| json!({"as_tensor": {"name": n}});
-        let node_inputs: Vec<Json> = self.args.iter().map(|(name, arg)| json!({"name": name, "arg": arg, "kind": 1})).collect();
+        let node_inputs: Vec<Json> =
+            self.args.iter().map(|(name, arg)| json!({"name": name, "arg": arg, "kind": 1})).collect();
         program["range_constraints"] = self.range_constraints.clone();
         let g = &mut program["graph_module"];
         g["graph"]["inputs"] = in_names.iter().map(tensor).collect();
@@ -174,7 +185,8 @@ impl<'a> Op<'a> {
         g["signature"]["input_specs"] = in_names.iter().map(|n| json!({"user_input": {"arg": tensor(n)}})).collect();
         g["signature"]["output_specs"] = out_names.iter().map(|n| json!({"user_output": {"arg": tensor(n)}})).collect();
         let leaf = json!({"type": null, "context": null, "children_spec": []});
-        let tuple = |n: usize| json!({"type": "builtins.tuple", "context": "null", "children_spec": vec![leaf.clone(); n]});
+        let tuple =
+            |n: usize| json!({"type": "builtins.tuple", "context": "null", "children_spec": vec![leaf.clone(); n]});
         let in_spec = json!([1, {"type": "builtins.tuple", "context": "null", "children_spec": [tuple(in_names.len()), {"type": "builtins.dict", "context": "[]", "children_spec": []}]}]);
         let out_spec = json!([1, if out_names.len() == 1 { leaf.clone() } else { tuple(out_names.len()) }]);
         let sig = &mut g["module_call_graph"][0]["signature"];
@@ -196,10 +208,13 @@ impl<'a> Op<'a> {
         let (dir, out) = self.compile();
         succeeds(&out);
         let mut model = Model::load(dir.path().join("op.so"), Device::Cpu).unwrap();
-        calls.iter().map(|inputs| {
-            let mut values: Vec<Value> = inputs.iter().cloned().map(Value::Tensor).collect();
-            model.run(&mut values).unwrap_or_else(|e| panic!("{}: {e}", self.target))
-        }).collect()
+        calls
+            .iter()
+            .map(|inputs| {
+                let mut values: Vec<Value> = inputs.iter().cloned().map(Value::Tensor).collect();
+                model.run(&mut values).unwrap_or_else(|e| panic!("{}: {e}", self.target))
+            })
+            .collect()
     }
 
     /// Runs the program once on `inputs` (as tensors of the inputs' dtypes) and checks its

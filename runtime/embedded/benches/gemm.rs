@@ -7,7 +7,7 @@
 //! register-only loop. The kernels take turns, so that load from other processes falls on
 //! all alike; on a busy machine compare the rows of one run, not runs.
 
-use aotc_embedded::gemm::{gemm_packed, Element, Kernel, Packed, Operands, Problem};
+use aotc_embedded::gemm::{gemm_packed, Element, Kernel, Operands, Packed, Problem};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -35,8 +35,25 @@ unsafe fn gemm_crate(p: Problem<f32>) {
     // and reads dst only when read_dst is set.
     unsafe {
         gemm::gemm(
-            p.m, p.n, p.k, p.c, p.csc, p.rsc, p.beta != 0.0, p.a, p.csa, p.rsa, p.b, p.csb, p.rsb,
-            p.beta, p.alpha, false, false, false, gemm::Parallelism::None,
+            p.m,
+            p.n,
+            p.k,
+            p.c,
+            p.csc,
+            p.rsc,
+            p.beta != 0.0,
+            p.a,
+            p.csa,
+            p.rsa,
+            p.b,
+            p.csb,
+            p.rsb,
+            p.beta,
+            p.alpha,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
         )
     }
 }
@@ -118,14 +135,24 @@ fn main() {
     // support library runs them (weight rows x depth x positions: stem, layers 1, 3 and 4).
     let shapes: Vec<(usize, usize, usize)> = match std::env::var("AOTC_GEMM_SHAPES") {
         // "MxKxN,MxKxN,...": other shapes, for a quick look.
-        Ok(list) => list.split(',').filter_map(|s| {
-            let v: Vec<usize> = s.split('x').filter_map(|x| x.parse().ok()).collect();
-            (v.len() == 3).then(|| (v[0], v[1], v[2]))
-        }).collect(),
+        Ok(list) => list
+            .split(',')
+            .filter_map(|s| {
+                let v: Vec<usize> = s.split('x').filter_map(|x| x.parse().ok()).collect();
+                (v.len() == 3).then(|| (v[0], v[1], v[2]))
+            })
+            .collect(),
         Err(_) => vec![
-            (1024, 1024, 1024), (64, 1024, 4096), (64, 4096, 1024),
-            (64, 147, 12544), (64, 576, 3136), (256, 2304, 196), (512, 4608, 49),
-            (1, 512, 512), (8, 256, 256), (64, 64, 64),
+            (1024, 1024, 1024),
+            (64, 1024, 4096),
+            (64, 4096, 1024),
+            (64, 147, 12544),
+            (64, 576, 3136),
+            (256, 2304, 196),
+            (512, 4608, 49),
+            (1, 512, 512),
+            (8, 256, 256),
+            (64, 64, 64),
         ],
     };
     println!("f32, row-major, C = A @ B; GFLOP/s; of peak = best / FMA peak on as many threads");
@@ -135,8 +162,20 @@ fn main() {
         let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
         let mut c = vec![0f32; m * n];
         let p = Problem {
-            m, k, n, alpha: 1.0, a: a.as_ptr(), rsa: k as isize, csa: 1, b: b.as_ptr(), rsb: n as isize, csb: 1,
-            beta: 0.0, c: c.as_mut_ptr(), rsc: n as isize, csc: 1,
+            m,
+            k,
+            n,
+            alpha: 1.0,
+            a: a.as_ptr(),
+            rsa: k as isize,
+            csa: 1,
+            b: b.as_ptr(),
+            rsb: n as isize,
+            csb: 1,
+            beta: 0.0,
+            c: c.as_mut_ptr(),
+            rsc: n as isize,
+            csc: 1,
         };
         let packed_a = aotc_abi::gemm::pack(k, m, aotc_abi::gemm::MR, |p, i| a[i * k + p]).expect("packed size");
         let packed_b = aotc_abi::gemm::pack(k, n, aotc_abi::gemm::NR, |p, j| b[p * n + j]).expect("packed size");
@@ -164,7 +203,11 @@ fn main() {
             for (name, (best, median)) in names.zip(time(&runs, Duration::from_secs(1))) {
                 println!(
                     "{:<16} {:>16} {:>7} {:>8.1} {:>8.1} {:>8.2}",
-                    name, format!("{m}x{k}x{n}"), threads, flops / best / 1e9, flops / median / 1e9,
+                    name,
+                    format!("{m}x{k}x{n}"),
+                    threads,
+                    flops / best / 1e9,
+                    flops / median / 1e9,
                     flops / best / 1e9 / peak[threads - 1]
                 );
             }

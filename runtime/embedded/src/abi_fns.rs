@@ -5,9 +5,9 @@ use crate::error::{err, Error, Result};
 use crate::instance::Instance;
 use crate::model::Outputs;
 use crate::program::{program, ValueInfoStore};
+use crate::weights::Source;
 use aotc_abi::{status, AotcModel, AotcTensor, AotcValueInfo, ABI_VERSION};
 use std::cell::RefCell;
-use crate::weights::Source;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -29,7 +29,9 @@ fn guard(f: impl FnOnce() -> Result<()>) -> i32 {
             e.code
         }
         Err(panic) => {
-            let what = panic.downcast_ref::<&str>().map(|s| s.to_string())
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
             set_error(&format!("internal error: {what}"));
@@ -40,12 +42,14 @@ fn guard(f: impl FnOnce() -> Result<()>) -> i32 {
 
 fn model_ref<'a>(m: *const AotcModel) -> Result<&'a Instance> {
     // SAFETY: a non-null handle comes from aotc_model_create and stays valid until destroy.
-    unsafe { (m as *const Instance).as_ref() }.ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
+    unsafe { (m as *const Instance).as_ref() }
+        .ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
 }
 
 fn model_mut<'a>(m: *mut AotcModel) -> Result<&'a mut Instance> {
     // SAFETY: as model_ref; the caller does not share an instance across threads during a call.
-    unsafe { (m as *mut Instance).as_mut() }.ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
+    unsafe { (m as *mut Instance).as_mut() }
+        .ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "model is a null pointer".into() })
 }
 
 fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
@@ -53,7 +57,9 @@ fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
         return err(status::INVALID_ARGUMENT, format!("{what} is a null pointer"));
     }
     // SAFETY: a non-null C string argument is NUL-terminated by contract.
-    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| Error { code: status::INVALID_ARGUMENT, message: format!("{what} is not UTF-8") })
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| Error { code: status::INVALID_ARGUMENT, message: format!("{what} is not UTF-8") })
 }
 
 #[no_mangle]
@@ -77,7 +83,11 @@ pub unsafe extern "C" fn aotc_model_create(device: *const c_char, out: *mut *mut
 /// # Safety
 /// `device` is a C string or null; `out` is writable or null (both checked).
 #[no_mangle]
-pub unsafe extern "C" fn aotc_model_create_threads(device: *const c_char, num_threads: i64, out: *mut *mut AotcModel) -> i32 {
+pub unsafe extern "C" fn aotc_model_create_threads(
+    device: *const c_char,
+    num_threads: i64,
+    out: *mut *mut AotcModel,
+) -> i32 {
     guard(|| {
         if out.is_null() {
             return err(status::INVALID_ARGUMENT, "out is a null pointer");
@@ -91,8 +101,10 @@ pub unsafe extern "C" fn aotc_model_create_threads(device: *const c_char, num_th
 
 /// The bytes `data[..len]` of a caller's weights buffer.
 fn byte_slice<'a>(data: *const c_void, len: u64) -> Result<&'a [u8]> {
-    let len = usize::try_from(len).ok().filter(|&n| isize::try_from(n).is_ok())
-        .ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: format!("len {len} does not fit the address space") })?;
+    let len = usize::try_from(len).ok().filter(|&n| isize::try_from(n).is_ok()).ok_or_else(|| Error {
+        code: status::INVALID_ARGUMENT,
+        message: format!("len {len} does not fit the address space"),
+    })?;
     if data.is_null() {
         return err(status::INVALID_ARGUMENT, format!("data is a null pointer, with len {len}"));
     }
@@ -102,7 +114,12 @@ fn byte_slice<'a>(data: *const c_void, len: u64) -> Result<&'a [u8]> {
 }
 
 /// Creates an instance, writing it to `out` (checked non-null).
-fn create(device: *const c_char, num_threads: i64, weights: impl FnOnce() -> Result<Source<'static>>, out: *mut *mut AotcModel) -> Result<()> {
+fn create(
+    device: *const c_char,
+    num_threads: i64,
+    weights: impl FnOnce() -> Result<Source<'static>>,
+    out: *mut *mut AotcModel,
+) -> Result<()> {
     if out.is_null() {
         return err(status::INVALID_ARGUMENT, "out is a null pointer");
     }
@@ -115,18 +132,36 @@ fn create(device: *const c_char, num_threads: i64, weights: impl FnOnce() -> Res
 /// # Safety
 /// `device` and `weights_path` are C strings or null; `out` is writable or null (checked).
 #[no_mangle]
-pub unsafe extern "C" fn aotc_model_create_weights(device: *const c_char, num_threads: i64, weights_path: *const c_char, out: *mut *mut AotcModel) -> i32 {
-    guard(|| create(device, num_threads, || match weights_path.is_null() {
-        true => Ok(Source::Default),
-        false => c_str(weights_path, "weights_path").map(Source::File),
-    }, out))
+pub unsafe extern "C" fn aotc_model_create_weights(
+    device: *const c_char,
+    num_threads: i64,
+    weights_path: *const c_char,
+    out: *mut *mut AotcModel,
+) -> i32 {
+    guard(|| {
+        create(
+            device,
+            num_threads,
+            || match weights_path.is_null() {
+                true => Ok(Source::Default),
+                false => c_str(weights_path, "weights_path").map(Source::File),
+            },
+            out,
+        )
+    })
 }
 
 /// # Safety
 /// `device` is a C string or null; `data` holds `len` readable bytes or is null; `out` is
 /// writable or null (checked). The bytes are copied.
 #[no_mangle]
-pub unsafe extern "C" fn aotc_model_create_weights_bytes(device: *const c_char, num_threads: i64, data: *const c_void, len: u64, out: *mut *mut AotcModel) -> i32 {
+pub unsafe extern "C" fn aotc_model_create_weights_bytes(
+    device: *const c_char,
+    num_threads: i64,
+    data: *const c_void,
+    len: u64,
+    out: *mut *mut AotcModel,
+) -> i32 {
     guard(|| create(device, num_threads, || byte_slice(data, len).map(Source::Bytes), out))
 }
 
@@ -155,7 +190,10 @@ pub unsafe extern "C" fn aotc_load_weights_bytes(m: *mut AotcModel, data: *const
 pub extern "C" fn aotc_model_destroy(m: *mut AotcModel) {
     if !m.is_null() {
         // SAFETY: m came from Box::into_raw in aotc_model_create and is destroyed once.
-        guard(|| { drop(unsafe { Box::from_raw(m as *mut Instance) }); Ok(()) });
+        guard(|| {
+            drop(unsafe { Box::from_raw(m as *mut Instance) });
+            Ok(())
+        });
     }
 }
 
@@ -163,38 +201,58 @@ pub extern "C" fn aotc_model_destroy(m: *mut AotcModel) {
 #[no_mangle]
 pub extern "C" fn aotc_metadata_json() -> *const c_char {
     let mut p = std::ptr::null();
-    guard(|| { p = program()?.manifest_json.as_ptr(); Ok(()) });
+    guard(|| {
+        p = program()?.manifest_json.as_ptr();
+        Ok(())
+    });
     p
 }
 
 #[no_mangle]
 pub extern "C" fn aotc_in_spec(m: *const AotcModel) -> *const c_char {
     let mut p = std::ptr::null();
-    guard(|| { p = model_ref(m)?.program().in_spec.as_ptr(); Ok(()) });
+    guard(|| {
+        p = model_ref(m)?.program().in_spec.as_ptr();
+        Ok(())
+    });
     p
 }
 
 #[no_mangle]
 pub extern "C" fn aotc_out_spec(m: *const AotcModel) -> *const c_char {
     let mut p = std::ptr::null();
-    guard(|| { p = model_ref(m)?.program().out_spec.as_ptr(); Ok(()) });
+    guard(|| {
+        p = model_ref(m)?.program().out_spec.as_ptr();
+        Ok(())
+    });
     p
 }
 
 fn count(m: *const AotcModel, which: fn(&Instance) -> usize) -> i64 {
     let mut n = -1;
-    guard(|| { n = which(model_ref(m)?) as i64; Ok(()) });
+    guard(|| {
+        n = which(model_ref(m)?) as i64;
+        Ok(())
+    });
     n
 }
 
-fn info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo, what: &str, which: fn(&Instance) -> &[ValueInfoStore]) -> i32 {
+fn info(
+    m: *const AotcModel,
+    i: i64,
+    out: *mut AotcValueInfo,
+    what: &str,
+    which: fn(&Instance) -> &[ValueInfoStore],
+) -> i32 {
     guard(|| {
         let list = which(model_ref(m)?);
         if out.is_null() {
             return err(status::INVALID_ARGUMENT, "out is a null pointer");
         }
-        let item = usize::try_from(i).ok().and_then(|i| list.get(i))
-            .ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: format!("{what} index {i} out of range 0..{}", list.len()) })?;
+        let item = usize::try_from(i).ok().and_then(|i| list.get(i)).ok_or_else(|| Error {
+            code: status::INVALID_ARGUMENT,
+            message: format!("{what} index {i} out of range 0..{}", list.len()),
+        })?;
         // SAFETY: out was checked non-null.
         unsafe { *out = item.info() };
         Ok(())
@@ -238,7 +296,8 @@ pub unsafe extern "C" fn aotc_buffer_read(m: *const AotcModel, name: *const c_ch
     guard(|| {
         let model = model_ref(m)?;
         // SAFETY: a non-null tensor pointer points to a valid AotcTensor by contract.
-        let dst = unsafe { dst.as_ref() }.ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "dst is a null pointer".into() })?;
+        let dst = unsafe { dst.as_ref() }
+            .ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "dst is a null pointer".into() })?;
         model.read_buffer(c_str(name, "name")?, dst)
     })
 }
@@ -250,7 +309,8 @@ pub unsafe extern "C" fn aotc_buffer_write(m: *mut AotcModel, name: *const c_cha
     guard(|| {
         let model = model_mut(m)?;
         // SAFETY: as in aotc_buffer_read.
-        let src = unsafe { src.as_ref() }.ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "src is a null pointer".into() })?;
+        let src = unsafe { src.as_ref() }
+            .ok_or_else(|| Error { code: status::INVALID_ARGUMENT, message: "src is a null pointer".into() })?;
         model.write_buffer(c_str(name, "name")?, src)
     })
 }
@@ -258,11 +318,20 @@ pub unsafe extern "C" fn aotc_buffer_write(m: *mut AotcModel, name: *const c_cha
 /// # Safety
 /// Pointers must be null or valid as `aotc.h` describes (`model: from aotc_model_create; inputs/outputs: arrays of n_inputs/n_outputs tensors`).
 #[no_mangle]
-pub unsafe extern "C" fn aotc_run(m: *mut AotcModel, inputs: *const AotcTensor, n_inputs: i64, outputs: *mut AotcTensor, n_outputs: i64) -> i32 {
+pub unsafe extern "C" fn aotc_run(
+    m: *mut AotcModel,
+    inputs: *const AotcTensor,
+    n_inputs: i64,
+    outputs: *mut AotcTensor,
+    n_outputs: i64,
+) -> i32 {
     guard(|| {
         let model = model_mut(m)?;
         let (Ok(n_in), Ok(n_out)) = (usize::try_from(n_inputs), usize::try_from(n_outputs)) else {
-            return err(status::INVALID_ARGUMENT, format!("negative count: n_inputs {n_inputs}, n_outputs {n_outputs}"));
+            return err(
+                status::INVALID_ARGUMENT,
+                format!("negative count: n_inputs {n_inputs}, n_outputs {n_outputs}"),
+            );
         };
         for (array, is_null, n) in [("inputs", inputs.is_null(), n_in), ("outputs", outputs.is_null(), n_out)] {
             if is_null && n > 0 {
@@ -272,7 +341,10 @@ pub unsafe extern "C" fn aotc_run(m: *mut AotcModel, inputs: *const AotcTensor, 
         // The caller may pass one array as both inputs and outputs, and the outputs are
         // written while the inputs are still in use: overlapping inputs are copied first.
         let (in_bytes, out_bytes) = (n_in * size_of::<AotcTensor>(), n_out * size_of::<AotcTensor>());
-        let overlap = n_in > 0 && n_out > 0 && (inputs as usize) < outputs as usize + out_bytes && (outputs as usize) < inputs as usize + in_bytes;
+        let overlap = n_in > 0
+            && n_out > 0
+            && (inputs as usize) < outputs as usize + out_bytes
+            && (outputs as usize) < inputs as usize + in_bytes;
         // SAFETY: the caller passes arrays of n_inputs and n_outputs tensors; the inputs
         // are borrowed in place only when no output shares their memory.
         let copy;
@@ -293,7 +365,8 @@ pub unsafe extern "C" fn aotc_run(m: *mut AotcModel, inputs: *const AotcTensor, 
 /// The caller's array of `n` tensors at `p` (named `what` in messages), which the
 /// library only reads.
 fn descriptors<'a>(p: *const AotcTensor, n: i64, what: &str) -> Result<&'a [AotcTensor]> {
-    let n = usize::try_from(n).map_err(|_| Error { code: status::INVALID_ARGUMENT, message: format!("negative count: {n} {what}") })?;
+    let n = usize::try_from(n)
+        .map_err(|_| Error { code: status::INVALID_ARGUMENT, message: format!("negative count: {n} {what}") })?;
     if n == 0 {
         return Ok(&[]);
     }
@@ -308,7 +381,13 @@ fn descriptors<'a>(p: *const AotcTensor, n: i64, what: &str) -> Result<&'a [Aotc
 /// Pointers must be null or valid as `aotc.h` describes (`inputs`: `n_inputs` tensors;
 /// `outputs`: `n_outputs` tensors describing writable memory).
 #[no_mangle]
-pub unsafe extern "C" fn aotc_run_into(m: *mut AotcModel, inputs: *const AotcTensor, n_inputs: i64, outputs: *const AotcTensor, n_outputs: i64) -> i32 {
+pub unsafe extern "C" fn aotc_run_into(
+    m: *mut AotcModel,
+    inputs: *const AotcTensor,
+    n_inputs: i64,
+    outputs: *const AotcTensor,
+    n_outputs: i64,
+) -> i32 {
     guard(|| {
         let model = model_mut(m)?;
         let ins = descriptors(inputs, n_inputs, "inputs")?;
@@ -321,13 +400,22 @@ pub unsafe extern "C" fn aotc_run_into(m: *mut AotcModel, inputs: *const AotcTen
 /// Pointers must be null or valid as `aotc.h` describes (`inputs`: `n_inputs` tensors;
 /// `shapes`: `n_dims` writable int64s).
 #[no_mangle]
-pub unsafe extern "C" fn aotc_output_shapes(m: *const AotcModel, inputs: *const AotcTensor, n_inputs: i64, shapes: *mut i64, n_dims: i64) -> i32 {
+pub unsafe extern "C" fn aotc_output_shapes(
+    m: *const AotcModel,
+    inputs: *const AotcTensor,
+    n_inputs: i64,
+    shapes: *mut i64,
+    n_dims: i64,
+) -> i32 {
     guard(|| {
         let model = model_ref(m)?;
         let ins = descriptors(inputs, n_inputs, "inputs")?;
         let dims: Vec<i64> = model.output_shapes(ins)?.concat();
         if usize::try_from(n_dims).map_or(true, |n| n < dims.len()) {
-            return err(status::INVALID_ARGUMENT, format!("shapes has room for {n_dims} dimensions; the outputs have {}", dims.len()));
+            return err(
+                status::INVALID_ARGUMENT,
+                format!("shapes has room for {n_dims} dimensions; the outputs have {}", dims.len()),
+            );
         }
         if !dims.is_empty() && shapes.is_null() {
             return err(status::INVALID_ARGUMENT, "shapes is a null pointer");
@@ -362,14 +450,26 @@ pub extern "C" fn aotc_profile_enable(m: *mut AotcModel, on: i32) -> i32 {
 /// # Safety
 /// Pointers must be null or valid as `aotc.h` describes (`calls`, `call_ns`: one writable value each; `kernel_ns`: `n_kernels` writable doubles).
 #[no_mangle]
-pub unsafe extern "C" fn aotc_profile_read(m: *const AotcModel, calls: *mut i64, call_ns: *mut f64, kernel_ns: *mut f64, n_kernels: i64) -> i32 {
+pub unsafe extern "C" fn aotc_profile_read(
+    m: *const AotcModel,
+    calls: *mut i64,
+    call_ns: *mut f64,
+    kernel_ns: *mut f64,
+    n_kernels: i64,
+) -> i32 {
     guard(|| {
         let (n_calls, total_ns, kernels) = model_ref(m)?.profile()?.totals();
         if calls.is_null() || call_ns.is_null() {
-            return err(status::INVALID_ARGUMENT, format!("{} is a null pointer", if calls.is_null() { "calls" } else { "call_ns" }));
+            return err(
+                status::INVALID_ARGUMENT,
+                format!("{} is a null pointer", if calls.is_null() { "calls" } else { "call_ns" }),
+            );
         }
         if usize::try_from(n_kernels).map_or(true, |n| n < kernels.len()) {
-            return err(status::INVALID_ARGUMENT, format!("kernel_ns has room for {n_kernels} kernels; the program has {}", kernels.len()));
+            return err(
+                status::INVALID_ARGUMENT,
+                format!("kernel_ns has room for {n_kernels} kernels; the program has {}", kernels.len()),
+            );
         }
         if kernel_ns.is_null() && !kernels.is_empty() {
             return err(status::INVALID_ARGUMENT, format!("kernel_ns is a null pointer, with {n_kernels} entries"));

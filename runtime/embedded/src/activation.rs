@@ -10,7 +10,13 @@ pub fn scalar(activation: Activation, x: f32) -> f32 {
     match activation {
         Activation::None => x,
         // `<`: NaN stays.
-        Activation::Relu => if x < 0.0 { 0.0 } else { x },
+        Activation::Relu => {
+            if x < 0.0 {
+                0.0
+            } else {
+                x
+            }
+        }
         Activation::Gelu => crate::gelu::gelu_scalar(x),
         // clamp keeps NaN (f32::max/min would drop it).
         Activation::Hardswish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
@@ -103,7 +109,8 @@ mod tests {
             apply(activation, &mut out);
             for (&v, &got) in x.iter().zip(&out) {
                 let want = scalar(activation, v);
-                let close = got == want || (got - want).abs() <= 2e-7 * (1.0 + want.abs()) || (got.is_nan() && want.is_nan());
+                let close =
+                    got == want || (got - want).abs() <= 2e-7 * (1.0 + want.abs()) || (got.is_nan() && want.is_nan());
                 assert!(close, "{activation:?}({v}) = {got}, one at a time {want}");
             }
         }

@@ -45,12 +45,21 @@ impl ArenaPlan {
     /// The layout for the slot sizes `bytes` (all known before the first stage), planned
     /// again only when they changed: offsets per entry of `arena.slots`, and the total.
     pub fn layout(&mut self, arena: &Arena, bytes: &[Option<usize>]) -> Result<&Layout> {
-        let size = |k: usize| bytes[k].ok_or_else(|| Error { code: status::INTERNAL, message: format!("the size of arena slot {k} is not known before the first stage") });
-        let same = self.sizes.len() == arena.slots.len() && arena.slots.iter().zip(&self.sizes).all(|(s, &n)| bytes[s.slot] == Some(n));
+        let size = |k: usize| {
+            bytes[k].ok_or_else(|| Error {
+                code: status::INTERNAL,
+                message: format!("the size of arena slot {k} is not known before the first stage"),
+            })
+        };
+        let same = self.sizes.len() == arena.slots.len()
+            && arena.slots.iter().zip(&self.sizes).all(|(s, &n)| bytes[s.slot] == Some(n));
         if !same {
             let sizes = arena.slots.iter().map(|s| size(s.slot)).collect::<Result<Vec<usize>>>()?;
             let lifetimes: Vec<Lifetime> = arena.slots.iter().map(|s| s.live).collect();
-            self.layout = pack(&lifetimes, &sizes).ok_or_else(|| Error { code: status::OUT_OF_MEMORY, message: "the scratch memory of this call exceeds the address space".into() })?;
+            self.layout = pack(&lifetimes, &sizes).ok_or_else(|| Error {
+                code: status::OUT_OF_MEMORY,
+                message: "the scratch memory of this call exceeds the address space".into(),
+            })?;
             self.sizes = sizes;
         }
         Ok(&self.layout)

@@ -30,21 +30,33 @@ use aotc_abi::conv::{Algorithm, Conv2d, WeightForm};
 /// `out`), and `out` and `scratch` overlap nothing else.
 #[no_mangle]
 pub unsafe extern "C" fn __aotc_conv2d_f32(
-    out: *mut f32, x: *const f32, weight: *const f32, bias: *const f32, scratch: *mut f32, residual: *const f32, geometry: *const i64,
+    out: *mut f32,
+    x: *const f32,
+    weight: *const f32,
+    bias: *const f32,
+    scratch: *mut f32,
+    residual: *const f32,
+    geometry: *const i64,
     count: i64,
 ) {
     // SAFETY: the generated code passes its geometry list and its length.
     let list = unsafe { std::slice::from_raw_parts(geometry, count.max(0) as usize) };
     // The compiler passes only geometries it checked (statically or by guards); a list
     // that is not consistent writes nothing rather than out of bounds.
-    let Some((g, (x_len, weight_len, out_len))) = Conv2d::from_list(list).and_then(|g| Some((g, g.lens()?))) else { return };
+    let Some((g, (x_len, weight_len, out_len))) = Conv2d::from_list(list).and_then(|g| Some((g, g.lens()?))) else {
+        return;
+    };
     if g.batch == 0 {
         return;
     }
     let (image_in, image_out) = (x_len / g.batch, out_len / g.batch);
     // SAFETY: the caller's contract (sizes from the geometry).
     let (x, weight, out) = unsafe {
-        (std::slice::from_raw_parts(x, x_len), std::slice::from_raw_parts(weight, weight_len), std::slice::from_raw_parts_mut(out, out_len))
+        (
+            std::slice::from_raw_parts(x, x_len),
+            std::slice::from_raw_parts(weight, weight_len),
+            std::slice::from_raw_parts_mut(out, out_len),
+        )
     };
     // SAFETY: as above.
     let bias = g.has_bias.then(|| unsafe { std::slice::from_raw_parts(bias, g.out_channels) });
@@ -77,7 +89,8 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     let image = |x: &[f32], out: &mut [f32]| {
         for group in 0..g.groups {
             let bias = gemm_bias.map(|b| &b[group * g.group_out_channels()..][..g.group_out_channels()]);
-            let planes = &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];
+            let planes =
+                &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];
             let (og, [out_h, out_w]) = (g.group_out_channels(), g.written_size());
             let out = &mut out[group * og * out_h * out_w..][..og * out_h * out_w];
             let lhs = match g.packed_group_len() {
@@ -174,7 +187,11 @@ struct Sums<'a> {
 
 impl Sums<'_> {
     fn beta(self) -> f32 {
-        if self.accumulate { 1.0 } else { 0.0 }
+        if self.accumulate {
+            1.0
+        } else {
+            0.0
+        }
     }
 
     fn bias(self) -> crate::gemm::Bias {
@@ -195,11 +212,20 @@ fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], sums: Sums,
         Weight::Rows(rows) | Weight::Packed(rows) => rows.as_ptr(),
     };
     let p = Problem {
-        m, k, n, alpha: 1.0,
-        a, rsa: k_, csa: 1,
-        b: planes.as_ptr(), rsb: n_, csb: 1,
+        m,
+        k,
+        n,
+        alpha: 1.0,
+        a,
+        rsa: k_,
+        csa: 1,
+        b: planes.as_ptr(),
+        rsb: n_,
+        csb: 1,
         beta: sums.beta(),
-        c: out.as_mut_ptr(), rsc: n_, csc: 1,
+        c: out.as_mut_ptr(),
+        rsc: n_,
+        csc: 1,
     };
     let mut operands = Operands { activation: g.activation, bias: sums.bias(), ..Operands::default() };
     if let Weight::Packed(_) = lhs {

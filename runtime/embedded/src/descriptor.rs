@@ -78,31 +78,56 @@ fn invalid(what: &dyn Display, message: impl Display) -> Error {
 /// Checks `t` (whose dtype the caller checked: elements of `elem` bytes) for a value of
 /// rank `rank` on `place`; `want_shape` formats the expected shape for a rank mismatch.
 /// Nothing is copied between devices: a tensor elsewhere is an error.
-pub fn check_view(t: &AotcTensor, what: &dyn Display, place: Place, rank: usize, elem: usize, want_shape: impl Fn() -> String) -> Result<View> {
+pub fn check_view(
+    t: &AotcTensor,
+    what: &dyn Display,
+    place: Place,
+    rank: usize,
+    elem: usize,
+    want_shape: impl Fn() -> String,
+) -> Result<View> {
     if !place.holds(t) {
-        return err(status::DEVICE, format!("{what}: tensor is on device type {} id {}, expected {place}", t.device.device_type, t.device.device_id));
+        return err(
+            status::DEVICE,
+            format!(
+                "{what}: tensor is on device type {} id {}, expected {place}",
+                t.device.device_type, t.device.device_id
+            ),
+        );
     }
     if usize::try_from(t.ndim) != Ok(rank) {
-        return err(status::RANK, format!("{what}: expected rank {rank} (shape [{}]), got rank {}", want_shape(), t.ndim));
+        return err(
+            status::RANK,
+            format!("{what}: expected rank {rank} (shape [{}]), got rank {}", want_shape(), t.ndim),
+        );
     }
     let shape = read_array(t.shape, rank).ok_or_else(|| invalid(what, "shape is a null pointer"))?;
     if let Some(d) = shape.iter().position(|&n| n < 0) {
         return err(status::SHAPE, format!("{what}: dimension {d} has negative size {}", shape[d]));
     }
-    let bytes = byte_len(&shape, elem)
-        .ok_or_else(|| Error { code: status::SHAPE, message: format!("{what}: shape {shape:?} holds more bytes than fit in memory") })?;
+    let bytes = byte_len(&shape, elem).ok_or_else(|| Error {
+        code: status::SHAPE,
+        message: format!("{what}: shape {shape:?} holds more bytes than fit in memory"),
+    })?;
     // Null strides mean contiguous (DLPack); the array is read only when non-null.
     let strides = if t.strides.is_null() { None } else { read_array(t.strides, rank) };
     let walk = strides.clone().unwrap_or_else(|| row_major(&shape));
     let relative = extent(&shape, &walk).and_then(|e| e.byte_span(elem, t.byte_offset)).ok_or_else(|| {
         let layout = if t.strides.is_null() { "contiguous".to_string() } else { format!("strides {walk:?}") };
-        invalid(what, format_args!("shape {shape:?} ({layout}) at byte_offset {} reaches byte offsets that overflow 64 bits", t.byte_offset))
+        invalid(
+            what,
+            format_args!(
+                "shape {shape:?} ({layout}) at byte_offset {} reaches byte offsets that overflow 64 bits",
+                t.byte_offset
+            ),
+        )
     })?;
     if t.data.is_null() && bytes > 0 {
         return Err(invalid(what, "data is a null pointer"));
     }
-    let span = absolute(t.data as usize, &relative)
-        .ok_or_else(|| invalid(what, format_args!("data {:p} with byte range {relative:?} wraps around the address space", t.data)))?;
+    let span = absolute(t.data as usize, &relative).ok_or_else(|| {
+        invalid(what, format_args!("data {:p} with byte range {relative:?} wraps around the address space", t.data))
+    })?;
     Ok(View {
         strides: strides.filter(|s| !is_contiguous(&shape, s)),
         shape,

@@ -54,7 +54,8 @@ impl Transform {
             abi::NORM_BY_N => 1.0 / n as f64,
             _ => return None,
         } as f32;
-        let floats = |len: usize, complex: bool| outer.checked_mul(len)?.checked_mul(inner)?.checked_mul(1 + complex as usize);
+        let floats =
+            |len: usize, complex: bool| outer.checked_mul(len)?.checked_mul(inner)?.checked_mul(1 + complex as usize);
         let in_floats = floats(len_in, kind != Kind::RealToComplex)?;
         let out_floats = floats(len_out, kind != Kind::ComplexToReal)?;
         Some(Transform { kind, n, scale, outer, len_in, len_out, inner, in_floats, out_floats })
@@ -88,7 +89,9 @@ impl Transform {
         let complex = |k: usize| Complex32::new(input[2 * at(k)], input[2 * at(k) + 1]);
         match self.kind {
             Kind::Forward | Kind::Inverse => line.iter_mut().enumerate().for_each(|(k, x)| *x = complex(k)),
-            Kind::RealToComplex => line.iter_mut().enumerate().for_each(|(k, x)| *x = Complex32::new(input[at(k)], 0.0)),
+            Kind::RealToComplex => {
+                line.iter_mut().enumerate().for_each(|(k, x)| *x = Complex32::new(input[at(k)], 0.0))
+            }
             Kind::ComplexToReal => {
                 // The full spectrum of the Hermitian signal: x[n - k] = conj(x[k]). The
                 // result's real part ignores the imaginary parts of x[0] and x[n / 2]
@@ -124,7 +127,17 @@ impl Transform {
 /// (`outer * len * inner`, twice that for complex values) and not overlap; either may
 /// dangle when its count is 0.
 #[no_mangle]
-pub unsafe extern "C" fn __aotc_fft(output: *mut f32, input: *const f32, input_offset: i64, kind: i64, norm: i64, outer: i64, len_in: i64, len_out: i64, inner: i64) {
+pub unsafe extern "C" fn __aotc_fft(
+    output: *mut f32,
+    input: *const f32,
+    input_offset: i64,
+    kind: i64,
+    norm: i64,
+    outer: i64,
+    len_in: i64,
+    len_out: i64,
+    inner: i64,
+) {
     let Ok(input_offset) = usize::try_from(input_offset) else { return };
     // SAFETY: the caller's contract: the operand starts `input_offset` floats into `input`.
     let input = unsafe { input.add(input_offset) };
@@ -151,23 +164,42 @@ mod tests {
     /// The naive DFT of `x` (sign -1 forward, +1 inverse), in f64.
     fn dft(x: &[(f64, f64)], sign: f64) -> Vec<(f64, f64)> {
         let n = x.len();
-        (0..n).map(|k| {
-            x.iter().enumerate().fold((0.0, 0.0), |(re, im), (j, &(a, b))| {
-                let t = sign * 2.0 * PI * (j * k % n) as f64 / n as f64;
-                (re + a * t.cos() - b * t.sin(), im + a * t.sin() + b * t.cos())
+        (0..n)
+            .map(|k| {
+                x.iter().enumerate().fold((0.0, 0.0), |(re, im), (j, &(a, b))| {
+                    let t = sign * 2.0 * PI * (j * k % n) as f64 / n as f64;
+                    (re + a * t.cos() - b * t.sin(), im + a * t.sin() + b * t.cos())
+                })
             })
-        }).collect()
+            .collect()
     }
 
     fn values(count: usize, seed: u32) -> Vec<f32> {
         (0..count).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 250.0 - 2.0).collect()
     }
 
-    fn call(kind: i64, norm: i64, input: &[f32], (outer, len_in, len_out, inner): (usize, usize, usize, usize)) -> Vec<f32> {
+    fn call(
+        kind: i64,
+        norm: i64,
+        input: &[f32],
+        (outer, len_in, len_out, inner): (usize, usize, usize, usize),
+    ) -> Vec<f32> {
         let complex_out = kind != abi::COMPLEX_TO_REAL;
         let mut out = vec![f32::NAN; outer * len_out * inner * (1 + complex_out as usize)];
         // SAFETY: the buffers hold the counts the sizes describe.
-        unsafe { __aotc_fft(out.as_mut_ptr(), input.as_ptr(), 0, kind, norm, outer as i64, len_in as i64, len_out as i64, inner as i64) };
+        unsafe {
+            __aotc_fft(
+                out.as_mut_ptr(),
+                input.as_ptr(),
+                0,
+                kind,
+                norm,
+                outer as i64,
+                len_in as i64,
+                len_out as i64,
+                inner as i64,
+            )
+        };
         out
     }
 
@@ -234,11 +266,13 @@ mod tests {
             let out = call(abi::COMPLEX_TO_REAL, abi::NORM_BY_ROOT_N, &input, (1, len_in, n, 1));
             // The signal's full spectrum; the imaginary parts of x[0] and x[n / 2] (n even)
             // cannot be part of a real signal's and are dropped.
-            let full: Vec<(f64, f64)> = (0..n).map(|k| {
-                let (j, sign) = if k <= n / 2 { (k, 1.0) } else { (n - k, -1.0) };
-                let im = if j == 0 || 2 * j == n { 0.0 } else { input[2 * j + 1] as f64 };
-                (input[2 * j] as f64, sign * im)
-            }).collect();
+            let full: Vec<(f64, f64)> = (0..n)
+                .map(|k| {
+                    let (j, sign) = if k <= n / 2 { (k, 1.0) } else { (n - k, -1.0) };
+                    let im = if j == 0 || 2 * j == n { 0.0 } else { input[2 * j + 1] as f64 };
+                    (input[2 * j] as f64, sign * im)
+                })
+                .collect();
             for (k, (re, im)) in dft(&full, 1.0).into_iter().enumerate() {
                 assert!(im.abs() < 1e-9, "a Hermitian spectrum has a real inverse");
                 close(out[k], re / (n as f64).sqrt(), &format!("n {n} k {k}"));

@@ -59,12 +59,27 @@ pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
     /// vmath.rs's coefficients (highest degree first).
-    const ERF_P: [f32; 7] = [7.8758750626854883e-5, -8.0168642871658695e-4, 5.189087423433974e-3, -2.6854212010626412e-2, 1.1283594715160218e-1, -3.7612626666720331e-1, 1.2837916584835095e-1];
-    const ERFC_R: [f32; 8] = [
-        -1.9605029369706144e-2, 1.2847945060292617e-1, -3.6856255862597054e-1, 5.8989717301079351e-1, -5.1389912240258173e-1, 5.3599493622805151e-2,
-        5.5729263504968306e-1, 3.8153229441997627e-4,
+    const ERF_P: [f32; 7] = [
+        7.8758750626854883e-5,
+        -8.0168642871658695e-4,
+        5.189087423433974e-3,
+        -2.6854212010626412e-2,
+        1.1283594715160218e-1,
+        -3.7612626666720331e-1,
+        1.2837916584835095e-1,
     ];
-    const EXPM1_P: [f32; 6] = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
+    const ERFC_R: [f32; 8] = [
+        -1.9605029369706144e-2,
+        1.2847945060292617e-1,
+        -3.6856255862597054e-1,
+        5.8989717301079351e-1,
+        -5.1389912240258173e-1,
+        5.3599493622805151e-2,
+        5.5729263504968306e-1,
+        3.8153229441997627e-4,
+    ];
+    const EXPM1_P: [f32; 6] =
+        [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
     const LN2_HI: f32 = 0.693359375;
     const LN2_LO: f32 = -2.12194440e-4;
 
@@ -132,14 +147,18 @@ pub(crate) mod avx2 {
         unsafe {
             // max/min return their second operand when either is NaN: x.
             let x = _mm256_min_ps(splat(89.0), _mm256_max_ps(splat(-104.0), x));
-            let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(x, splat(std::f32::consts::LOG2_E)));
+            let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
+                x,
+                splat(std::f32::consts::LOG2_E),
+            ));
             let r = _mm256_fnmadd_ps(n, splat(LN2_HI), x);
             let r = _mm256_fnmadd_ps(n, splat(LN2_LO), r);
             let em1 = _mm256_fmadd_ps(poly(r, &EXPM1_P), _mm256_mul_ps(r, r), r);
             let n = _mm256_cvtps_epi32(n);
             let half = _mm256_srai_epi32::<1>(n);
             let rest = _mm256_sub_epi32(n, half);
-            let pow2 = |k: __m256i| _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(k, _mm256_set1_epi32(127))));
+            let pow2 =
+                |k: __m256i| _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(k, _mm256_set1_epi32(127))));
             _mm256_mul_ps(_mm256_mul_ps(_mm256_add_ps(em1, splat(1.0)), pow2(half)), pow2(rest))
         }
     }
@@ -157,12 +176,32 @@ mod tests {
     #[test]
     fn gelu_matches_float64_including_the_tail_and_specials() {
         let mut x: Vec<f32> = (0..20_003).map(|i| (i as f32 - 10_000.0) * 1.3e-3).collect();
-        x.extend([0.0, -0.0, 1e-30, -1e-30, 3.0, -3.0, 9.0, -9.0, 30.0, -30.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
+        x.extend([
+            0.0,
+            -0.0,
+            1e-30,
+            -1e-30,
+            3.0,
+            -3.0,
+            9.0,
+            -9.0,
+            30.0,
+            -30.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ]);
         let mut out = vec![0f32; x.len()];
         // SAFETY: both hold x.len() floats.
         unsafe { __aotc_gelu_f32(out.as_mut_ptr(), x.as_ptr(), x.len() as i64) };
         for (&v, &got) in x.iter().zip(&out) {
-            let want = if v.is_infinite() { if v > 0.0 { f64::INFINITY } else { 0.0 } } else {
+            let want = if v.is_infinite() {
+                if v > 0.0 {
+                    f64::INFINITY
+                } else {
+                    0.0
+                }
+            } else {
                 // SAFETY: erf is a pure libm function.
                 v as f64 * 0.5 * (1.0 + unsafe { erf(v as f64 * std::f64::consts::FRAC_1_SQRT_2) })
             };
@@ -172,7 +211,10 @@ mod tests {
                 // -inf * 0.5 * (1 + -1), as the formula (and torch) gives it.
                 assert!(got.is_nan(), "gelu(-inf) = {got}");
             } else {
-                assert!(got as f64 == want || (got as f64 - want).abs() <= 2e-7 * (1.0 + want.abs()), "gelu({v}) = {got}, expected {want}");
+                assert!(
+                    got as f64 == want || (got as f64 - want).abs() <= 2e-7 * (1.0 + want.abs()),
+                    "gelu({v}) = {got}, expected {want}"
+                );
             }
         }
     }

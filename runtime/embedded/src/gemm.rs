@@ -79,7 +79,9 @@ macro_rules! element {
             const ONE: $t = 1.0;
             const PORTABLE: Kernel<$t> = |p| {
                 // SAFETY: the Kernel contract; matrixmultiply takes the same arguments.
-                unsafe { $portable(p.m, p.k, p.n, p.alpha, p.a, p.rsa, p.csa, p.b, p.rsb, p.csb, p.beta, p.c, p.rsc, p.csc) }
+                unsafe {
+                    $portable(p.m, p.k, p.n, p.alpha, p.a, p.rsa, p.csa, p.b, p.rsb, p.csb, p.beta, p.c, p.rsc, p.csc)
+                }
             };
 
             fn tiny(_p: &Problem<$t>) -> Option<Kernel<$t>> {
@@ -183,7 +185,6 @@ impl Operands {
             activation: self.activation,
         }
     }
-
 }
 
 /// Computes `p` with the operands `packed` gives, on up to `threads` threads.
@@ -245,11 +246,15 @@ unsafe fn portable_packed(p: Problem<f32>, packed: Operands) {
         // (first row, rows, A, its row and column strides) of each part of A, and the same
         // for the columns of B.
         let a_parts: Vec<_> = match packed.a {
-            Some(a) => (0..p.m).step_by(MR).map(|i| (i, MR.min(p.m - i), a.panels(p.k, pc, i), 1, MR as isize)).collect(),
+            Some(a) => {
+                (0..p.m).step_by(MR).map(|i| (i, MR.min(p.m - i), a.panels(p.k, pc, i), 1, MR as isize)).collect()
+            }
             None => vec![(0, p.m, p.a.wrapping_offset(pc as isize * p.csa), p.rsa, p.csa)],
         };
         let b_parts: Vec<_> = match packed.b {
-            Some(b) => (0..p.n).step_by(NR).map(|j| (j, NR.min(p.n - j), b.panels(p.k, pc, j), NR as isize, 1)).collect(),
+            Some(b) => {
+                (0..p.n).step_by(NR).map(|j| (j, NR.min(p.n - j), b.panels(p.k, pc, j), NR as isize, 1)).collect()
+            }
             None => vec![(0, p.n, p.b.wrapping_offset(pc as isize * p.rsb), p.rsb, p.csb)],
         };
         for &(i, m, a, rsa, csa) in &a_parts {
@@ -362,7 +367,13 @@ impl<T: Element> Problem<T> {
     ///
     /// # Safety
     /// As [`gemm`], for every block `kernel` is given.
-    unsafe fn run_blocks(self, tile: (usize, usize), threads: usize, parallel_for: ParallelFor<'_>, kernel: &(dyn Fn(Self, usize, usize) + Sync)) {
+    unsafe fn run_blocks(
+        self,
+        tile: (usize, usize),
+        threads: usize,
+        parallel_for: ParallelFor<'_>,
+        kernel: &(dyn Fn(Self, usize, usize) + Sync),
+    ) {
         let work = self.m.saturating_mul(self.n).saturating_mul(self.k.max(1));
         let threads = threads.min(work / MIN_WORK_PER_THREAD).max(1);
         // Each block packs a copy of the operand it shares with the other blocks: cutting

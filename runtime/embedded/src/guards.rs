@@ -12,7 +12,9 @@ pub fn check_guards<'g>(guards: impl IntoIterator<Item = &'g Guard>, syms: &[Opt
         let op = g.op.symbol();
         let (l, r) = match (g.lhs.eval(syms), g.rhs.eval(syms)) {
             (Ok(l), Ok(r)) => (l, r),
-            (Err(e), _) | (_, Err(e)) => return err(status::SHAPE, format!("{}: cannot check {} {op} {}: {e}", g.what, g.lhs, g.rhs)),
+            (Err(e), _) | (_, Err(e)) => {
+                return err(status::SHAPE, format!("{}: cannot check {} {op} {}: {e}", g.what, g.lhs, g.rhs))
+            }
         };
         if !g.op.holds(l, r) {
             return err(status::SHAPE, format!("{}: {} {op} {} does not hold ({l} vs {r})", g.what, g.lhs, g.rhs));
@@ -30,7 +32,8 @@ pub fn check_stage_guards(m: &Manifest, stage: usize, syms: &[Option<i64>]) -> R
 /// Reads the index error record the generated code fills (site + 1, index, dimension
 /// size, as little-endian int64; site 0: no error) and fails with `AOTC_ERR_INDEX`.
 pub fn check_index_errors(record: &[u8], sites: &[String]) -> Result<()> {
-    let field = |i: usize| record.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map(i64::from_le_bytes).unwrap_or(0);
+    let field =
+        |i: usize| record.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map(i64::from_le_bytes).unwrap_or(0);
     let site = field(0);
     if site == 0 {
         return Ok(());

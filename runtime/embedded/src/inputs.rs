@@ -40,7 +40,10 @@ pub fn bind_inputs(m: &Manifest, inputs: &[AotcTensor], place: Place) -> Result<
 pub fn bind_inputs_into(m: &Manifest, inputs: &[AotcTensor], place: Place, bound: &mut Bound) -> Result<()> {
     if inputs.len() != m.inputs.len() {
         let names: Vec<&str> = m.inputs.iter().map(|i| i.name()).collect();
-        return err(status::INPUT_COUNT, format!("expected {} inputs ({}), got {}", m.inputs.len(), names.join(", "), inputs.len()));
+        return err(
+            status::INPUT_COUNT,
+            format!("expected {} inputs ({}), got {}", m.inputs.len(), names.join(", "), inputs.len()),
+        );
     }
     let Bound { syms, views, bound_by } = bound;
     syms.clear();
@@ -66,9 +69,19 @@ pub fn bind_inputs_into(m: &Manifest, inputs: &[AotcTensor], place: Place, bound
     for (i, (spec, view)) in m.inputs.iter().zip(views.iter()).enumerate() {
         if let InputSpec::Tensor(ts) = spec {
             for (d, (e, &n)) in ts.sizes.iter().zip(&view.shape).enumerate() {
-                let want = e.eval(syms).map_err(|x| Error { code: status::SHAPE, message: format!("input {i} ('{}') dimension {d}: {x}", ts.name) })?;
+                let want = e.eval(syms).map_err(|x| Error {
+                    code: status::SHAPE,
+                    message: format!("input {i} ('{}') dimension {d}: {x}", ts.name),
+                })?;
                 if want != n {
-                    return err(status::SHAPE, format!("input {i} ('{}'): dimension {d} is {n}, expected {want} (shape [{}])", ts.name, join(&ts.sizes, m)));
+                    return err(
+                        status::SHAPE,
+                        format!(
+                            "input {i} ('{}'): dimension {d} is {n}, expected {want} (shape [{}])",
+                            ts.name,
+                            join(&ts.sizes, m)
+                        ),
+                    );
                 }
             }
         }
@@ -81,11 +94,15 @@ fn linear_in_one_symbol(e: &SymExpr) -> Option<(usize, i64, i64)> {
     match e {
         SymExpr::Sym(s) => Some((*s as usize, 1, 0)),
         SymExpr::Mul(xs) => match xs.as_slice() {
-            [SymExpr::Int(a), SymExpr::Sym(s)] | [SymExpr::Sym(s), SymExpr::Int(a)] if *a > 0 => Some((*s as usize, *a, 0)),
+            [SymExpr::Int(a), SymExpr::Sym(s)] | [SymExpr::Sym(s), SymExpr::Int(a)] if *a > 0 => {
+                Some((*s as usize, *a, 0))
+            }
             _ => None,
         },
         SymExpr::Add(xs) => match xs.as_slice() {
-            [x, SymExpr::Int(b)] | [SymExpr::Int(b), x] => linear_in_one_symbol(x).filter(|&(_, _, b0)| b0 == 0).map(|(s, a, _)| (s, a, *b)),
+            [x, SymExpr::Int(b)] | [SymExpr::Int(b), x] => {
+                linear_in_one_symbol(x).filter(|&(_, _, b0)| b0 == 0).map(|(s, a, _)| (s, a, *b))
+            }
             _ => None,
         },
         _ => None,
@@ -95,27 +112,57 @@ fn linear_in_one_symbol(e: &SymExpr) -> Option<(usize, i64, i64)> {
 /// Binds the symbols that input `i`'s dimensions determine (a dimension `s`, or `a*s + b`
 /// as export records for strided layers), checking their ranges and that inputs sharing
 /// a symbol agree.
-fn bind_symbols(m: &Manifest, i: usize, ts: &TensorSpec, shape: &[i64], syms: &mut [Option<i64>], bound_by: &mut [(usize, usize)]) -> Result<()> {
+fn bind_symbols(
+    m: &Manifest,
+    i: usize,
+    ts: &TensorSpec,
+    shape: &[i64],
+    syms: &mut [Option<i64>],
+    bound_by: &mut [(usize, usize)],
+) -> Result<()> {
     let what = InputName(i, &ts.name);
     for (d, (e, &size)) in ts.sizes.iter().zip(shape).enumerate() {
         let Some((s, a, b)) = linear_in_one_symbol(e) else { continue };
         let Some(n) = size.checked_sub(b).filter(|v| v % a == 0).map(|v| v / a) else {
-            return err(status::SHAPE, format!("{what}: dimension {d} is {size}, which is not of the form {e} (shape [{}])", join(&ts.sizes, m)));
+            return err(
+                status::SHAPE,
+                format!(
+                    "{what}: dimension {d} is {size}, which is not of the form {e} (shape [{}])",
+                    join(&ts.sizes, m)
+                ),
+            );
         };
         let r = &m.symbols[s];
         // "dimension 2 is 48" or, when solved from `8*s0`, "dimension 2 is 48 (s0 = 6)".
-        let dim = || if (a, b) == (1, 0) { format!("dimension {d} is {size}") } else { format!("dimension {d} is {size} ({} = {n})", r.name) };
+        let dim = || {
+            if (a, b) == (1, 0) {
+                format!("dimension {d} is {size}")
+            } else {
+                format!("dimension {d} is {size} ({} = {n})", r.name)
+            }
+        };
         match syms[s] {
             None => {
                 if !r.contains(n) {
-                    return err(status::RANGE, format!("{what}: {}, outside the range {r} of dynamic dimension {}", dim(), r.name));
+                    return err(
+                        status::RANGE,
+                        format!("{what}: {}, outside the range {r} of dynamic dimension {}", dim(), r.name),
+                    );
                 }
                 syms[s] = Some(n);
                 bound_by[s] = (i, d);
             }
             Some(v) if v != n => {
                 let (bi, bd) = bound_by[s];
-                return err(status::SHAPE, format!("{what}: {}, but {} dimension {bd} set the shared dynamic dimension {} to {v}", dim(), InputName(bi, m.inputs[bi].name()), r.name));
+                return err(
+                    status::SHAPE,
+                    format!(
+                        "{what}: {}, but {} dimension {bd} set the shared dynamic dimension {} to {v}",
+                        dim(),
+                        InputName(bi, m.inputs[bi].name()),
+                        r.name
+                    ),
+                );
             }
             Some(_) => {}
         }
@@ -125,10 +172,14 @@ fn bind_symbols(m: &Manifest, i: usize, ts: &TensorSpec, shape: &[i64], syms: &m
 
 /// "s77, 8": a symbolic shape as the user knows it (export's symbol names).
 fn join(sizes: &[SymExpr], m: &Manifest) -> String {
-    sizes.iter().map(|e| match e {
-        SymExpr::Sym(s) => m.symbols[*s as usize].name.clone(),
-        other => other.to_string(),
-    }).collect::<Vec<_>>().join(", ")
+    sizes
+        .iter()
+        .map(|e| match e {
+            SymExpr::Sym(s) => m.symbols[*s as usize].name.clone(),
+            other => other.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A python scalar export specialised: a 0-dim tensor that must hold the exported value.
@@ -141,7 +192,10 @@ fn check_constant(what: &dyn Display, value: &ConstValue, t: &AotcTensor) -> Res
     };
     let dtype = DType::from_dlpack(t.dtype)
         .filter(|d| want.is_none() || matches!(d, DType::F64 | DType::F32 | DType::I64 | DType::I32 | DType::Bool))
-        .ok_or_else(|| Error { code: status::DTYPE, message: format!("{what}: a scalar must be a float64/int64/bool 0-dim tensor, got {}", dtype_of(t)) })?;
+        .ok_or_else(|| Error {
+            code: status::DTYPE,
+            message: format!("{what}: a scalar must be a float64/int64/bool 0-dim tensor, got {}", dtype_of(t)),
+        })?;
     // A python scalar is a value of the call, never device memory.
     let view = check_view(t, what, Place::Cpu, 0, dtype.size(), String::new)?;
     let Some(want) = want else { return Ok(view) };

@@ -58,12 +58,20 @@ impl Instance {
         let m = &self.program().manifest;
         let bound = bind_inputs(m, inputs, self.place())?;
         check_stage_guards(m, 0, &bound.syms)?;
-        m.outputs.iter().enumerate().map(|(o, spec)| {
-            spec.sizes.iter().enumerate().map(|(d, e)| match m.stage_of(e) {
-                0 => output_dim(m, o, d, &bound.syms),
-                _ => Ok(-1),
-            }).collect()
-        }).collect()
+        m.outputs
+            .iter()
+            .enumerate()
+            .map(|(o, spec)| {
+                spec.sizes
+                    .iter()
+                    .enumerate()
+                    .map(|(d, e)| match m.stage_of(e) {
+                        0 => output_dim(m, o, d, &bound.syms),
+                        _ => Ok(-1),
+                    })
+                    .collect()
+            })
+            .collect()
     }
 
     pub fn load_weights(&mut self, source: Source) -> Result<()> {

@@ -3,8 +3,8 @@
 //! the sequential scan of `nonzero`.
 
 use crate::gemm::{gemm, gemm_packed, Bias, Operands, Packed, Problem};
-use aotc_abi::gemm::Activation;
 use crate::pool;
+use aotc_abi::gemm::Activation;
 
 /// Defines `$name(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)`:
 /// `C = alpha * A @ B + beta * C` with arbitrary strides (in elements); `beta == 0`
@@ -15,15 +15,26 @@ macro_rules! gemm_entry {
         /// The pointers must cover the m x k, k x n and m x n matrices their strides describe.
         #[no_mangle]
         pub unsafe extern "C" fn $name(
-            m: i64, k: i64, n: i64, alpha: $t,
-            a: *const $t, rsa: i64, csa: i64,
-            b: *const $t, rsb: i64, csb: i64,
-            beta: $t, c: *mut $t, rsc: i64, csc: i64,
+            m: i64,
+            k: i64,
+            n: i64,
+            alpha: $t,
+            a: *const $t,
+            rsa: i64,
+            csa: i64,
+            b: *const $t,
+            rsb: i64,
+            csb: i64,
+            beta: $t,
+            c: *mut $t,
+            rsc: i64,
+            csc: i64,
         ) {
             // The generated code never passes a negative size; were one passed, it
             // multiplies nothing rather than a huge matrix.
             let (m, k, n) = (m.max(0) as usize, k.max(0) as usize, n.max(0) as usize);
-            let (rsa, csa, rsb, csb, rsc, csc) = (rsa as isize, csa as isize, rsb as isize, csb as isize, rsc as isize, csc as isize);
+            let (rsa, csa, rsb, csb, rsc, csc) =
+                (rsa as isize, csa as isize, rsb as isize, csb as isize, rsc as isize, csc as isize);
             let p = Problem { m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc };
             // The call's thread budget: 1 inside a parallel region (a matmul split over its
             // batch), so GEMMs never nest regions.
@@ -47,11 +58,20 @@ gemm_entry!(__aotc_dgemm, f64);
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn __aotc_sgemm_packed_b(
-    m: i64, k: i64, n: i64, alpha: f32,
-    a: *const f32, rsa: i64, csa: i64,
+    m: i64,
+    k: i64,
+    n: i64,
+    alpha: f32,
+    a: *const f32,
+    rsa: i64,
+    csa: i64,
     b: *const f32,
-    beta: f32, c: *mut f32, rsc: i64, csc: i64,
-    bias: *const f32, activation: i64,
+    beta: f32,
+    c: *mut f32,
+    rsc: i64,
+    csc: i64,
+    bias: *const f32,
+    activation: i64,
 ) {
     let (m, k, n) = (m.max(0) as usize, k.max(0) as usize, n.max(0) as usize);
     let Some(packed_b) = Packed::new(b, n, aotc_abi::gemm::NR) else { return };
@@ -76,7 +96,8 @@ pub unsafe extern "C" fn __aotc_sgemm_packed_b(
 pub unsafe extern "C" fn __aotc_nonzero(out: *mut i64, mask: *const u8, sizes: *const i64, ndim: i64, rows: i64) {
     let (ndim, rows) = (ndim.max(0) as usize, rows.max(0) as usize);
     // SAFETY: the caller's contract above.
-    let (sizes, out) = unsafe { (std::slice::from_raw_parts(sizes, ndim), std::slice::from_raw_parts_mut(out, rows * ndim)) };
+    let (sizes, out) =
+        unsafe { (std::slice::from_raw_parts(sizes, ndim), std::slice::from_raw_parts_mut(out, rows * ndim)) };
     let numel = sizes.iter().map(|&n| n.max(0) as usize).product::<usize>();
     // SAFETY: mask holds numel bytes (the caller's contract).
     let mask = unsafe { std::slice::from_raw_parts(mask, numel) };

@@ -21,10 +21,10 @@
 mod abi_fns;
 mod activation;
 mod arena;
-mod descriptor;
-mod error;
 mod conv;
 mod cuda;
+mod descriptor;
+mod error;
 mod fft;
 mod gelu;
 pub mod gemm;

@@ -81,4 +81,3 @@ pub fn map(path: &str) -> Result<Arc<Mapping>> {
     shared.push((key, Arc::downgrade(&m)));
     Ok(m)
 }
-

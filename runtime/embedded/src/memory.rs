@@ -77,7 +77,8 @@ impl Drop for AlignedBuf {
 /// `buf` with exactly `bytes` bytes, reallocated only when its size changes.
 pub fn ensure_len(buf: &mut AlignedBuf, bytes: usize) -> Result<*mut u8> {
     if buf.len() != bytes {
-        *buf = AlignedBuf::new(bytes).ok_or_else(|| Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate {bytes} bytes") })?;
+        *buf = AlignedBuf::new(bytes)
+            .ok_or_else(|| Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate {bytes} bytes") })?;
     }
     Ok(buf.as_ptr())
 }
@@ -95,7 +96,14 @@ pub enum Direction {
 /// `contiguous` must be valid for `product(sizes) * elem` bytes and `strided` for every
 /// element the strides reach, a view whose extent was checked (so no offset overflows);
 /// the two must not overlap.
-pub unsafe fn strided_copy(contiguous: *mut u8, strided: *mut u8, sizes: &[i64], strides: &[i64], elem: usize, dir: Direction) {
+pub unsafe fn strided_copy(
+    contiguous: *mut u8,
+    strided: *mut u8,
+    sizes: &[i64],
+    strides: &[i64],
+    elem: usize,
+    dir: Direction,
+) {
     for_each_offset(sizes, strides, |linear, offset| {
         // SAFETY: the caller guarantees both ranges are valid; offsets stay inside them.
         unsafe {

@@ -8,9 +8,9 @@ use crate::inputs::{bind_inputs_into, Bound};
 use crate::memory::{ensure_len, strided_copy, AlignedBuf, Direction};
 use crate::outputs::CallerOutputs;
 use crate::pool::{with_threads, PoolUser};
-use crate::spare::{self, Spare};
 use crate::profile::Profile;
 use crate::program::Program;
+use crate::spare::{self, Spare};
 use crate::weights::{Source, Weights};
 use aotc_abi::manifest::{InputSpec, Manifest, Slot};
 use aotc_abi::sym::SymExpr;
@@ -89,14 +89,18 @@ fn eval(e: &SymExpr, syms: &[Option<i64>], what: impl FnOnce() -> String) -> Res
 /// allocation (the compiler's guards should see to it; a wrong size must not wrap).
 pub(crate) fn eval_size(e: &SymExpr, syms: &[Option<i64>], what: impl Fn() -> String) -> Result<usize> {
     let n = eval(e, syms, &what)?;
-    usize::try_from(n).ok().filter(|_| isize::try_from(n).is_ok())
-        .ok_or_else(|| Error { code: status::SHAPE, message: format!("{} is {n}: the input sizes are not valid for this program", what()) })
+    usize::try_from(n).ok().filter(|_| isize::try_from(n).is_ok()).ok_or_else(|| Error {
+        code: status::SHAPE,
+        message: format!("{} is {n}: the input sizes are not valid for this program", what()),
+    })
 }
 
 /// The first `len` bytes of scratch slot `slot`: the new value of mutated state.
 fn scratch_prefix(scratch: &[AlignedBuf], slot: usize, len: usize) -> Result<&[u8]> {
-    scratch.get(slot).and_then(|b| b.as_slice().get(..len))
-        .ok_or_else(|| Error { code: status::INTERNAL, message: format!("scratch slot {slot} holds fewer than the {len} bytes of a mutated value") })
+    scratch.get(slot).and_then(|b| b.as_slice().get(..len)).ok_or_else(|| Error {
+        code: status::INTERNAL,
+        message: format!("scratch slot {slot} holds fewer than the {len} bytes of a mutated value"),
+    })
 }
 
 /// Output `o`'s dimension `d` for the symbols `syms`.
@@ -113,23 +117,38 @@ pub(crate) fn output_shape(m: &Manifest, o: usize, syms: &[Option<i64>]) -> Resu
 
 /// Fresh state: every buffer holding its initial value from `weights`.
 fn initial_buffers(program: &Program, weights: &Weights) -> Result<Vec<AlignedBuf>> {
-    program.manifest.buffers.iter().zip(&program.buffer_bytes).map(|(b, &bytes)| {
-        let init = match b.init_entry {
-            Some(e) => weights.slice(e),
-            None => &[][..],
-        };
-        if init.len() != bytes {
-            return err(status::INTERNAL, format!("buffer '{}': its initial value holds {} bytes, not {bytes}", b.name, init.len()));
-        }
-        AlignedBuf::from_bytes(init).ok_or_else(|| Error { code: status::OUT_OF_MEMORY, message: format!("cannot allocate buffer '{}'", b.name) })
-    }).collect()
+    program
+        .manifest
+        .buffers
+        .iter()
+        .zip(&program.buffer_bytes)
+        .map(|(b, &bytes)| {
+            let init = match b.init_entry {
+                Some(e) => weights.slice(e),
+                None => &[][..],
+            };
+            if init.len() != bytes {
+                return err(
+                    status::INTERNAL,
+                    format!("buffer '{}': its initial value holds {} bytes, not {bytes}", b.name, init.len()),
+                );
+            }
+            AlignedBuf::from_bytes(init).ok_or_else(|| Error {
+                code: status::OUT_OF_MEMORY,
+                message: format!("cannot allocate buffer '{}'", b.name),
+            })
+        })
+        .collect()
 }
 
 fn buffer_index(program: &Program, name: &str) -> Result<usize> {
     let m = &program.manifest;
     m.buffers.iter().position(|b| b.name == name).ok_or_else(|| Error {
         code: status::NOT_FOUND,
-        message: format!("no buffer named '{name}'; the model has: [{}]", m.buffers.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ")),
+        message: format!(
+            "no buffer named '{name}'; the model has: [{}]",
+            m.buffers.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ")
+        ),
     })
 }
 
@@ -150,10 +169,10 @@ pub(crate) fn check_buffer_tensor(program: &Program, name: &str, t: &AotcTensor)
     Ok((i, view))
 }
 
-
 impl Model {
     pub fn new(program: &'static Program, threads: i64, weights: Source) -> Result<Model> {
-        let threads = aotc_abi::thread_count(threads).map_err(|m| Error { code: status::INVALID_ARGUMENT, message: m })?;
+        let threads =
+            aotc_abi::thread_count(threads).map_err(|m| Error { code: status::INVALID_ARGUMENT, message: m })?;
         let m = &program.manifest;
         let weights = Weights::open(program, weights)?;
         let buffers = initial_buffers(program, &weights)?;
@@ -196,7 +215,16 @@ impl Model {
         let b = &self.program.manifest.buffers[i];
         // SAFETY: the state buffer holds the contiguous value; dst was checked to match it,
         // and the instance never hands out its state memory, so the two do not overlap.
-        unsafe { strided_copy(self.buffers[i].as_ptr(), view.data, &b.sizes, &view.walk_strides(), b.dtype.size(), Direction::ContiguousToStrided) }
+        unsafe {
+            strided_copy(
+                self.buffers[i].as_ptr(),
+                view.data,
+                &b.sizes,
+                &view.walk_strides(),
+                b.dtype.size(),
+                Direction::ContiguousToStrided,
+            )
+        }
         Ok(())
     }
 
@@ -204,7 +232,16 @@ impl Model {
         let (i, view) = check_buffer_tensor(self.program, name, src)?;
         let b = &self.program.manifest.buffers[i];
         // SAFETY: as in read_buffer, the other way round.
-        unsafe { strided_copy(self.buffers[i].as_ptr(), view.data, &b.sizes, &view.walk_strides(), b.dtype.size(), Direction::StridedToContiguous) }
+        unsafe {
+            strided_copy(
+                self.buffers[i].as_ptr(),
+                view.data,
+                &b.sizes,
+                &view.walk_strides(),
+                b.dtype.size(),
+                Direction::StridedToContiguous,
+            )
+        }
         Ok(())
     }
 
@@ -228,7 +265,10 @@ impl Model {
         self.profile.begin_call();
         if let Outputs::Describe(d) = &outputs {
             if d.len() != m.outputs.len() {
-                return err(status::INVALID_ARGUMENT, format!("expected room for {} outputs, got {}", m.outputs.len(), d.len()));
+                return err(
+                    status::INVALID_ARGUMENT,
+                    format!("expected room for {} outputs, got {}", m.outputs.len(), d.len()),
+                );
             }
         }
         let CallState { bound, caller, sizes, slots, output_dims } = call;
@@ -309,11 +349,18 @@ impl Model {
 
     /// True when some byte of `span` (addresses) is memory this instance owns.
     fn owns(&self, span: &std::ops::Range<usize>) -> bool {
-        self.buffers.iter().chain(&self.scratch).chain(&self.staging).chain(&self.retired).any(|b| b.overlaps(span)) || self.arena.overlaps(span)
+        self.buffers.iter().chain(&self.scratch).chain(&self.staging).chain(&self.retired).any(|b| b.overlaps(span))
+            || self.arena.overlaps(span)
     }
 
     /// The guards, dims and scratch sizes that become known at `stage`.
-    fn evaluate_stage(&self, stage: usize, syms: &[Option<i64>], sizes: &mut Sizes, caller: Option<&CallerOutputs>) -> Result<()> {
+    fn evaluate_stage(
+        &self,
+        stage: usize,
+        syms: &[Option<i64>],
+        sizes: &mut Sizes,
+        caller: Option<&CallerOutputs>,
+    ) -> Result<()> {
         let m = &self.program.manifest;
         check_stage_guards(m, stage, syms)?;
         for (d, e) in m.dims.iter().enumerate().filter(|(_, e)| m.stage_of(e) == stage) {
@@ -322,7 +369,9 @@ impl Model {
         for (k, slot) in m.slots.iter().enumerate() {
             if let Slot::Scratch { bytes } = slot {
                 sizes.scratch[k] = match m.stage_of(bytes) {
-                    s if s == stage => Some(eval_size(bytes, syms, || format!("the size of scratch slot {k} ({bytes})"))?),
+                    s if s == stage => {
+                        Some(eval_size(bytes, syms, || format!("the size of scratch slot {k} ({bytes})"))?)
+                    }
                     s if s > stage => None,
                     _ => sizes.scratch[k],
                 };
@@ -340,9 +389,15 @@ impl Model {
         for d in m.data_symbols.iter().filter(|d| d.stage == stage) {
             let bytes = scratch_prefix(&self.scratch, d.slot, 8)?;
             let v = i64::from_le_bytes(bytes.try_into().expect("8 bytes"));
-            let r = m.symbols.get(d.sym as usize).ok_or_else(|| Error { code: status::INTERNAL, message: format!("{}: no symbol s{}", d.what, d.sym) })?;
+            let r = m.symbols.get(d.sym as usize).ok_or_else(|| Error {
+                code: status::INTERNAL,
+                message: format!("{}: no symbol s{}", d.what, d.sym),
+            })?;
             if !r.contains(v) {
-                return err(status::RANGE, format!("{}: the value {v} is outside the range {r} export recorded for {}", d.what, r.name));
+                return err(
+                    status::RANGE,
+                    format!("{}: the value {v} is outside the range {r} export recorded for {}", d.what, r.name),
+                );
             }
             syms[d.sym as usize] = Some(v);
         }
@@ -368,7 +423,13 @@ impl Model {
     /// The slot table of the call: inputs (staged when not contiguous), weights, state,
     /// the arena and scratch of the sizes evaluated so far (null until a later stage
     /// knows the size).
-    fn bind_slots(&mut self, views: &[View], scratch_bytes: &[Option<usize>], caller: Option<&CallerOutputs>, slots: &mut Vec<*mut u8>) -> Result<()> {
+    fn bind_slots(
+        &mut self,
+        views: &[View],
+        scratch_bytes: &[Option<usize>],
+        caller: Option<&CallerOutputs>,
+        slots: &mut Vec<*mut u8>,
+    ) -> Result<()> {
         let m = &self.program.manifest;
         slots.clear();
         for (k, slot) in m.slots.iter().enumerate() {
@@ -392,7 +453,12 @@ impl Model {
 
     /// Allocates the scratch slots whose sizes a later stage has just evaluated (never an
     /// arena slot: the compiler leaves slots sized at a later stage out of the arena).
-    fn allocate_scratch(&mut self, slots: &mut [*mut u8], scratch_bytes: &[Option<usize>], caller: Option<&CallerOutputs>) -> Result<()> {
+    fn allocate_scratch(
+        &mut self,
+        slots: &mut [*mut u8],
+        scratch_bytes: &[Option<usize>],
+        caller: Option<&CallerOutputs>,
+    ) -> Result<()> {
         let m = &self.program.manifest;
         for (k, slot) in m.slots.iter().enumerate() {
             if let (Slot::Scratch { .. }, Some(bytes), true) = (slot, scratch_bytes[k], slots[k].is_null()) {
@@ -414,7 +480,9 @@ impl Model {
         let staged = ensure_len(&mut self.staging[i], view.bytes)?;
         // SAFETY: staged holds view.bytes (numel elements); the checked view describes the
         // caller's memory, which set_aside_aliased keeps apart from staging.
-        unsafe { strided_copy(staged, view.data, &view.shape, strides, ts.dtype.size(), Direction::StridedToContiguous) }
+        unsafe {
+            strided_copy(staged, view.data, &view.shape, strides, ts.dtype.size(), Direction::StridedToContiguous)
+        }
         Ok(staged)
     }
 
@@ -432,7 +500,16 @@ impl Model {
             let new = scratch_prefix(&self.scratch, slot, view.bytes)?;
             // SAFETY: `new` holds the contiguous new value; the checked view describes the
             // caller's memory, which set_aside_aliased keeps apart from every scratch slot.
-            unsafe { strided_copy(new.as_ptr().cast_mut(), view.data, &view.shape, &view.walk_strides(), ts.dtype.size(), Direction::ContiguousToStrided) }
+            unsafe {
+                strided_copy(
+                    new.as_ptr().cast_mut(),
+                    view.data,
+                    &view.shape,
+                    &view.walk_strides(),
+                    ts.dtype.size(),
+                    Direction::ContiguousToStrided,
+                )
+            }
         }
         Ok(())
     }

@@ -40,16 +40,32 @@ impl CallerOutputs {
     /// and input, and no output and the instance's own memory (`owned` of a span: an
     /// earlier call's outputs live there) share a byte: the program reads its inputs and its own memory
     /// while it writes the outputs. Shapes are checked per stage ([`Self::check_shapes`]).
-    pub fn check(m: &Manifest, outputs: &[AotcTensor], place: Place, inputs: &[View], owned: impl Fn(&Range<usize>) -> bool) -> Result<CallerOutputs> {
+    pub fn check(
+        m: &Manifest,
+        outputs: &[AotcTensor],
+        place: Place,
+        inputs: &[View],
+        owned: impl Fn(&Range<usize>) -> bool,
+    ) -> Result<CallerOutputs> {
         let mut checked = CallerOutputs::default();
         checked.check_into(m, outputs, place, inputs, owned)?;
         Ok(checked)
     }
 
     /// [`CallerOutputs::check`] into `self`, reusing its memory.
-    pub fn check_into(&mut self, m: &Manifest, outputs: &[AotcTensor], place: Place, inputs: &[View], owned: impl Fn(&Range<usize>) -> bool) -> Result<()> {
+    pub fn check_into(
+        &mut self,
+        m: &Manifest,
+        outputs: &[AotcTensor],
+        place: Place,
+        inputs: &[View],
+        owned: impl Fn(&Range<usize>) -> bool,
+    ) -> Result<()> {
         if outputs.len() != m.outputs.len() {
-            return err(status::INVALID_ARGUMENT, format!("expected {} outputs, got {}", m.outputs.len(), outputs.len()));
+            return err(
+                status::INVALID_ARGUMENT,
+                format!("expected {} outputs, got {}", m.outputs.len(), outputs.len()),
+            );
         }
         let CallerOutputs { views, in_place } = self;
         views.clear();
@@ -60,12 +76,23 @@ impl CallerOutputs {
             }
             let want = || spec.sizes.iter().map(SymExpr::to_string).collect::<Vec<_>>().join(", ");
             let view = check_view(t, &what, place, spec.sizes.len(), spec.dtype.size(), want)?;
-            let overlaps = |span: &Range<usize>| !span.is_empty() && !view.span.is_empty() && span.start < view.span.end && view.span.start < span.end;
+            let overlaps = |span: &Range<usize>| {
+                !span.is_empty() && !view.span.is_empty() && span.start < view.span.end && view.span.start < span.end
+            };
             if let Some(p) = views.iter().position(|v| overlaps(&v.span)) {
-                return err(status::INVALID_ARGUMENT, format!("{what} overlaps {}: each output needs memory of its own", OutputName(m, p)));
+                return err(
+                    status::INVALID_ARGUMENT,
+                    format!("{what} overlaps {}: each output needs memory of its own", OutputName(m, p)),
+                );
             }
             if let Some(i) = inputs.iter().position(|v| overlaps(&v.span)) {
-                return err(status::INVALID_ARGUMENT, format!("{what} overlaps input {i} ('{}'): the call reads its inputs while it writes its outputs", m.inputs[i].name()));
+                return err(
+                    status::INVALID_ARGUMENT,
+                    format!(
+                        "{what} overlaps input {i} ('{}'): the call reads its inputs while it writes its outputs",
+                        m.inputs[i].name()
+                    ),
+                );
             }
             if owned(&view.span) {
                 return err(status::INVALID_ARGUMENT, format!("{what} points into this instance's own memory (an output of an earlier aotc_run?): give it memory of the caller's"));
@@ -80,7 +107,9 @@ impl CallerOutputs {
         };
         in_place.clear();
         in_place.extend(m.outputs.iter().enumerate().map(|(o, spec)| {
-            views[o].strides.is_none() && views[o].bytes > 0 && !read_after(spec.slot)
+            views[o].strides.is_none()
+                && views[o].bytes > 0
+                && !read_after(spec.slot)
                 && !m.outputs[..o].iter().any(|earlier| earlier.slot == spec.slot)
         }));
         Ok(())
@@ -98,7 +127,14 @@ impl CallerOutputs {
                 }
                 if !same {
                     let shape = output_shape(m, o, syms)?;
-                    return err(status::SHAPE, format!("{}: this call computes shape {shape:?}, the caller's tensor has shape {:?}", OutputName(m, o), view.shape));
+                    return err(
+                        status::SHAPE,
+                        format!(
+                            "{}: this call computes shape {shape:?}, the caller's tensor has shape {:?}",
+                            OutputName(m, o),
+                            view.shape
+                        ),
+                    );
                 }
             }
         }
@@ -131,7 +167,16 @@ impl CallerOutputs {
             }
             // SAFETY: the output's slot holds its contiguous value of the shape the caller's
             // checked view has (check_shapes); the view is apart from every slot (check).
-            unsafe { strided_copy(slots[m.outputs[o].slot], view.data, &view.shape, &view.walk_strides(), m.outputs[o].dtype.size(), Direction::ContiguousToStrided) }
+            unsafe {
+                strided_copy(
+                    slots[m.outputs[o].slot],
+                    view.data,
+                    &view.shape,
+                    &view.walk_strides(),
+                    m.outputs[o].dtype.size(),
+                    Direction::ContiguousToStrided,
+                )
+            }
         }
     }
 }

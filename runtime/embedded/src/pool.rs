@@ -10,8 +10,8 @@
 //!
 //! A region nested in another (a GEMM inside a parallel kernel) runs on its caller alone.
 
-use aotc_abi::available_cores;
 use crate::spare::{self, Handle};
+use aotc_abi::available_cores;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -179,10 +179,12 @@ fn start() -> Pool {
         sleeping: AtomicUsize::new(0),
         started: AtomicUsize::new(0),
     });
-    let workers: Vec<_> = (1..cores).filter_map(|i| {
-        let shared = shared.clone();
-        std::thread::Builder::new().name(format!("aotc-worker-{i}")).spawn(move || worker(&shared)).ok()
-    }).collect();
+    let workers: Vec<_> = (1..cores)
+        .filter_map(|i| {
+            let shared = shared.clone();
+            std::thread::Builder::new().name(format!("aotc-worker-{i}")).spawn(move || worker(&shared)).ok()
+        })
+        .collect();
     // A thread sets itself up (its thread-locals: heap allocations) once it first runs:
     // at the instance's creation, not in one of its calls.
     while shared.started.load(Ordering::Acquire) < workers.len() {
@@ -201,10 +203,15 @@ fn worker(shared: &Shared) {
             return;
         }
         // Join the newest job with a free seat; jobs without seats leave the list.
-        state.jobs.retain(|j| j.get().seats.load(Ordering::Relaxed) > 0 && j.get().next.load(Ordering::Relaxed) < j.get().chunks);
-        let job = state.jobs.iter().rev().find(|j| {
-            j.get().seats.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| s.checked_sub(1)).is_ok()
-        }).copied();
+        state.jobs.retain(|j| {
+            j.get().seats.load(Ordering::Relaxed) > 0 && j.get().next.load(Ordering::Relaxed) < j.get().chunks
+        });
+        let job = state
+            .jobs
+            .iter()
+            .rev()
+            .find(|j| j.get().seats.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| s.checked_sub(1)).is_ok())
+            .copied();
         match job {
             Some(job) => {
                 // Held from here (under the lock, while the job is listed) ...
@@ -257,7 +264,8 @@ pub fn parallel_for(threads: usize, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
     }
     // SAFETY: only the lifetime is erased; this function does not return before every
     // chunk is done and every worker has dropped its reference to the job (see below).
-    let f_static: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) };
+    let f_static: *const (dyn Fn(usize) + Sync) =
+        unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) };
     let job = Job {
         f: f_static,
         chunks,
@@ -313,9 +321,19 @@ impl SharedOut {
 /// Runs `f(begin, end, part)` over contiguous ranges of the `items` items of `out` (each
 /// `item_len` floats), spread over the call's threads when `work` (multiply-adds, or
 /// copies) is worth it.
-pub fn for_items(out: &mut [f32], items: usize, item_len: usize, work: usize, f: &(dyn Fn(usize, usize, &mut [f32]) + Sync)) {
+pub fn for_items(
+    out: &mut [f32],
+    items: usize,
+    item_len: usize,
+    work: usize,
+    f: &(dyn Fn(usize, usize, &mut [f32]) + Sync),
+) {
     let threads = threads();
-    let chunks = if threads > 1 && work as i64 >= aotc_abi::internal_symbols::MIN_PARALLEL_WORK { (threads * 4).min(items) } else { 1 };
+    let chunks = if threads > 1 && work as i64 >= aotc_abi::internal_symbols::MIN_PARALLEL_WORK {
+        (threads * 4).min(items)
+    } else {
+        1
+    };
     if chunks <= 1 {
         return f(0, items, out);
     }
@@ -323,7 +341,8 @@ pub fn for_items(out: &mut [f32], items: usize, item_len: usize, work: usize, f:
     parallel_for(threads, chunks, &|i| {
         let (begin, end) = (items * i / chunks, items * (i + 1) / chunks);
         // SAFETY: items begin..end of `out`, which the chunks partition.
-        let part = unsafe { std::slice::from_raw_parts_mut(base.get().add(begin * item_len), (end - begin) * item_len) };
+        let part =
+            unsafe { std::slice::from_raw_parts_mut(base.get().add(begin * item_len), (end - begin) * item_len) };
         f(begin, end, part)
     });
 }
@@ -339,7 +358,13 @@ type KernelFn = unsafe extern "C" fn(slots: *const *mut u8, dims: *const i64, be
 /// `kernel` is a generated kernel whose iterations of the split loop write disjoint
 /// memory, and `slots`/`dims` are the call's tables.
 #[no_mangle]
-pub unsafe extern "C" fn __aotc_parallel(kernel: KernelFn, slots: *const *mut u8, dims: *const i64, extent: i64, work: i64) {
+pub unsafe extern "C" fn __aotc_parallel(
+    kernel: KernelFn,
+    slots: *const *mut u8,
+    dims: *const i64,
+    extent: i64,
+    work: i64,
+) {
     let threads = threads();
     let total = extent.saturating_mul(work.max(1));
     if threads <= 1 || extent <= 1 || total < aotc_abi::internal_symbols::MIN_PARALLEL_WORK {
@@ -386,7 +411,9 @@ mod tests {
                 s.spawn(|| {
                     for _ in 0..200 {
                         let sum = AtomicU64::new(0);
-                        parallel_for(2, 16, &|i| { sum.fetch_add(i as u64, Ordering::Relaxed); });
+                        parallel_for(2, 16, &|i| {
+                            sum.fetch_add(i as u64, Ordering::Relaxed);
+                        });
                         assert_eq!(sum.load(Ordering::Relaxed), 120);
                     }
                 });

@@ -80,29 +80,53 @@ pub fn program() -> Result<&'static Program> {
         .get_or_init(|| {
             // SAFETY: the compiler emits __aotc_manifest with __aotc_manifest_len bytes.
             let bytes = unsafe { std::slice::from_raw_parts(&MANIFEST_BYTES as *const u8, MANIFEST_LEN as usize) };
-            let m: Manifest = serde_json::from_slice(bytes).map_err(|e| format!("embedded manifest is corrupt: {e}"))?;
+            let m: Manifest =
+                serde_json::from_slice(bytes).map_err(|e| format!("embedded manifest is corrupt: {e}"))?;
             if m.abi_version != aotc_abi::ABI_VERSION {
                 return Err(format!("manifest ABI {} != support library ABI {}", m.abi_version, aotc_abi::ABI_VERSION));
             }
-            let buffer_bytes = m.buffers.iter()
-                .map(|b| byte_len(&b.sizes, b.dtype.size()).ok_or_else(|| format!("embedded manifest is corrupt: buffer '{}' of shape {:?} does not fit memory", b.name, b.sizes)))
+            let buffer_bytes = m
+                .buffers
+                .iter()
+                .map(|b| {
+                    byte_len(&b.sizes, b.dtype.size()).ok_or_else(|| {
+                        format!(
+                            "embedded manifest is corrupt: buffer '{}' of shape {:?} does not fit memory",
+                            b.name, b.sizes
+                        )
+                    })
+                })
                 .collect::<std::result::Result<_, _>>()?;
-            let inputs = m.inputs.iter().map(|i| match i {
-                InputSpec::Tensor(t) => ValueInfoStore::new(&t.name, aotc_abi::value_kind::TENSOR, t.dtype, &t.sizes, &m),
-                InputSpec::Constant { name, value } => {
-                    let (kind, dtype) = match value {
-                        ConstValue::Int(_) => (aotc_abi::value_kind::INT, DType::I64),
-                        ConstValue::Bool(_) => (aotc_abi::value_kind::BOOL, DType::Bool),
-                        _ => (aotc_abi::value_kind::FLOAT, DType::F64),
-                    };
-                    ValueInfoStore::new(name, kind, dtype, &[], &m)
-                }
-            }).collect();
-            let outputs = m.outputs.iter().map(|t| ValueInfoStore::new(&t.name, aotc_abi::value_kind::TENSOR, t.dtype, &t.sizes, &m)).collect();
-            let buffers = m.buffers.iter().map(|b| {
-                let sizes: Vec<SymExpr> = b.sizes.iter().map(|&s| SymExpr::Int(s)).collect();
-                ValueInfoStore::new(&b.name, aotc_abi::value_kind::TENSOR, b.dtype, &sizes, &m)
-            }).collect();
+            let inputs = m
+                .inputs
+                .iter()
+                .map(|i| match i {
+                    InputSpec::Tensor(t) => {
+                        ValueInfoStore::new(&t.name, aotc_abi::value_kind::TENSOR, t.dtype, &t.sizes, &m)
+                    }
+                    InputSpec::Constant { name, value } => {
+                        let (kind, dtype) = match value {
+                            ConstValue::Int(_) => (aotc_abi::value_kind::INT, DType::I64),
+                            ConstValue::Bool(_) => (aotc_abi::value_kind::BOOL, DType::Bool),
+                            _ => (aotc_abi::value_kind::FLOAT, DType::F64),
+                        };
+                        ValueInfoStore::new(name, kind, dtype, &[], &m)
+                    }
+                })
+                .collect();
+            let outputs = m
+                .outputs
+                .iter()
+                .map(|t| ValueInfoStore::new(&t.name, aotc_abi::value_kind::TENSOR, t.dtype, &t.sizes, &m))
+                .collect();
+            let buffers = m
+                .buffers
+                .iter()
+                .map(|b| {
+                    let sizes: Vec<SymExpr> = b.sizes.iter().map(|&s| SymExpr::Int(s)).collect();
+                    ValueInfoStore::new(&b.name, aotc_abi::value_kind::TENSOR, b.dtype, &sizes, &m)
+                })
+                .collect();
             Ok(Program {
                 manifest_json: CString::new(bytes.to_vec()).map_err(|_| "manifest holds a NUL byte".to_string())?,
                 in_spec: cstring(&m.in_spec),

@@ -87,7 +87,15 @@ fn softmax_row(x: &[f32], out: &mut [f32], log: bool, vectors: bool) {
 /// hold `len` floats where read.
 #[no_mangle]
 pub unsafe extern "C" fn __aotc_layer_norm_f32(
-    out: *mut f32, x: *const f32, weight: *const f32, bias: *const f32, rows: i64, len: i64, has_weight: i64, has_bias: i64, eps: i64,
+    out: *mut f32,
+    x: *const f32,
+    weight: *const f32,
+    bias: *const f32,
+    rows: i64,
+    len: i64,
+    has_weight: i64,
+    has_bias: i64,
+    eps: i64,
 ) {
     let (rows, len) = (rows.max(0) as usize, len.max(0) as usize);
     let Some(total) = rows.checked_mul(len) else { return };
@@ -155,7 +163,9 @@ mod tests {
             for threads in [1, 2] {
                 let mut out = vec![0f32; rows * len];
                 // SAFETY: both hold rows * len floats.
-                with_threads(threads, || unsafe { __aotc_softmax_f32(out.as_mut_ptr(), x.as_ptr(), rows as i64, len as i64, log) });
+                with_threads(threads, || unsafe {
+                    __aotc_softmax_f32(out.as_mut_ptr(), x.as_ptr(), rows as i64, len as i64, log)
+                });
                 for r in 0..rows {
                     let row = &x[r * len..][..len];
                     let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
@@ -168,7 +178,10 @@ mod tests {
                         } else if v == f32::NEG_INFINITY {
                             assert_eq!(got, want, "len {len} log={log}: softmax of -inf");
                         } else {
-                            assert!((got - want).abs() <= 1e-6 * (1.0 + want.abs()), "len {len} log={log} row {r} [{i}]: {got} vs {want}");
+                            assert!(
+                                (got - want).abs() <= 1e-6 * (1.0 + want.abs()),
+                                "len {len} log={log} row {r} [{i}]: {got} vs {want}"
+                            );
                         }
                     }
                 }
@@ -211,7 +224,14 @@ mod tests {
         // end; nothing else refers to it.
         let (map, size) = unsafe {
             let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
-            let map = libc::mmap(std::ptr::null_mut(), READABLE + page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+            let map = libc::mmap(
+                std::ptr::null_mut(),
+                READABLE + page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
             assert_ne!(map, libc::MAP_FAILED);
             assert_eq!(libc::mprotect(map.cast::<u8>().add(READABLE).cast(), page, libc::PROT_NONE), 0);
             (map, READABLE + page)
@@ -220,7 +240,9 @@ mod tests {
             for rows in [1, 7, 8, 9, 64, 67] {
                 let floats = rows * len;
                 // SAFETY: the last `floats` floats of the readable memory (at most 2077).
-                let x = unsafe { std::slice::from_raw_parts_mut(map.cast::<u8>().add(READABLE - 4 * floats).cast::<f32>(), floats) };
+                let x = unsafe {
+                    std::slice::from_raw_parts_mut(map.cast::<u8>().add(READABLE - 4 * floats).cast::<f32>(), floats)
+                };
                 check_short_rows(rows, len, |xs, out, log| {
                     x.copy_from_slice(xs);
                     // Ranges of rows starting inside blocks of 8 (as for_items hands them
@@ -230,7 +252,10 @@ mod tests {
                         let range = begin * len..end * len;
                         // SAFETY: the CPU has AVX2 and FMA.
                         unsafe { avx2::softmax_short_rows(&x[range.clone()], &mut part[range.clone()], len, log != 0) };
-                        assert!(part[..range.start].iter().chain(&part[range.end..]).all(|&v| v == 7.0), "len {len} rows {begin}..{end}");
+                        assert!(
+                            part[..range.start].iter().chain(&part[range.end..]).all(|&v| v == 7.0),
+                            "len {len} rows {begin}..{end}"
+                        );
                         out[range.clone()].copy_from_slice(&part[range]);
                     }
                 });
@@ -268,12 +293,19 @@ mod tests {
             }
             for r in 0..rows {
                 let row = &x[r * len..][..len];
-                let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| if v.is_nan() || m.is_nan() { f64::NAN } else { m.max(v as f64) });
+                let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| {
+                    if v.is_nan() || m.is_nan() {
+                        f64::NAN
+                    } else {
+                        m.max(v as f64)
+                    }
+                });
                 let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
                 for (i, &v) in row.iter().enumerate() {
                     let want = if log == 1 { v as f64 - max - sum.ln() } else { (v as f64 - max).exp() / sum };
                     let (got, scalar) = (out[r * len + i] as f64, scalar[r * len + i] as f64);
-                    let at = || format!("len {len} rows {rows} log={log} row {r} [{i}]: {got} vs {want}, scalar {scalar}");
+                    let at =
+                        || format!("len {len} rows {rows} log={log} row {r} [{i}]: {got} vs {want}, scalar {scalar}");
                     if want.is_nan() {
                         // NaN in the row, all -inf, or +inf (inf - inf).
                         assert!(got.is_nan() && scalar.is_nan(), "{}", at());
@@ -306,7 +338,17 @@ mod tests {
             let mut out = vec![0f32; rows * len];
             // SAFETY: x and out hold rows * len floats, w and b len.
             with_threads(2, || unsafe {
-                __aotc_layer_norm_f32(out.as_mut_ptr(), x.as_ptr(), w.as_ptr(), b.as_ptr(), rows as i64, len as i64, has_w, has_b, 1e-5f64.to_bits() as i64)
+                __aotc_layer_norm_f32(
+                    out.as_mut_ptr(),
+                    x.as_ptr(),
+                    w.as_ptr(),
+                    b.as_ptr(),
+                    rows as i64,
+                    len as i64,
+                    has_w,
+                    has_b,
+                    1e-5f64.to_bits() as i64,
+                )
             });
             for r in 0..rows {
                 let row = &x[r * len..][..len];
@@ -317,7 +359,10 @@ mod tests {
                     want = if has_w == 1 { want * w[i] as f64 } else { want };
                     want = if has_b == 1 { want + b[i] as f64 } else { want };
                     let got = out[r * len + i] as f64;
-                    assert!((got - want).abs() <= 1e-5 * (1.0 + want.abs()), "len {len} row {r} [{i}]: {got} vs {want}");
+                    assert!(
+                        (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                        "len {len} row {r} [{i}]: {got} vs {want}"
+                    );
                 }
             }
         }

@@ -67,7 +67,9 @@ impl Handle {
     pub fn take(self, len: usize) -> Buffer {
         // SAFETY: see `Handle`: the pointer is null or to the lending instance's Spare.
         let spare = unsafe { self.0.as_ref() };
-        let mut data = spare.and_then(|s| best_fit(&mut s.free.lock().unwrap_or_else(|e| e.into_inner()), len)).unwrap_or_default();
+        let mut data = spare
+            .and_then(|s| best_fit(&mut s.free.lock().unwrap_or_else(|e| e.into_inner()), len))
+            .unwrap_or_default();
         // Grown, never shrunk: a buffer serves calls of different sizes in turn, and
         // growing it back after a truncation would write zeros again every time.
         if data.len() < len {

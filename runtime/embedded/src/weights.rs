@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 use crate::mapping::{map, Mapping};
 use crate::memory::AlignedBuf;
 use crate::program::{weights_base, Program};
-use aotc_abi::weights_file::{check, header_len, parse_header, KEY_ID};
 use aotc_abi::status;
+use aotc_abi::weights_file::{check, header_len, parse_header, KEY_ID};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -65,7 +65,10 @@ fn library_path() -> Result<PathBuf> {
     // SAFETY: zero-initialised, and filled on success.
     let info = unsafe { info.assume_init() };
     if found == 0 || info.dli_fname.is_null() {
-        return Err(weights_err("external weights", "cannot find the path of this library (dladdr failed): pass the weights file explicitly"));
+        return Err(weights_err(
+            "external weights",
+            "cannot find the path of this library (dladdr failed): pass the weights file explicitly",
+        ));
     }
     // SAFETY: dli_fname is a NUL-terminated string owned by the dynamic loader.
     let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
@@ -78,7 +81,10 @@ impl Weights {
         match source {
             Source::Default if !table.external => Ok(Weights::linked(program)),
             Source::Default => {
-                let name = table.file.as_deref().ok_or_else(|| weights_err("external weights", "the manifest names no weights file"))?;
+                let name = table
+                    .file
+                    .as_deref()
+                    .ok_or_else(|| weights_err("external weights", "the manifest names no weights file"))?;
                 let lib = library_path()?;
                 let path = lib.with_file_name(name);
                 let path = path.to_string_lossy();
@@ -114,7 +120,8 @@ impl Weights {
     fn file(program: &Program, path: &str) -> Result<(Weights, std::collections::BTreeMap<String, String>)> {
         let what = format!("weights file '{path}'");
         let mapping = map(path)?;
-        let (offsets, lens, meta) = checked(program, mapping.bytes(), page_size()).map_err(|m| weights_err(&what, m))?;
+        let (offsets, lens, meta) =
+            checked(program, mapping.bytes(), page_size()).map_err(|m| weights_err(&what, m))?;
         let base = mapping.as_ptr();
         Ok((Weights { _backing: Backing::Mapped(mapping), base, offsets, lens }, meta))
     }
@@ -123,8 +130,10 @@ impl Weights {
         let what = format!("weights buffer ({} bytes)", bytes.len());
         // Checked before copying: a wrong buffer costs no allocation of its size.
         checked(program, bytes, aotc_abi::weights::ALIGN).map_err(|m| weights_err(&what, m))?;
-        let copy = AlignedBuf::from_bytes(bytes).ok_or_else(|| Error { code: status::OUT_OF_MEMORY, message: format!("{what}: cannot allocate a copy") })?;
-        let (offsets, lens, _) = checked(program, copy.as_slice(), aotc_abi::weights::ALIGN).map_err(|m| weights_err(&what, m))?;
+        let copy = AlignedBuf::from_bytes(bytes)
+            .ok_or_else(|| Error { code: status::OUT_OF_MEMORY, message: format!("{what}: cannot allocate a copy") })?;
+        let (offsets, lens, _) =
+            checked(program, copy.as_slice(), aotc_abi::weights::ALIGN).map_err(|m| weights_err(&what, m))?;
         let base = copy.as_ptr().cast_const();
         Ok(Weights { _backing: Backing::Owned(copy), base, offsets, lens })
     }
@@ -156,7 +165,10 @@ fn checked(program: &Program, bytes: &[u8], base_align: usize) -> std::result::R
     let h = parse_header(bytes.get(..8 + n as usize).unwrap_or(bytes))?;
     let table = &program.manifest.weights;
     let offsets = check(table, &h, bytes.len() as u64, base_align)?;
-    let offsets = offsets.into_iter().map(|o| usize::try_from(o).map_err(|_| "offset beyond the address space".to_string())).collect::<std::result::Result<Vec<_>, _>>()?;
+    let offsets = offsets
+        .into_iter()
+        .map(|o| usize::try_from(o).map_err(|_| "offset beyond the address space".to_string()))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
     let lens = table.entries.iter().map(|e| e.bytes as usize).collect();
     Ok((offsets, lens, h.metadata))
 }

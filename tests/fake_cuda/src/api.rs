@@ -57,9 +57,7 @@ impl Api {
         fn get<T: Copy>(library: &'static libloading::Library, name: &str) -> Result<T, String> {
             // SAFETY: each call below names T as the function's C signature, as exported
             // by src/exports; the library is never unloaded, so the pointer stays valid.
-            unsafe { library.get::<T>(name.as_bytes()) }
-                .map(|f| *f)
-                .map_err(|e| format!("{name}: {e}"))
+            unsafe { library.get::<T>(name.as_bytes()) }.map(|f| *f).map_err(|e| format!("{name}: {e}"))
         }
         Ok(Api {
             init: get(library, "cuInit")?,

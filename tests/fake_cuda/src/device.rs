@@ -45,25 +45,15 @@ impl Device {
     /// context. Pass the path the compiled library will open (`$AOTC_CUDA_DRIVER`): the
     /// dynamic loader shares one copy, and so one state, only for the same file.
     pub fn open(path: &Path) -> Result<Device, CudaError> {
-        let api = Api::load(path).map_err(|message| CudaError {
-            call: "dlopen",
-            code: status::NOT_INITIALIZED,
-            message,
-        })?;
+        let api =
+            Api::load(path).map_err(|message| CudaError { call: "dlopen", code: status::NOT_INITIALIZED, message })?;
         let mut context: CuContext = std::ptr::null_mut();
         // SAFETY: cuInit takes flags 0; the context out pointer is a live local.
         unsafe {
             check(&api, (api.init)(0), "cuInit")?;
-            check(
-                &api,
-                (api.primary_ctx_retain)(&mut context, 0),
-                "cuDevicePrimaryCtxRetain",
-            )?;
+            check(&api, (api.primary_ctx_retain)(&mut context, 0), "cuDevicePrimaryCtxRetain")?;
         }
-        Ok(Device {
-            context: context as usize,
-            api,
-        })
+        Ok(Device { context: context as usize, api })
     }
 
     /// The driver's C functions, for what this handle does not wrap (modules, launches).
@@ -93,11 +83,7 @@ impl Device {
         let address = self.alloc(bytes.len())?;
         // SAFETY: the allocation holds bytes.len() bytes; the source is a live vector.
         self.current(|api| unsafe {
-            check(
-                api,
-                (api.memcpy_htod)(address, bytes.as_ptr().cast(), bytes.len()),
-                "cuMemcpyHtoD_v2",
-            )
+            check(api, (api.memcpy_htod)(address, bytes.as_ptr().cast(), bytes.len()), "cuMemcpyHtoD_v2")
         })?;
         Ok(address)
     }
@@ -108,11 +94,7 @@ impl Device {
         // SAFETY: the destination is a live vector of the length given; the driver checks
         // the device range.
         self.current(|api| unsafe {
-            check(
-                api,
-                (api.memcpy_dtoh)(bytes.as_mut_ptr().cast(), address, bytes.len()),
-                "cuMemcpyDtoH_v2",
-            )
+            check(api, (api.memcpy_dtoh)(bytes.as_mut_ptr().cast(), address, bytes.len()), "cuMemcpyDtoH_v2")
         })?;
         Ok(bytes.chunks_exact(T::BYTES).map(T::from_le).collect())
     }
@@ -140,13 +122,7 @@ impl Device {
         unsafe { check(&self.api, (self.api.ctx_push)(self.context()), "cuCtxPushCurrent_v2")? };
         let result = call(&self.api);
         // SAFETY: pops what was pushed above; the popped handle is not needed.
-        unsafe {
-            check(
-                &self.api,
-                (self.api.ctx_pop)(std::ptr::null_mut()),
-                "cuCtxPopCurrent_v2",
-            )?
-        };
+        unsafe { check(&self.api, (self.api.ctx_pop)(std::ptr::null_mut()), "cuCtxPopCurrent_v2")? };
         result
     }
 }
@@ -170,9 +146,5 @@ fn check(api: &Api, code: CuResult, call: &'static str) -> Result<(), CudaError>
     if code == status::SUCCESS {
         return Ok(());
     }
-    Err(CudaError {
-        call,
-        code,
-        message: last_error(api).unwrap_or_default(),
-    })
+    Err(CudaError { call, code, message: last_error(api).unwrap_or_default() })
 }

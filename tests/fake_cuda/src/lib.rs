@@ -73,9 +73,5 @@ use std::path::PathBuf;
 /// `target/<profile>/examples/`), if it is there.
 pub fn library_path() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    exe.ancestors()
-        .skip(1)
-        .take(2)
-        .map(|dir| dir.join("libaotc_fake_cuda.so"))
-        .find(|path| path.is_file())
+    exe.ancestors().skip(1).take(2).map(|dir| dir.join("libaotc_fake_cuda.so")).find(|path| path.is_file())
 }

@@ -21,10 +21,7 @@ pub struct Failure {
 pub type Outcome<T = ()> = Result<T, Failure>;
 
 pub fn fail<T>(code: CuResult, message: impl Into<String>) -> Outcome<T> {
-    Err(Failure {
-        code,
-        message: message.into(),
-    })
+    Err(Failure { code, message: message.into() })
 }
 
 /// An entry of a loaded module, as `cuModuleGetFunction` found it.
@@ -76,10 +73,7 @@ fn configured_devices() -> Outcome<i32> {
         Err(_) => Ok(1),
         Ok(text) => match text.parse::<i32>() {
             Ok(n) if n >= 0 => Ok(n),
-            _ => fail(
-                status::INVALID_VALUE,
-                format!("AOTC_FAKE_CUDA_DEVICES={text:?} is not a device count"),
-            ),
+            _ => fail(status::INVALID_VALUE, format!("AOTC_FAKE_CUDA_DEVICES={text:?} is not a device count")),
         },
     }
 }
@@ -99,8 +93,7 @@ impl State {
     }
 
     pub fn device_count(&self) -> Outcome<i32> {
-        self.devices
-            .map_or_else(|| fail(status::NOT_INITIALIZED, "cuInit has not succeeded"), Ok)
+        self.devices.map_or_else(|| fail(status::NOT_INITIALIZED, "cuInit has not succeeded"), Ok)
     }
 
     pub fn check_device(&self, device: i32) -> Outcome {
@@ -121,10 +114,7 @@ impl State {
         self.check_device(device)?;
         let count = &mut self.retained[device as usize];
         if *count == 0 {
-            return fail(
-                status::INVALID_CONTEXT,
-                format!("device {device}'s primary context is not retained"),
-            );
+            return fail(status::INVALID_CONTEXT, format!("device {device}'s primary context is not retained"));
         }
         *count -= 1;
         Ok(())
@@ -135,10 +125,7 @@ impl State {
         let device = context.checked_sub(CONTEXT_TOKENS).and_then(|d| i32::try_from(d).ok());
         match device {
             Some(d) if self.retained.get(d as usize).is_some_and(|&count| count > 0) => Ok(d),
-            _ => fail(
-                status::INVALID_CONTEXT,
-                format!("{context:#x} is not a retained primary context"),
-            ),
+            _ => fail(status::INVALID_CONTEXT, format!("{context:#x} is not a retained primary context")),
         }
     }
 

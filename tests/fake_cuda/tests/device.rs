@@ -11,27 +11,15 @@ fn text(f: unsafe extern "C" fn(i32, *mut *const c_char) -> i32, code: i32) -> (
     // SAFETY: an out pointer to one string pointer.
     let rc = unsafe { f(code, &mut p) };
     // SAFETY: non-null: a static NUL-terminated string.
-    (
-        rc,
-        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()),
-    )
+    (rc, (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()))
 }
 
 #[test]
 fn error_names_and_strings() {
     let api = Api::load(&driver_path()).unwrap();
-    assert_eq!(
-        text(api.get_error_name, 719),
-        (0, Some("CUDA_ERROR_LAUNCH_FAILED".into()))
-    );
-    assert_eq!(
-        text(api.get_error_string, 719),
-        (0, Some("unspecified launch failure".into()))
-    );
-    assert_eq!(
-        text(api.get_error_name, 218),
-        (0, Some("CUDA_ERROR_INVALID_PTX".into()))
-    );
+    assert_eq!(text(api.get_error_name, 719), (0, Some("CUDA_ERROR_LAUNCH_FAILED".into())));
+    assert_eq!(text(api.get_error_string, 719), (0, Some("unspecified launch failure".into())));
+    assert_eq!(text(api.get_error_name, 218), (0, Some("CUDA_ERROR_INVALID_PTX".into())));
     assert_eq!(text(api.get_error_name, 0), (0, Some("CUDA_SUCCESS".into())));
     assert_eq!(text(api.get_error_name, 12345), (1, None));
 }
@@ -87,10 +75,7 @@ fn allocations_know_their_device() {
         assert_ne!(context, s.device.context());
         assert_eq!((api.ctx_push)(context), 0);
         assert_eq!((api.mem_alloc)(&mut address, 8), 0);
-        assert_eq!(
-            (api.pointer_get_attribute)((&mut ordinal as *mut i32).cast(), 9, address),
-            0
-        );
+        assert_eq!((api.pointer_get_attribute)((&mut ordinal as *mut i32).cast(), 9, address), 0);
         assert_eq!((api.mem_free)(address), 0);
         let mut popped = std::ptr::null_mut();
         assert_eq!((api.ctx_pop)(&mut popped), 0);

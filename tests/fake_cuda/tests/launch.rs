@@ -60,18 +60,7 @@ fn vector_add_runs_on_the_interpreter() {
     let mut out = s.device.alloc(4 * n).unwrap();
     let (mut alpha, mut count) = (3.0f32, n as u32);
     let before = s.device.stats();
-    let code = s.launch(
-        axpy,
-        4,
-        256,
-        &mut [
-            arg(&mut out),
-            arg(&mut x),
-            arg(&mut y),
-            arg(&mut alpha),
-            arg(&mut count),
-        ],
-    );
+    let code = s.launch(axpy, 4, 256, &mut [arg(&mut out), arg(&mut x), arg(&mut y), arg(&mut alpha), arg(&mut count)]);
     assert_eq!(code, 0, "{:?}", s.device.last_error());
     assert_eq!(s.sync(), 0);
     let expected: Vec<f32> = xs.iter().zip(&ys).map(|(x, y)| 3.0f32.mul_add(*x, *y)).collect();
@@ -90,32 +79,15 @@ fn out_of_bounds_store_fails_the_launch_and_the_next_sync() {
     let s = session();
     let module = s.load(&format!("{HEADER}{AXPY}"), 1024).unwrap();
     let axpy = s.function(module, "axpy").unwrap();
-    let (mut x, mut y) = (
-        s.device.upload(&[1.0f32; 100]).unwrap(),
-        s.device.upload(&[2.0f32; 100]).unwrap(),
-    );
+    let (mut x, mut y) = (s.device.upload(&[1.0f32; 100]).unwrap(), s.device.upload(&[2.0f32; 100]).unwrap());
     let mut out = s.device.upload(&[0.0f32; 99]).unwrap(); // one element short
     let (mut alpha, mut count) = (1.0f32, 100u32);
-    let code = s.launch(
-        axpy,
-        1,
-        128,
-        &mut [
-            arg(&mut out),
-            arg(&mut x),
-            arg(&mut y),
-            arg(&mut alpha),
-            arg(&mut count),
-        ],
-    );
+    let code = s.launch(axpy, 1, 128, &mut [arg(&mut out), arg(&mut x), arg(&mut y), arg(&mut alpha), arg(&mut count)]);
     assert_eq!(code, 719);
     let message = s.device.last_error().unwrap();
     let address = format!("{:#x}", out + 4 * 99);
     assert!(message.starts_with("cuLaunchKernel: kernel axpy: "), "{message}");
-    assert!(
-        message.contains(&address) && message.contains("thread [99, 0, 0]"),
-        "{message}"
-    );
+    assert!(message.contains(&address) && message.contains("thread [99, 0, 0]"), "{message}");
     // Reported once more, as an asynchronous failure would be, then cleared.
     assert_eq!(s.sync(), 719);
     assert!(s.device.last_error().unwrap().contains(&address));
@@ -139,10 +111,7 @@ fn races_fail_unless_the_race_check_is_off() {
     assert_eq!(code, 719);
     assert!(s.device.last_error().unwrap().contains("global-memory race"));
     assert_eq!(s.sync(), 719);
-    rerun_with(
-        "races_fail_unless_the_race_check_is_off",
-        &[("AOTC_FAKE_CUDA_RACECHECK", "0")],
-    );
+    rerun_with("races_fail_unless_the_race_check_is_off", &[("AOTC_FAKE_CUDA_RACECHECK", "0")]);
 }
 
 #[test]
@@ -160,33 +129,17 @@ fn bad_configurations_are_refused_and_not_pending() {
     // SAFETY: the arguments are live; the driver refuses dynamic shared memory, a null
     // kernelParams and `extra` before reading them.
     unsafe {
-        assert_eq!(
-            (api.launch_kernel)(same_slot, 1, 1, 1, 1, 1, 1, 16, null, args.as_mut_ptr(), no_args),
-            1
-        );
-        assert_eq!(
-            (api.launch_kernel)(same_slot, 1, 1, 1, 1, 1, 1, 0, null, no_args, no_args),
-            1
-        );
-        assert_eq!(
-            (api.launch_kernel)(same_slot, 1, 1, 1, 1, 1, 1, 0, null, no_args, args.as_mut_ptr()),
-            1
-        );
-        assert_eq!(
-            (api.launch_kernel)(null, 1, 1, 1, 1, 1, 1, 0, null, args.as_mut_ptr(), no_args),
-            400
-        );
+        assert_eq!((api.launch_kernel)(same_slot, 1, 1, 1, 1, 1, 1, 16, null, args.as_mut_ptr(), no_args), 1);
+        assert_eq!((api.launch_kernel)(same_slot, 1, 1, 1, 1, 1, 1, 0, null, no_args, no_args), 1);
+        assert_eq!((api.launch_kernel)(same_slot, 1, 1, 1, 1, 1, 1, 0, null, no_args, args.as_mut_ptr()), 1);
+        assert_eq!((api.launch_kernel)(null, 1, 1, 1, 1, 1, 1, 0, null, args.as_mut_ptr(), no_args), 400);
     }
     assert_eq!(s.sync(), 0, "a refused launch leaves nothing pending");
     assert_eq!(s.launch(same_slot, 1, 1, &mut args), 0);
     assert_eq!(s.device.download::<u32>(out, 1).unwrap(), vec![0]);
     // SAFETY: a loaded module, unloaded once.
     assert_eq!(unsafe { (api.module_unload)(module) }, 0);
-    assert_eq!(
-        s.launch(same_slot, 1, 1, &mut args),
-        400,
-        "a function of an unloaded module"
-    );
+    assert_eq!(s.launch(same_slot, 1, 1, &mut args), 400, "a function of an unloaded module");
     // SAFETY: as above, now unknown.
     assert_eq!(unsafe { (api.module_unload)(module) }, 400);
 }

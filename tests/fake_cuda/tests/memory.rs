@@ -30,10 +30,7 @@ fn memory_type_is_device_inside_allocations_only() {
     }
     let mut value = 0u64;
     // SAFETY: an out pointer big enough for any attribute.
-    assert_eq!(
-        unsafe { (s.api().pointer_get_attribute)((&mut value as *mut u64).cast(), 1, address) },
-        1
-    );
+    assert_eq!(unsafe { (s.api().pointer_get_attribute)((&mut value as *mut u64).cast(), 1, address) }, 1);
     s.device.free(address).unwrap();
     assert_eq!(attributes(&s, address).0, (1, 0));
 }
@@ -44,17 +41,11 @@ fn double_free_and_foreign_addresses_are_invalid_values() {
     let address = s.device.alloc(64).unwrap();
     let interior = s.device.free(address + 8).unwrap_err();
     assert_eq!(interior.code, 1);
-    assert!(interior
-        .message
-        .contains(&format!("{:#x} is not the start of a live allocation", address + 8)));
+    assert!(interior.message.contains(&format!("{:#x} is not the start of a live allocation", address + 8)));
     s.device.free(address).unwrap();
     assert_eq!(s.device.free(address).unwrap_err().code, 1);
     assert_eq!(s.device.free(0).unwrap_err().code, 1);
-    assert_eq!(
-        s.device.download::<u8>(address, 1).unwrap_err().code,
-        1,
-        "a read after free"
-    );
+    assert_eq!(s.device.download::<u8>(address, 1).unwrap_err().code, 1, "a read after free");
     let next = s.device.alloc(64).unwrap();
     assert!(next > address, "a freed address came back");
     s.device.free(next).unwrap();

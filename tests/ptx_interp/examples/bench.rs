@@ -40,10 +40,7 @@ fn run(case: &Case) {
         let mut launch = Launch::new(case.grid, case.block);
         launch.check_races = check_races;
         let (wall, cpu) = (Instant::now(), cpu_seconds());
-        let stats = case
-            .module
-            .launch(&mut memory, case.entry, &launch, &args)
-            .expect("launch");
+        let stats = case.module.launch(&mut memory, case.entry, &launch, &args).expect("launch");
         let wall = wall.elapsed().as_secs_f64();
         let cpu = cpu.zip(cpu_seconds()).map_or(wall, |(start, end)| end - start);
         let per_second = |seconds: f64| stats.instructions as f64 / seconds / 1e6;
@@ -86,13 +83,7 @@ fn main() {
             setup: Box::new(move |memory| {
                 let x = memory.upload(&vec![1.5f32; n]).unwrap();
                 let out = memory.upload(&vec![0f32; n]).unwrap();
-                vec![
-                    Arg::U64(out),
-                    Arg::U64(x),
-                    Arg::S64(n as i64),
-                    Arg::F32(2.0),
-                    Arg::F32(-1.0),
-                ]
+                vec![Arg::U64(out), Arg::U64(x), Arg::S64(n as i64), Arg::F32(2.0), Arg::F32(-1.0)]
             }),
         },
         Case {

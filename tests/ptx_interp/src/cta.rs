@@ -40,19 +40,12 @@ const WARP: usize = 32;
 impl Threads {
     fn registers(&mut self, thread: usize) -> Registers<'_> {
         let range = thread * self.slots..(thread + 1) * self.slots;
-        Registers {
-            values: &mut self.values[range.clone()],
-            written: &mut self.written[range],
-        }
+        Registers { values: &mut self.values[range.clone()], written: &mut self.written[range] }
     }
 
     fn read(&mut self, env: &Env, thread: usize, slot: u32) -> Result<u64, CtaFault> {
         let pc = self.pcs[thread];
-        self.registers(thread).get(slot, env.kernel).map_err(|kind| CtaFault {
-            thread: thread as u32,
-            pc,
-            kind,
-        })
+        self.registers(thread).get(slot, env.kernel).map_err(|kind| CtaFault { thread: thread as u32, pc, kind })
     }
 
     /// Fresh threads for the CTA `env.cta`.
@@ -99,10 +92,8 @@ pub(crate) fn run_cta(env: &mut Env, threads: &mut Threads) -> Result<u64, CtaFa
             let mut steps = threads.steps[thread];
             let slots = threads.slots;
             let range = thread * slots..(thread + 1) * slots;
-            let mut regs = Registers {
-                values: &mut threads.values[range.clone()],
-                written: &mut threads.written[range],
-            };
+            let mut regs =
+                Registers { values: &mut threads.values[range.clone()], written: &mut threads.written[range] };
             let stop = run(env, &mut regs, thread as u32, &mut pc, &mut steps);
             threads.pcs[thread] = pc;
             threads.steps[thread] = steps;
@@ -110,13 +101,7 @@ pub(crate) fn run_cta(env: &mut Env, threads: &mut Threads) -> Result<u64, CtaFa
                 Ok(Stop::Exit) => Status::Exited,
                 Ok(Stop::Barrier) => Status::Barrier,
                 Ok(Stop::Shuffle) => Status::Shuffle,
-                Err(Fault { pc, kind }) => {
-                    return Err(CtaFault {
-                        thread: thread as u32,
-                        pc,
-                        kind,
-                    })
-                }
+                Err(Fault { pc, kind }) => return Err(CtaFault { thread: thread as u32, pc, kind }),
             };
         }
         if threads.status.iter().all(|&s| s == Status::Exited) {
@@ -126,12 +111,7 @@ pub(crate) fn run_cta(env: &mut Env, threads: &mut Threads) -> Result<u64, CtaFa
             continue;
         }
         let first_pc = threads.pcs[0];
-        if threads
-            .status
-            .iter()
-            .zip(&threads.pcs)
-            .all(|(&s, &pc)| s == Status::Barrier && pc == first_pc)
-        {
+        if threads.status.iter().zip(&threads.pcs).all(|(&s, &pc)| s == Status::Barrier && pc == first_pc) {
             threads.status.fill(Status::Ready);
             threads.pcs.iter_mut().for_each(|pc| *pc += 1);
             if let Some(races) = env.races.as_mut() {
@@ -144,11 +124,7 @@ pub(crate) fn run_cta(env: &mut Env, threads: &mut Threads) -> Result<u64, CtaFa
 }
 
 fn shuffle_error(thread: usize, pc: u32, why: String) -> CtaFault {
-    CtaFault {
-        thread: thread as u32,
-        pc,
-        kind: ErrorKind::ShuffleDivergence(why),
-    }
+    CtaFault { thread: thread as u32, pc, kind: ErrorKind::ShuffleDivergence(why) }
 }
 
 /// Resolves every shuffle whose lanes all wait at it: whether any was.
@@ -163,16 +139,7 @@ fn resolve_shuffles(env: &Env, threads: &mut Threads) -> Result<bool, CtaFault> 
                 continue;
             }
             let pc = threads.pcs[thread];
-            let Op::Shfl {
-                mode,
-                d,
-                p,
-                a,
-                b,
-                c,
-                mask,
-            } = env.kernel.code[pc as usize].op
-            else {
+            let Op::Shfl { mode, d, p, a, b, c, mask } = env.kernel.code[pc as usize].op else {
                 continue;
             };
             let members = threads.read(env, thread, mask)? as u32;
@@ -223,10 +190,7 @@ fn resolve_shuffles(env: &Env, threads: &mut Threads) -> Result<bool, CtaFault> 
                     ShflMode::Up => (member as i32 - offset, member as i32 - offset >= max_lane),
                     ShflMode::Down => (member as i32 + offset, member as i32 + offset <= max_lane),
                     ShflMode::Bfly => (member as i32 ^ offset, (member as i32 ^ offset) <= max_lane),
-                    ShflMode::Idx => (
-                        min_lane | (offset & !segment),
-                        (min_lane | (offset & !segment)) <= max_lane,
-                    ),
+                    ShflMode::Idx => (min_lane | (offset & !segment), (min_lane | (offset & !segment)) <= max_lane),
                 };
                 let source = if in_range { source as usize } else { member };
                 if members & (1 << source) == 0 {
@@ -293,14 +257,6 @@ fn deadlock(env: &Env, threads: &Threads) -> CtaFault {
     let culprit = (0..threads.status.len())
         .find(|&t| !(threads.status[t] == Status::Barrier && threads.pcs[t] == pc))
         .unwrap_or(waiter);
-    let why = format!(
-        "thread {:?} {} instead of reaching it",
-        tid(culprit),
-        doing(env, threads, culprit)
-    );
-    CtaFault {
-        thread: waiter as u32,
-        pc,
-        kind: ErrorKind::BarrierDivergence(why),
-    }
+    let why = format!("thread {:?} {} instead of reaching it", tid(culprit), doing(env, threads, culprit));
+    CtaFault { thread: waiter as u32, pc, kind: ErrorKind::BarrierDivergence(why) }
 }

@@ -123,11 +123,7 @@ impl fmt::Display for ExecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "kernel {}: ", self.kernel)?;
         if let Some(site) = &self.site {
-            write!(
-                f,
-                "line {} `{}`, CTA {:?} thread {:?}: ",
-                site.line, site.instruction, site.cta, site.thread
-            )?;
+            write!(f, "line {} `{}`, CTA {:?} thread {:?}: ", site.line, site.instruction, site.cta, site.thread)?;
         }
         write!(f, "{}", self.kind)
     }

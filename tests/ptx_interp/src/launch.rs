@@ -34,19 +34,11 @@ pub struct Launch {
 impl Launch {
     /// `grid` CTAs of `block` threads, without race checking, with the default step limit.
     pub fn new(grid: [u32; 3], block: [u32; 3]) -> Launch {
-        Launch {
-            grid,
-            block,
-            check_races: false,
-            step_limit: DEFAULT_STEP_LIMIT,
-        }
+        Launch { grid, block, check_races: false, step_limit: DEFAULT_STEP_LIMIT }
     }
 
     pub fn with_race_check(self) -> Launch {
-        Launch {
-            check_races: true,
-            ..self
-        }
+        Launch { check_races: true, ..self }
     }
 }
 
@@ -93,10 +85,7 @@ impl Module {
         let mut kernels: Vec<Kernel> = Vec::new();
         for entry in &entries {
             if kernels.iter().any(|k| k.name == entry.name) {
-                return Err(ParseError {
-                    line: entry.line,
-                    message: format!("entry `{}` defined twice", entry.name),
-                });
+                return Err(ParseError { line: entry.line, message: format!("entry `{}` defined twice", entry.name) });
             }
             kernels.push(decode_entry(entry)?);
         }
@@ -116,16 +105,10 @@ impl Module {
 
     /// Runs entry `entry` over `launch.grid` with `args`, to completion or the first error.
     pub fn launch(&self, memory: &mut Memory, entry: &str, launch: &Launch, args: &[Arg]) -> Result<Stats, ExecError> {
-        let fail = |message: String| ExecError {
-            kernel: entry.to_string(),
-            site: None,
-            kind: ErrorKind::Launch(message),
-        };
-        let kernel = self
-            .kernels
-            .iter()
-            .find(|k| k.name == entry)
-            .ok_or_else(|| fail(format!("no entry named `{entry}`")))?;
+        let fail =
+            |message: String| ExecError { kernel: entry.to_string(), site: None, kind: ErrorKind::Launch(message) };
+        let kernel =
+            self.kernels.iter().find(|k| k.name == entry).ok_or_else(|| fail(format!("no entry named `{entry}`")))?;
         check_dims(kernel, launch).map_err(fail)?;
         let params = pack_args(kernel, args).map_err(fail)?;
         let per_cta = launch.block.iter().product::<u32>() as u64;
@@ -134,9 +117,7 @@ impl Module {
         if launch.check_races && total_threads >= u32::MAX as u64 {
             return Err(fail(format!("race checking supports fewer than 2^32 threads, not {total_threads}")));
         }
-        let races = launch
-            .check_races
-            .then(|| RaceLogs::new(kernel.shared_bytes as usize, memory.allocation_count()));
+        let races = launch.check_races.then(|| RaceLogs::new(kernel.shared_bytes as usize, memory.allocation_count()));
         let mut env = Env {
             kernel,
             memory,
@@ -150,15 +131,10 @@ impl Module {
             first_global_thread: 0,
         };
         let mut threads = Threads::default();
-        let mut stats = Stats {
-            instructions: 0,
-            ctas,
-            threads: total_threads,
-        };
+        let mut stats = Stats { instructions: 0, ctas, threads: total_threads };
         let [gx, gy, gz] = launch.grid;
-        for (linear, cta) in (0..gz)
-            .flat_map(|z| (0..gy).flat_map(move |y| (0..gx).map(move |x| [x, y, z])))
-            .enumerate()
+        for (linear, cta) in
+            (0..gz).flat_map(|z| (0..gy).flat_map(move |y| (0..gx).map(move |x| [x, y, z]))).enumerate()
         {
             env.cta = cta;
             // Only used for race logs, where the thread count was checked to fit.
@@ -172,11 +148,7 @@ impl Module {
                         cta,
                         thread: env.thread_index(thread),
                     };
-                    return Err(ExecError {
-                        kernel: kernel.name.clone(),
-                        site: Some(site),
-                        kind,
-                    });
+                    return Err(ExecError { kernel: kernel.name.clone(), site: Some(site), kind });
                 }
             }
         }
@@ -191,10 +163,7 @@ fn check_dims(kernel: &Kernel, launch: &Launch) -> Result<(), String> {
         return Err("grid and block dimensions must be positive".into());
     }
     if bx > 1024 || by > 1024 || bz > 64 || bx as u64 * by as u64 * bz as u64 > 1024 {
-        return Err(format!(
-            "block {:?} exceeds the CUDA limits (1024 threads, z <= 64)",
-            launch.block
-        ));
+        return Err(format!("block {:?} exceeds the CUDA limits (1024 threads, z <= 64)", launch.block));
     }
     if gx > i32::MAX as u32 || gy > 65535 || gz > 65535 {
         return Err(format!("grid {:?} exceeds the CUDA limits", launch.grid));
@@ -225,10 +194,7 @@ fn pack_args(kernel: &Kernel, args: &[Arg]) -> Result<Vec<u8>, String> {
             ParamKind::Int => !arg.is_float(),
         };
         if bytes.len() != param.bytes as usize || !kind_ok {
-            return Err(format!(
-                "parameter `{}` is .{}, but the argument is {arg:?}",
-                param.name, param.ty
-            ));
+            return Err(format!("parameter `{}` is .{}, but the argument is {arg:?}", param.name, param.ty));
         }
         buffer[param.offset as usize..][..bytes.len()].copy_from_slice(&bytes);
     }

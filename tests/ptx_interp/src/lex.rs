@@ -62,10 +62,9 @@ pub(crate) fn tokenize(source: &str) -> Result<Vec<Token>, ParseError> {
             }
         } else if source[i..].starts_with("/*") {
             let start_line = line;
-            let close = source[i + 2..].find("*/").ok_or(ParseError {
-                line: start_line,
-                message: "unterminated /* comment".into(),
-            })?;
+            let close = source[i + 2..]
+                .find("*/")
+                .ok_or(ParseError { line: start_line, message: "unterminated /* comment".into() })?;
             line += source[i..i + 2 + close].matches('\n').count() as u32;
             i += close + 4;
         } else if is_word_char(c) {
@@ -73,26 +72,13 @@ pub(crate) fn tokenize(source: &str) -> Result<Vec<Token>, ParseError> {
             while i < bytes.len() && is_word_char(bytes[i] as char) {
                 i += 1;
             }
-            tokens.push(Token {
-                kind: TokenKind::Word(source[start..i].to_string()),
-                line,
-                start,
-                end: i,
-            });
+            tokens.push(Token { kind: TokenKind::Word(source[start..i].to_string()), line, start, end: i });
         } else if "{}()[],;:@!+-<>|".contains(c) {
-            tokens.push(Token {
-                kind: TokenKind::Punct(c),
-                line,
-                start: i,
-                end: i + 1,
-            });
+            tokens.push(Token { kind: TokenKind::Punct(c), line, start: i, end: i + 1 });
             i += 1;
         } else {
             let shown = source[i..].chars().next().unwrap_or('?');
-            return Err(ParseError {
-                line,
-                message: format!("unexpected character `{shown}`"),
-            });
+            return Err(ParseError { line, message: format!("unexpected character `{shown}`") });
         }
     }
     Ok(tokens)

@@ -63,19 +63,9 @@ impl Memory {
     /// two, at least 256): its device address, never 0.
     pub fn alloc(&mut self, bytes: u64, align: u64) -> Result<u64, MemoryError> {
         let too_large = MemoryError::TooLarge { bytes };
-        let align = align
-            .max(MIN_ALIGN)
-            .checked_next_power_of_two()
-            .ok_or(too_large.clone())?;
-        let base = self
-            .next_free
-            .max(FIRST_ADDRESS)
-            .checked_next_multiple_of(align)
-            .ok_or(too_large.clone())?;
-        let next_free = base
-            .checked_add(bytes)
-            .and_then(|e| e.checked_add(GUARD_BYTES))
-            .ok_or(too_large.clone())?;
+        let align = align.max(MIN_ALIGN).checked_next_power_of_two().ok_or(too_large.clone())?;
+        let base = self.next_free.max(FIRST_ADDRESS).checked_next_multiple_of(align).ok_or(too_large.clone())?;
+        let next_free = base.checked_add(bytes).and_then(|e| e.checked_add(GUARD_BYTES)).ok_or(too_large.clone())?;
         let len = usize::try_from(bytes).map_err(|_| too_large.clone())?;
         let mut storage = Vec::new();
         storage.try_reserve_exact(len).map_err(|_| too_large)?;

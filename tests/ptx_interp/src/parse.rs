@@ -69,11 +69,7 @@ struct Parser<'a> {
 }
 
 pub(crate) fn parse_module(source: &str) -> Result<Vec<EntryDecl>, ParseError> {
-    let mut parser = Parser {
-        source,
-        tokens: tokenize(source)?,
-        at: 0,
-    };
+    let mut parser = Parser { source, tokens: tokenize(source)?, at: 0 };
     let mut entries = Vec::new();
     while let Some(token) = parser.peek() {
         let line = token.line;
@@ -87,10 +83,7 @@ pub(crate) fn parse_module(source: &str) -> Result<Vec<EntryDecl>, ParseError> {
                 parser.next_token()?;
                 let size = parser.word()?;
                 if size != "64" {
-                    return Err(ParseError {
-                        line,
-                        message: format!("`.address_size {size}`: only 64 is supported"),
-                    });
+                    return Err(ParseError { line, message: format!("`.address_size {size}`: only 64 is supported") });
                 }
             }
             Some(".visible") | Some(".entry") => entries.push(parser.entry()?),
@@ -110,24 +103,21 @@ impl Parser<'_> {
     }
 
     fn next_token(&mut self) -> Result<Token, ParseError> {
-        let token = self.tokens.get(self.at).cloned().ok_or(ParseError {
-            line: self.last_line(),
-            message: "unexpected end of input".into(),
-        })?;
+        let token = self
+            .tokens
+            .get(self.at)
+            .cloned()
+            .ok_or(ParseError { line: self.last_line(), message: "unexpected end of input".into() })?;
         self.at += 1;
         Ok(token)
     }
 
     fn unexpected(&self, wanted: &str) -> ParseError {
         match self.peek() {
-            Some(token) => ParseError {
-                line: token.line,
-                message: format!("expected {wanted}, found {}", token.describe()),
-            },
-            None => ParseError {
-                line: self.last_line(),
-                message: format!("expected {wanted}, found the end"),
-            },
+            Some(token) => {
+                ParseError { line: token.line, message: format!("expected {wanted}, found {}", token.describe()) }
+            }
+            None => ParseError { line: self.last_line(), message: format!("expected {wanted}, found the end") },
         }
     }
 
@@ -162,10 +152,7 @@ impl Parser<'_> {
     fn number(&mut self) -> Result<u64, ParseError> {
         let line = self.peek().map_or(self.last_line(), |t| t.line);
         let word = self.word()?;
-        parse_u64(&word).ok_or(ParseError {
-            line,
-            message: format!("`{word}` is not a number"),
-        })
+        parse_u64(&word).ok_or(ParseError { line, message: format!("`{word}` is not a number") })
     }
 
     fn entry(&mut self) -> Result<EntryDecl, ParseError> {
@@ -174,10 +161,7 @@ impl Parser<'_> {
         }
         let line = self.peek().map_or(self.last_line(), |t| t.line);
         if self.word()? != ".entry" {
-            return Err(ParseError {
-                line,
-                message: "only `.entry` functions are supported".into(),
-            });
+            return Err(ParseError { line, message: "only `.entry` functions are supported".into() });
         }
         let name = self.word()?;
         let mut entry = EntryDecl {
@@ -217,10 +201,8 @@ impl Parser<'_> {
                     break;
                 }
                 let line = self.peek().map_or(self.last_line(), |t| t.line);
-                *dim = u32::try_from(self.number()?).map_err(|_| ParseError {
-                    line,
-                    message: ".maxntid too large".into(),
-                })?;
+                *dim = u32::try_from(self.number()?)
+                    .map_err(|_| ParseError { line, message: ".maxntid too large".into() })?;
             }
             entry.maxntid = Some(dims);
         }
@@ -232,10 +214,7 @@ impl Parser<'_> {
     fn param(&mut self) -> Result<ParamDecl, ParseError> {
         let line = self.peek().map_or(self.last_line(), |t| t.line);
         if self.word()? != ".param" {
-            return Err(ParseError {
-                line,
-                message: "expected `.param`".into(),
-            });
+            return Err(ParseError { line, message: "expected `.param`".into() });
         }
         let ty = self.word()?;
         let known = ["u32", "s32", "u64", "s64", "b32", "b64", "f32", "f64"];
@@ -243,10 +222,7 @@ impl Parser<'_> {
             line,
             message: format!("parameter type `{ty}` is not supported (scalar 32/64-bit types only)"),
         })?;
-        Ok(ParamDecl {
-            name: self.word()?,
-            ty: bare.to_string(),
-        })
+        Ok(ParamDecl { name: self.word()?, ty: bare.to_string() })
     }
 
     /// Statements up to the entry's closing brace; nested `{ }` blocks only group.
@@ -278,12 +254,7 @@ impl Parser<'_> {
                     self.at -= 1;
                     entry.body.push(BodyItem::Instruction(self.statement()?));
                 }
-                _ => {
-                    return Err(ParseError {
-                        line,
-                        message: format!("{} is not supported here", token.describe()),
-                    })
-                }
+                _ => return Err(ParseError { line, message: format!("{} is not supported here", token.describe()) }),
             }
         }
     }
@@ -326,12 +297,7 @@ impl Parser<'_> {
             ".b16" | ".u16" | ".s16" | ".f16" => 2,
             ".b32" | ".u32" | ".s32" | ".f32" => 4,
             ".b64" | ".u64" | ".s64" | ".f64" => 8,
-            _ => {
-                return Err(ParseError {
-                    line,
-                    message: format!("shared variable type `{word}` is not supported"),
-                })
-            }
+            _ => return Err(ParseError { line, message: format!("shared variable type `{word}` is not supported") }),
         };
         let name = self.word()?;
         let count = if self.eat('[') {
@@ -343,21 +309,11 @@ impl Parser<'_> {
         };
         self.expect(';')?;
         if !align.is_power_of_two() {
-            return Err(ParseError {
-                line,
-                message: format!("`.align {align}` is not a power of two"),
-            });
+            return Err(ParseError { line, message: format!("`.align {align}` is not a power of two") });
         }
-        let bytes = count.checked_mul(element).ok_or(ParseError {
-            line,
-            message: "shared variable too large".into(),
-        })?;
-        Ok(SharedDecl {
-            name,
-            align: align.max(element),
-            bytes,
-            line,
-        })
+        let bytes =
+            count.checked_mul(element).ok_or(ParseError { line, message: "shared variable too large".into() })?;
+        Ok(SharedDecl { name, align: align.max(element), bytes, line })
     }
 
     fn statement(&mut self) -> Result<Statement, ParseError> {
@@ -391,17 +347,8 @@ impl Parser<'_> {
         if !current.is_empty() || !operands.is_empty() {
             operands.push(current);
         }
-        let text = self.source[first.start..end]
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        Ok(Statement {
-            line,
-            text,
-            guard,
-            opcode,
-            operands,
-        })
+        let text = self.source[first.start..end].split_whitespace().collect::<Vec<_>>().join(" ");
+        Ok(Statement { line, text, guard, opcode, operands })
     }
 }
 
@@ -430,34 +377,16 @@ mod tests {
         let entries = parse_module(source).unwrap();
         let entry = &entries[0];
         assert_eq!(entry.name, "k");
-        assert_eq!(
-            entry.params[1],
-            ParamDecl {
-                name: "x".into(),
-                ty: "f32".into()
-            }
-        );
+        assert_eq!(entry.params[1], ParamDecl { name: "x".into(), ty: "f32".into() });
         assert_eq!(entry.maxntid, Some([128, 1, 1]));
         assert_eq!(entry.regs[0].names, ["%r0", "%r1", "%r2"]);
-        assert_eq!(
-            entry.shared[0],
-            SharedDecl {
-                name: "buf".into(),
-                align: 4,
-                bytes: 64,
-                line: 8
-            }
-        );
+        assert_eq!(entry.shared[0], SharedDecl { name: "buf".into(), align: 4, bytes: 64, line: 8 });
         assert_eq!(entry.body[0], BodyItem::Label("L0".into(), 9));
-        let BodyItem::Instruction(add) = &entry.body[1] else {
-            panic!()
-        };
+        let BodyItem::Instruction(add) = &entry.body[1] else { panic!() };
         assert_eq!(add.text, "@!%p add.s32 %r1, %r2, 1;");
         assert_eq!(add.guard, Some(("%p".into(), true)));
         assert_eq!(add.operands.len(), 3);
-        let BodyItem::Instruction(mov) = &entry.body[2] else {
-            panic!()
-        };
+        let BodyItem::Instruction(mov) = &entry.body[2] else { panic!() };
         assert_eq!(mov.operands.len(), 2);
         assert_eq!(entry.body.len(), 4);
     }

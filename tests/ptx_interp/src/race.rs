@@ -27,10 +27,7 @@ pub(crate) struct Conflict {
 
 impl AccessLog {
     pub(crate) fn new(bytes: usize) -> AccessLog {
-        AccessLog {
-            writer: vec![NOBODY; bytes],
-            readers: vec![[NOBODY; 2]; bytes],
-        }
+        AccessLog { writer: vec![NOBODY; bytes], readers: vec![[NOBODY; 2]; bytes] }
     }
 
     pub(crate) fn clear(&mut self) {
@@ -45,20 +42,12 @@ impl AccessLog {
         for byte in offset..offset + len {
             let writer = self.writer[byte];
             if writer != NOBODY && writer != me {
-                return Err(Conflict {
-                    offset: byte,
-                    other: writer - 1,
-                    other_wrote: true,
-                });
+                return Err(Conflict { offset: byte, other: writer - 1, other_wrote: true });
             }
             let readers = &mut self.readers[byte];
             if write {
                 if let Some(&reader) = readers.iter().find(|&&r| r != NOBODY && r != me) {
-                    return Err(Conflict {
-                        offset: byte,
-                        other: reader - 1,
-                        other_wrote: false,
-                    });
+                    return Err(Conflict { offset: byte, other: reader - 1, other_wrote: false });
                 }
                 self.writer[byte] = me;
             } else if readers[0] == NOBODY {
@@ -80,10 +69,7 @@ pub(crate) struct RaceLogs {
 
 impl RaceLogs {
     pub(crate) fn new(shared_bytes: usize, allocations: usize) -> RaceLogs {
-        RaceLogs {
-            shared: AccessLog::new(shared_bytes),
-            global: (0..allocations).map(|_| None).collect(),
-        }
+        RaceLogs { shared: AccessLog::new(shared_bytes), global: (0..allocations).map(|_| None).collect() }
     }
 
     pub(crate) fn global(&mut self, allocation: usize, allocation_len: usize) -> &mut AccessLog {
@@ -103,24 +89,10 @@ mod tests {
         let mut log = AccessLog::new(8);
         log.access(0, 4, 0, true).unwrap();
         log.access(0, 4, 0, false).unwrap(); // the writer itself
-        assert_eq!(
-            log.access(2, 2, 1, false),
-            Err(Conflict {
-                offset: 2,
-                other: 0,
-                other_wrote: true
-            })
-        );
+        assert_eq!(log.access(2, 2, 1, false), Err(Conflict { offset: 2, other: 0, other_wrote: true }));
         log.access(4, 4, 1, false).unwrap();
         log.access(4, 4, 2, false).unwrap(); // readers never race with readers
-        assert_eq!(
-            log.access(4, 1, 1, true),
-            Err(Conflict {
-                offset: 4,
-                other: 2,
-                other_wrote: false
-            })
-        );
+        assert_eq!(log.access(4, 1, 1, true), Err(Conflict { offset: 4, other: 2, other_wrote: false }));
         log.clear();
         log.access(0, 8, 3, true).unwrap();
     }

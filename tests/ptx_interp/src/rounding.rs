@@ -14,22 +14,10 @@ pub(crate) struct Format {
     pub exponent_bits: u32,
 }
 
-pub(crate) const F16: Format = Format {
-    mantissa_bits: 10,
-    exponent_bits: 5,
-};
-pub(crate) const BF16: Format = Format {
-    mantissa_bits: 7,
-    exponent_bits: 8,
-};
-pub(crate) const F32: Format = Format {
-    mantissa_bits: 23,
-    exponent_bits: 8,
-};
-pub(crate) const F64: Format = Format {
-    mantissa_bits: 52,
-    exponent_bits: 11,
-};
+pub(crate) const F16: Format = Format { mantissa_bits: 10, exponent_bits: 5 };
+pub(crate) const BF16: Format = Format { mantissa_bits: 7, exponent_bits: 8 };
+pub(crate) const F32: Format = Format { mantissa_bits: 23, exponent_bits: 8 };
+pub(crate) const F64: Format = Format { mantissa_bits: 52, exponent_bits: 11 };
 
 impl Format {
     fn bias(self) -> i32 {
@@ -109,11 +97,7 @@ pub(crate) fn round_to_format(negative: bool, mantissa: u128, exponent: i32, for
             quantum += 1;
         }
     }
-    let biased = if kept >= 1u128 << m {
-        (quantum + m + format.bias()) as i64
-    } else {
-        0
-    };
+    let biased = if kept >= 1u128 << m { (quantum + m + format.bias()) as i64 } else { 0 };
     if biased >= format.max_biased_exponent() as i64 {
         let to_infinity = match mode {
             Rounding::Nearest => true,
@@ -121,11 +105,7 @@ pub(crate) fn round_to_format(negative: bool, mantissa: u128, exponent: i32, for
             Rounding::Up => !negative,
             Rounding::Down => negative,
         };
-        return if to_infinity {
-            format.infinity(negative)
-        } else {
-            format.max_finite(negative)
-        };
+        return if to_infinity { format.infinity(negative) } else { format.max_finite(negative) };
     }
     let fraction = (kept as u64) & ((1u64 << m) - 1);
     format.sign(negative) | (biased as u64) << m | fraction
@@ -239,22 +219,8 @@ mod tests {
 
     #[test]
     fn f32_format_matches_rust_casts() {
-        for x in [
-            1.0f64,
-            0.1,
-            -3.75,
-            1e-40,
-            1e-46,
-            3.4e38,
-            3.5e38,
-            1.0 + f64::EPSILON,
-            2.5e-45,
-        ] {
-            assert_eq!(
-                f64_to_format(x, F32, Rounding::Nearest),
-                (x as f32).to_bits() as u64,
-                "{x}"
-            );
+        for x in [1.0f64, 0.1, -3.75, 1e-40, 1e-46, 3.4e38, 3.5e38, 1.0 + f64::EPSILON, 2.5e-45] {
+            assert_eq!(f64_to_format(x, F32, Rounding::Nearest), (x as f32).to_bits() as u64, "{x}");
         }
     }
 
@@ -278,10 +244,7 @@ mod tests {
         let bits = int_to_format(x, BF16, Rounding::Nearest);
         assert_eq!(bits, 0x5d81);
         assert_eq!(int_to_format(-1, F32, Rounding::Nearest), (-1f32).to_bits() as u64);
-        assert_eq!(
-            int_to_format(u64::MAX as i128, F32, Rounding::Nearest),
-            (u64::MAX as f32).to_bits() as u64
-        );
+        assert_eq!(int_to_format(u64::MAX as i128, F32, Rounding::Nearest), (u64::MAX as f32).to_bits() as u64);
         assert_eq!(int_to_format(u64::MAX as i128, F32, Rounding::Zero), 0x5f7fffff);
     }
 

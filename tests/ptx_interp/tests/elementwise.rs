@@ -10,27 +10,16 @@ use common::{module, Rng, BF16, F16};
 fn f32_grid_stride_loop_over_several_grid_sizes() {
     let module = module("elementwise_f32");
     let (a, b) = (1.75f32, -0.5f32);
-    for (n, grid, block) in [
-        (1000usize, 1, 128),
-        (1000, 3, 128),
-        (1000, 64, 128),
-        (1, 2, 32),
-        (4097, 5, 96),
-        (0, 1, 32),
-    ] {
+    for (n, grid, block) in
+        [(1000usize, 1, 128), (1000, 3, 128), (1000, 64, 128), (1, 2, 32), (4097, 5, 96), (0, 1, 32)]
+    {
         let mut rng = Rng::new(n as u64 + grid as u64);
         let x: Vec<f32> = (0..n).map(|_| rng.uniform(-4.0, 4.0)).collect();
         let mut memory = Memory::new();
         let x_at = memory.upload(&x).unwrap();
         let out_at = memory.upload(&vec![f32::NAN; n]).unwrap();
         let launch = Launch::new([grid, 1, 1], [block, 1, 1]);
-        let args = [
-            Arg::U64(out_at),
-            Arg::U64(x_at),
-            Arg::S64(n as i64),
-            Arg::F32(a),
-            Arg::F32(b),
-        ];
+        let args = [Arg::U64(out_at), Arg::U64(x_at), Arg::S64(n as i64), Arg::F32(a), Arg::F32(b)];
         let stats = module.launch(&mut memory, "scale_relu", &launch, &args).unwrap();
         let out = memory.download::<f32>(out_at, n).unwrap();
         for (i, (&got, &x)) in out.iter().zip(&x).enumerate() {
@@ -45,22 +34,11 @@ fn f32_grid_stride_loop_over_several_grid_sizes() {
 
 /// Random f16/bf16 bits, NaNs excluded, with extremes mixed in.
 fn half_inputs(rng: &mut Rng, format: &common::Half, n: usize) -> Vec<u16> {
-    let specials = [
-        0x0000,
-        0x8000,
-        0x0001,
-        0x8001,
-        format.max_finite,
-        format.max_finite | 0x8000,
-        format.max_finite + 1,
-    ];
+    let specials =
+        [0x0000, 0x8000, 0x0001, 0x8001, format.max_finite, format.max_finite | 0x8000, format.max_finite + 1];
     (0..n)
         .map(|i| loop {
-            let bits = if i < specials.len() {
-                specials[i]
-            } else {
-                rng.next_u32() as u16
-            };
+            let bits = if i < specials.len() { specials[i] } else { rng.next_u32() as u16 };
             if !format.decode(bits).is_nan() {
                 break bits;
             }
@@ -104,14 +82,7 @@ fn bf16_load_convert_compute_store_is_bit_exact() {
     let x_at = memory.upload(&x).unwrap();
     let out_at = memory.upload(&vec![0u16; n]).unwrap();
     let launch = Launch::new([(n as u32).div_ceil(128), 1, 1], [128, 1, 1]);
-    module
-        .launch(
-            &mut memory,
-            "bf16_mix",
-            &launch,
-            &[Arg::U64(out_at), Arg::U64(x_at), Arg::U32(n as u32)],
-        )
-        .unwrap();
+    module.launch(&mut memory, "bf16_mix", &launch, &[Arg::U64(out_at), Arg::U64(x_at), Arg::U32(n as u32)]).unwrap();
     let out = memory.download::<u16>(out_at, n).unwrap();
     for i in 0..n {
         let v = BF16.decode(x[i]);

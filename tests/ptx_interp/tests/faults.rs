@@ -14,9 +14,7 @@ fn launch(name: &str, block: u32, args: &[Arg], memory: &mut Memory) -> Result<(
 #[test]
 fn bar_sync_in_a_divergent_branch() {
     let error = launch("divergent_barrier", 64, &[], &mut Memory::new()).unwrap_err();
-    let ErrorKind::BarrierDivergence(why) = &error.kind else {
-        panic!("{error}")
-    };
+    let ErrorKind::BarrierDivergence(why) = &error.kind else { panic!("{error}") };
     assert!(why.contains("thread [16, 0, 0] exited"), "{error}");
     let site = error.site.as_ref().unwrap();
     assert_eq!(site.instruction, "bar.sync 0;");
@@ -28,9 +26,7 @@ fn shfl_sync_with_absent_lanes() {
     let mut memory = Memory::new();
     let out = memory.alloc(4 * 32, 4).unwrap();
     let error = launch("divergent_shuffle", 32, &[Arg::U64(out)], &mut memory).unwrap_err();
-    let ErrorKind::ShuffleDivergence(why) = &error.kind else {
-        panic!("{error}")
-    };
+    let ErrorKind::ShuffleDivergence(why) = &error.kind else { panic!("{error}") };
     assert!(why.contains("lane 16"), "{error}");
     // A partial warp cannot satisfy a full membermask either.
     let error = launch("divergent_shuffle", 8, &[Arg::U64(out)], &mut memory).unwrap_err();
@@ -44,24 +40,12 @@ fn out_of_bounds_store_names_address_and_thread() {
     let x = memory.upload(&[1.0f32; 100]).unwrap();
     let out = memory.upload(&[0.0f32; 99]).unwrap(); // one element short
     let args = [Arg::U64(out), Arg::U64(x), Arg::S64(100), Arg::F32(1.0), Arg::F32(0.0)];
-    let error = module
-        .launch(&mut memory, "scale_relu", &Launch::new([2, 1, 1], [64, 1, 1]), &args)
-        .unwrap_err();
-    assert_eq!(
-        error.kind,
-        ErrorKind::OutOfBounds {
-            address: out + 4 * 99,
-            bytes: 4
-        }
-    );
+    let error = module.launch(&mut memory, "scale_relu", &Launch::new([2, 1, 1], [64, 1, 1]), &args).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::OutOfBounds { address: out + 4 * 99, bytes: 4 });
     let site = error.site.as_ref().unwrap();
     assert_eq!((site.cta, site.thread), ([1, 0, 0], [35, 0, 0]));
     assert_eq!(site.instruction, "st.global.f32 [%rd9], %f5;");
-    let line = kernel_source("elementwise_f32")
-        .lines()
-        .position(|l| l.contains("st.global.f32"))
-        .unwrap()
-        + 1;
+    let line = kernel_source("elementwise_f32").lines().position(|l| l.contains("st.global.f32")).unwrap() + 1;
     assert_eq!(site.line, line as u32);
     let shown = error.to_string();
     assert!(
@@ -75,22 +59,9 @@ fn misaligned_and_shared_overflow() {
     let mut memory = Memory::new();
     let out = memory.alloc(64, 4).unwrap();
     let error = launch("misaligned", 1, &[Arg::U64(out)], &mut memory).unwrap_err();
-    assert_eq!(
-        error.kind,
-        ErrorKind::Misaligned {
-            address: out + 2,
-            bytes: 4
-        }
-    );
+    assert_eq!(error.kind, ErrorKind::Misaligned { address: out + 2, bytes: 4 });
     let error = launch("shared_overflow", 32, &[], &mut memory).unwrap_err();
-    assert_eq!(
-        error.kind,
-        ErrorKind::SharedOutOfBounds {
-            address: 64,
-            bytes: 4,
-            shared_bytes: 64
-        }
-    );
+    assert_eq!(error.kind, ErrorKind::SharedOutOfBounds { address: 64, bytes: 4, shared_bytes: 64 });
     assert_eq!(error.site.unwrap().thread, [16, 0, 0]);
 }
 
@@ -121,15 +92,7 @@ fn global_write_write_race_between_threads() {
     let mut memory = Memory::new();
     let out = memory.alloc(4, 4).unwrap();
     let error = launch("same_address", 2, &[Arg::U64(out)], &mut memory).unwrap_err();
-    let ErrorKind::GlobalRace {
-        address,
-        other_thread,
-        other_wrote,
-        ..
-    } = error.kind
-    else {
-        panic!("{error}")
-    };
+    let ErrorKind::GlobalRace { address, other_thread, other_wrote, .. } = error.kind else { panic!("{error}") };
     assert_eq!((address, other_thread, other_wrote), (out, [0, 0, 0], true));
     assert_eq!(error.site.unwrap().thread, [1, 0, 0]);
     // One thread alone does not race with itself.
@@ -141,12 +104,8 @@ fn arguments_are_checked_against_the_params() {
     let module = module("elementwise_f32");
     let mut memory = Memory::new();
     let launch = Launch::new([1, 1, 1], [32, 1, 1]);
-    let run = |memory: &mut Memory, args: &[Arg]| {
-        module
-            .launch(memory, "scale_relu", &launch, args)
-            .unwrap_err()
-            .to_string()
-    };
+    let run =
+        |memory: &mut Memory, args: &[Arg]| module.launch(memory, "scale_relu", &launch, args).unwrap_err().to_string();
     assert!(run(&mut memory, &[Arg::U64(0)]).contains("1 arguments for 5 parameters"));
     let wrong_type = [Arg::U64(0), Arg::U64(0), Arg::S64(1), Arg::F64(1.0), Arg::F32(0.0)];
     assert!(run(&mut memory, &wrong_type).contains("parameter `a` is .f32"));
@@ -157,9 +116,7 @@ fn arguments_are_checked_against_the_params() {
     let too_big = Launch::new([1, 1, 1], [2048, 1, 1]);
     assert!(module.launch(&mut memory, "scale_relu", &too_big, &[]).is_err());
     let gemm = common::module("sgemm_tiled");
-    let error = gemm
-        .launch(&mut memory, "sgemm_tiled", &Launch::new([1, 1, 1], [32, 16, 1]), &[])
-        .unwrap_err();
+    let error = gemm.launch(&mut memory, "sgemm_tiled", &Launch::new([1, 1, 1], [32, 16, 1]), &[]).unwrap_err();
     assert!(error.to_string().contains(".maxntid"), "{error}");
 }
 

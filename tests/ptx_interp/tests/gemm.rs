@@ -26,20 +26,10 @@ fn tiled_sgemm_is_bit_exact() {
         let c_at = memory.upload(&vec![f32::NAN; m * n]).unwrap();
         let mut launch = Launch::new([(n / 16) as u32, (m / 16) as u32, 1], [16, 16, 1]);
         launch.check_races = check_races;
-        let args = [
-            Arg::U64(c_at),
-            Arg::U64(a_at),
-            Arg::U64(b_at),
-            Arg::U32(n as u32),
-            Arg::U32(k as u32),
-        ];
+        let args = [Arg::U64(c_at), Arg::U64(a_at), Arg::U64(b_at), Arg::U32(n as u32), Arg::U32(k as u32)];
         let stats = module.launch(&mut memory, "sgemm_tiled", &launch, &args).unwrap();
         let c = memory.download::<f32>(c_at, m * n).unwrap();
-        let mismatches = c
-            .iter()
-            .zip(&expected)
-            .filter(|(x, y)| x.to_bits() != y.to_bits())
-            .count();
+        let mismatches = c.iter().zip(&expected).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
         assert_eq!(mismatches, 0, "races checked: {check_races}");
         assert_eq!(stats.threads, (m * n) as u64);
         assert!(stats.instructions > 3 * (m * n * k) as u64);

@@ -19,7 +19,8 @@ fn mutate(source: &str, rng: &mut Rng) -> String {
             1 => lines.insert(at, lines[at].clone()),
             2 => lines.swap(at, (rng.next_u32() % len) as usize),
             3 => {
-                let numbers = ["0", "1", "-1", "31", "4096", "0x7fffffff", "0xffffffffffffffff", "99999999999999999999"];
+                let numbers =
+                    ["0", "1", "-1", "31", "4096", "0x7fffffff", "0xffffffffffffffff", "99999999999999999999"];
                 let replacement = numbers[(rng.next_u32() as usize) % numbers.len()];
                 lines[at] = replace_first_number(&lines[at], replacement);
             }

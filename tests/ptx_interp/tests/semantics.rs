@@ -25,9 +25,7 @@ fn run(body: &str, grid: [u32; 3], block: [u32; 3], input: &[u32], words: usize)
     let out = memory.upload(&vec![u32::MAX; threads * words]).unwrap();
     let input = memory.upload(input).unwrap();
     let launch = Launch::new(grid, block).with_race_check();
-    module
-        .launch(&mut memory, "k", &launch, &[Arg::U64(out), Arg::U64(input)])
-        .unwrap();
+    module.launch(&mut memory, "k", &launch, &[Arg::U64(out), Arg::U64(input)]).unwrap();
     memory.download::<u32>(out, threads * words).unwrap()
 }
 
@@ -58,29 +56,13 @@ fn shuffle_modes_clamps_and_segments() {
     for lane in 0..32 {
         let within = lane & 7;
         let expected: [(u32, bool); 7] = [
-            if lane < 31 {
-                (value(lane + 1), true)
-            } else {
-                (value(lane), false)
-            },
-            if lane >= 2 {
-                (value(lane - 2), true)
-            } else {
-                (value(lane), false)
-            },
+            if lane < 31 { (value(lane + 1), true) } else { (value(lane), false) },
+            if lane >= 2 { (value(lane - 2), true) } else { (value(lane), false) },
             (value(5), true),
             (value((lane & 24) | 3), true),
             (value(lane ^ 1), true),
-            if within < 4 {
-                (value(lane + 4), true)
-            } else {
-                (value(lane), false)
-            },
-            if within >= 1 {
-                (value(lane - 1), true)
-            } else {
-                (value(lane), false)
-            },
+            if within < 4 { (value(lane + 4), true) } else { (value(lane), false) },
+            if within >= 1 { (value(lane - 1), true) } else { (value(lane), false) },
         ];
         for (i, (v, p)) in expected.iter().enumerate() {
             assert_eq!(
@@ -118,11 +100,7 @@ fn three_dimensional_indices_lanes_and_warps() {
             let g = (cx + 3 * (cy + 2 * cz)) * 60 + linear_thread;
             assert_eq!(
                 out[4 * g..4 * g + 3],
-                [
-                    linear_thread as u32,
-                    (tx + 100 * ty + 10000 * tz) as u32,
-                    (cx + 100 * cy + 10000 * cz) as u32
-                ]
+                [linear_thread as u32, (tx + 100 * ty + 10000 * tz) as u32, (cx + 100 * cy + 10000 * cz) as u32]
             );
             seen += 1;
         }
@@ -168,13 +146,8 @@ fn atomics_are_exempt_from_race_checks() {
     let out = memory.upload(&vec![0u32; 256]).unwrap();
     let counters = memory.upload(&[0u32, 0, 0, 0]).unwrap();
     let launch = Launch::new([4, 1, 1], [64, 1, 1]).with_race_check();
-    module
-        .launch(&mut memory, "k", &launch, &[Arg::U64(out), Arg::U64(counters)])
-        .unwrap();
+    module.launch(&mut memory, "k", &launch, &[Arg::U64(out), Arg::U64(counters)]).unwrap();
     let result = memory.download::<u32>(counters, 4).unwrap();
     assert_eq!(result[..3], [256, 255, 128.0f32.to_bits()]);
-    assert_eq!(
-        result[3], 1,
-        "the first compare-and-swap stores 1, every later one fails"
-    );
+    assert_eq!(result[3], 1, "the first compare-and-swap stores 1, every later one fails");
 }

@@ -12,7 +12,8 @@ use std::sync::Mutex;
 /// `groups` less the fixtures that do not compile, compiled `jobs` at a time; empty
 /// groups are dropped. Order is kept, so a campaign's mutants stay a function of its seed.
 pub fn compiling(aotc: &Path, groups: Vec<Vec<Fixture>>, jobs: usize, limits: Limits) -> Vec<Vec<Fixture>> {
-    let all: Vec<(usize, Fixture)> = groups.into_iter().enumerate().flat_map(|(g, fs)| fs.into_iter().map(move |f| (g, f))).collect();
+    let all: Vec<(usize, Fixture)> =
+        groups.into_iter().enumerate().flat_map(|(g, fs)| fs.into_iter().map(move |f| (g, f))).collect();
     let next = AtomicUsize::new(0);
     let compiles = Mutex::new(vec![false; all.len()]);
     std::thread::scope(|s| {
@@ -44,11 +45,17 @@ pub fn compiling(aotc: &Path, groups: Vec<Vec<Fixture>>, jobs: usize, limits: Li
 fn compiles_unmutated(aotc: &Path, fixture: &Fixture, limits: Limits) -> bool {
     let Ok(dir) = tempfile::Builder::new().prefix("aotc-fuzz-baseline-").tempdir() else { return false };
     let argv = commands::compile(aotc, &fixture.dir.join("model.pt2"), None);
-    match exec::run(&argv, dir.path(), &dir.path().join("compile.stderr"), limits).map(|exit| (classify(&exit, false), exit)) {
+    match exec::run(&argv, dir.path(), &dir.path().join("compile.stderr"), limits)
+        .map(|exit| (classify(&exit, false), exit))
+    {
         Ok((Verdict::Accepted, _)) => true,
         Ok((Verdict::Refused, _)) => false,
         Ok((Verdict::Failed(failure), exit)) => {
-            eprintln!("fuzz: fixture {} does not compile even unmutated: {failure:?}: {}", fixture.dir.display(), exit.stderr.lines().next().unwrap_or(""));
+            eprintln!(
+                "fuzz: fixture {} does not compile even unmutated: {failure:?}: {}",
+                fixture.dir.display(),
+                exit.stderr.lines().next().unwrap_or("")
+            );
             false
         }
         Err(e) => {

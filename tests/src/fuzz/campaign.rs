@@ -30,7 +30,11 @@ impl FromStr for Valgrind {
         match s {
             "none" => Ok(Valgrind::Off),
             "all" => Ok(Valgrind::All),
-            _ => s.strip_prefix("sample:").and_then(|n| n.parse().ok()).filter(|&n| n > 0).map(Valgrind::Sample)
+            _ => s
+                .strip_prefix("sample:")
+                .and_then(|n| n.parse().ok())
+                .filter(|&n| n > 0)
+                .map(Valgrind::Sample)
                 .ok_or_else(|| format!("--valgrind takes none, all or sample:N, not {s:?}")),
         }
     }
@@ -81,20 +85,36 @@ pub fn run(config: &Config) -> Result<Summary, String> {
     if config.valgrind != Valgrind::Off && std::process::Command::new("valgrind").arg("--version").output().is_err() {
         return Err("valgrind is not installed (use --valgrind none, or scripts/setup.sh)".into());
     }
-    let loaded: Vec<Vec<Fixture>> = discover(&config.fixtures).iter().map(|group| {
-        group.iter().filter_map(|dir| Fixture::load(dir).map_err(|e| eprintln!("fuzz: skipping fixture: {e}")).ok()).collect()
-    }).collect();
+    let loaded: Vec<Vec<Fixture>> = discover(&config.fixtures)
+        .iter()
+        .map(|group| {
+            group
+                .iter()
+                .filter_map(|dir| Fixture::load(dir).map_err(|e| eprintln!("fuzz: skipping fixture: {e}")).ok())
+                .collect()
+        })
+        .collect();
     let found: usize = loaded.iter().map(Vec::len).sum();
     let limits = Limits { timeout: config.timeout, memory_kib: MEMORY_KIB };
     let groups = baseline::compiling(&aotc, loaded, config.jobs, limits);
     let fixtures: usize = groups.iter().map(Vec::len).sum();
     if fixtures == 0 {
-        return Err(format!("no fixture that compiles unmutated (folders with model.pt2 and inputs_0.safetensors) in {:?}", config.fixtures));
+        return Err(format!(
+            "no fixture that compiles unmutated (folders with model.pt2 and inputs_0.safetensors) in {:?}",
+            config.fixtures
+        ));
     }
     std::fs::create_dir_all(&config.out).map_err(|e| format!("{}: {e}", config.out.display()))?;
     println!("fuzz: {} mutants of the {fixtures} fixtures (of {found}) that compile unmutated, seed {}, {} jobs, valgrind {:?}, failures saved in {}",
         config.mutants, config.seed, config.jobs, config.valgrind, config.out.display());
-    let campaign = Campaign { config, aotc, groups, next: AtomicUsize::new(0), start: Instant::now(), summary: Mutex::new(Summary::default()) };
+    let campaign = Campaign {
+        config,
+        aotc,
+        groups,
+        next: AtomicUsize::new(0),
+        start: Instant::now(),
+        summary: Mutex::new(Summary::default()),
+    };
     std::thread::scope(|s| {
         for _ in 0..config.jobs.max(1) {
             s.spawn(|| campaign.work());
@@ -124,13 +144,25 @@ impl Campaign<'_> {
         let mut summary = self.summary.lock().expect("summary lock");
         summary.record(record);
         if self.config.verbose {
-            println!("fuzz: mutant {index}: {}\n      compile {:?}, run {:?}: {}", record.mutant, record.compile, record.run, record.said);
+            println!(
+                "fuzz: mutant {index}: {}\n      compile {:?}, run {:?}: {}",
+                record.mutant, record.compile, record.run, record.said
+            );
         }
         if let Some(finding) = &record.finding {
-            println!("fuzz: mutant {index}: {finding}\n      saved in {}", record.saved.as_deref().unwrap_or(Path::new("?")).display());
+            println!(
+                "fuzz: mutant {index}: {finding}\n      saved in {}",
+                record.saved.as_deref().unwrap_or(Path::new("?")).display()
+            );
         }
         if summary.tried.is_multiple_of(25) {
-            println!("fuzz: {}/{} tried, {} failures, {:.0} s", summary.tried, self.config.mutants, summary.failed(), self.start.elapsed().as_secs_f64());
+            println!(
+                "fuzz: {}/{} tried, {} failures, {:.0} s",
+                summary.tried,
+                self.config.mutants,
+                summary.failed(),
+                self.start.elapsed().as_secs_f64()
+            );
         }
     }
 

@@ -38,7 +38,9 @@ impl Fixture {
             f.read_to_end(&mut data).map_err(|e| format!("{}: {e}", path.display()))?;
             entries.push(Entry { name: f.name().to_string(), data });
         }
-        let model = entries.iter().find(|e| e.name.ends_with("/models/model.json"))
+        let model = entries
+            .iter()
+            .find(|e| e.name.ends_with("/models/model.json"))
             .ok_or_else(|| format!("{}: no <stem>/models/model.json", path.display()))?;
         let root = model.name.trim_end_matches("models/model.json").to_string();
         let inputs = (0..).map(|i| dir.join(format!("inputs_{i}.safetensors"))).take_while(|p| p.exists()).collect();
@@ -55,13 +57,20 @@ impl Fixture {
 /// A campaign picks a group, then a fixture in it: a folder of 1500 single-op programs
 /// weighs the same as a handful of whole models.
 pub fn discover(dirs: &[PathBuf]) -> Vec<Vec<PathBuf>> {
-    let usable = |p: &Path| p.join("model.pt2").metadata().is_ok_and(|m| m.len() <= MAX_ARCHIVE_BYTES) && p.join("inputs_0.safetensors").exists();
+    let usable = |p: &Path| {
+        p.join("model.pt2").metadata().is_ok_and(|m| m.len() <= MAX_ARCHIVE_BYTES)
+            && p.join("inputs_0.safetensors").exists()
+    };
     let (named, folders): (Vec<&PathBuf>, Vec<&PathBuf>) = dirs.iter().partition(|d| d.join("model.pt2").exists());
-    let mut groups: Vec<Vec<PathBuf>> = folders.iter().map(|d| {
-        let mut found: Vec<PathBuf> = std::fs::read_dir(d).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| usable(p)).collect();
-        found.sort();
-        found
-    }).collect();
+    let mut groups: Vec<Vec<PathBuf>> = folders
+        .iter()
+        .map(|d| {
+            let mut found: Vec<PathBuf> =
+                std::fs::read_dir(d).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| usable(p)).collect();
+            found.sort();
+            found
+        })
+        .collect();
     groups.push(named.into_iter().filter(|d| usable(d)).cloned().collect());
     groups.retain(|g| !g.is_empty());
     groups

@@ -5,10 +5,31 @@ use serde_json::{json, Value};
 
 /// Integers at the edges of the ranges a compiler computes with (i32, i64, byte counts).
 const EDGE_INTS: &[i64] = &[
-    -1, -2, 0, 1, 2, 3, 7, 255, 256, 65535, 65536,
-    i32::MAX as i64, 1 << 31, (1 << 31) + 1, 1 << 32, (1 << 32) + 1,
-    1 << 53, 1 << 61, 1 << 62, i64::MAX, i64::MAX - 1,
-    i32::MIN as i64, -(1 << 62), i64::MIN, i64::MIN + 1,
+    -1,
+    -2,
+    0,
+    1,
+    2,
+    3,
+    7,
+    255,
+    256,
+    65535,
+    65536,
+    i32::MAX as i64,
+    1 << 31,
+    (1 << 31) + 1,
+    1 << 32,
+    (1 << 32) + 1,
+    1 << 53,
+    1 << 61,
+    1 << 62,
+    i64::MAX,
+    i64::MAX - 1,
+    i32::MIN as i64,
+    -(1 << 62),
+    i64::MIN,
+    i64::MIN + 1,
 ];
 
 /// An edge integer, or `near` nudged (off by one, doubled, negated, scaled up).
@@ -55,13 +76,45 @@ pub fn float_json(rng: &mut Rng) -> Value {
 
 /// Torch dtype codes: valid ones (other than the original) and invalid ones.
 pub fn dtype_code(rng: &mut Rng) -> Value {
-    const CODES: &[i64] = &[1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 0, 9, 10, 11, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 99, 255, -1, 1 << 40];
+    const CODES: &[i64] = &[
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+        7,
+        8,
+        12,
+        13,
+        0,
+        9,
+        10,
+        11,
+        14,
+        15,
+        16,
+        17,
+        18,
+        19,
+        20,
+        21,
+        22,
+        23,
+        24,
+        25,
+        99,
+        255,
+        -1,
+        1 << 40,
+    ];
     json!(rng.pick(CODES))
 }
 
 /// A string that is no valid name, enum value or number.
 pub fn string(rng: &mut Rng) -> String {
-    const STRINGS: &[&str] = &["bogus", "", "none", "tanh ", "NaN", "-1", "\u{0}", "../../../../etc/passwd", "%s%s%n", "\u{1F600}"];
+    const STRINGS: &[&str] =
+        &["bogus", "", "none", "tanh ", "NaN", "-1", "\u{0}", "../../../../etc/passwd", "%s%s%n", "\u{1F600}"];
     match rng.below(4) {
         0 => "x".repeat(70_000),
         _ => rng.pick(STRINGS).to_string(),

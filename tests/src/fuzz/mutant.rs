@@ -51,7 +51,9 @@ pub struct Files {
 impl Mutant {
     pub fn new(fixture: &Fixture) -> Result<Mutant, String> {
         let doc = |rel: &str| -> Result<Option<Value>, String> {
-            let Some(e) = fixture.entries.iter().find(|e| e.name == format!("{}{rel}", fixture.root)) else { return Ok(None) };
+            let Some(e) = fixture.entries.iter().find(|e| e.name == format!("{}{rel}", fixture.root)) else {
+                return Ok(None);
+            };
             serde_json::from_slice(&e.data).map(Some).map_err(|err| format!("{}: {rel}: {err}", fixture.dir.display()))
         };
         Ok(Mutant {
@@ -77,7 +79,10 @@ impl Mutant {
 
     /// Decodes the first call's inputs (as mutated so far), lets `edit` change them, and
     /// keeps the result; returns what `edit` says it did.
-    pub fn edit_first_inputs(&mut self, edit: impl FnOnce(&mut Vec<StTensor>, &mut Metadata) -> Option<String>) -> Option<String> {
+    pub fn edit_first_inputs(
+        &mut self,
+        edit: impl FnOnce(&mut Vec<StTensor>, &mut Metadata) -> Option<String>,
+    ) -> Option<String> {
         let bytes = match &self.first_inputs {
             Some(bytes) => bytes.clone(),
             None => std::fs::read(self.fixture.inputs.first()?).ok()?,
@@ -117,7 +122,9 @@ impl Mutant {
                 write_layout(&self.final_entries(), &self.fixture.root, &dir.join("model"))?;
                 PathBuf::from("model/models/model.json")
             }
-            (None, layout) => write_file(dir, "model.pt2", &zip_bytes(&self.final_entries(), layout == Layout::ZipDeflated))?,
+            (None, layout) => {
+                write_file(dir, "model.pt2", &zip_bytes(&self.final_entries(), layout == Layout::ZipDeflated))?
+            }
         };
         let weights = self.weights_file.as_ref().map(|b| write_file(dir, "weights.safetensors", b)).transpose()?;
         let mut inputs = Vec::new();
@@ -134,8 +141,12 @@ impl Mutant {
 
     /// What was done to which fixture, one mutation per line.
     pub fn describe(&self) -> String {
-        let mut text = format!("fixture: {}\nlayout: {:?}{}\n", self.fixture.dir.display(), self.layout,
-            if self.archive_bytes.is_some() { " (then damaged as bytes)" } else { "" });
+        let mut text = format!(
+            "fixture: {}\nlayout: {:?}{}\n",
+            self.fixture.dir.display(),
+            self.layout,
+            if self.archive_bytes.is_some() { " (then damaged as bytes)" } else { "" }
+        );
         for m in &self.mutations {
             text += &format!("mutation: {m}\n");
         }

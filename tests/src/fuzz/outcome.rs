@@ -40,7 +40,9 @@ const PANIC_MARKERS: &[&str] = &["panicked", "internal error", "RUST_BACKTRACE"]
 pub fn classify(exit: &Exit, under_valgrind: bool) -> Verdict {
     let stderr = exit.stderr.as_str();
     let valgrind_error = under_valgrind
-        && (exit.status == Status::Code(VALGRIND_ERROR_EXIT) || stderr.contains("Invalid read") || stderr.contains("Invalid write"));
+        && (exit.status == Status::Code(VALGRIND_ERROR_EXIT)
+            || stderr.contains("Invalid read")
+            || stderr.contains("Invalid write"));
     match exit.status {
         Status::TimedOut => Verdict::Failed(Failure::Hang),
         _ if valgrind_error => Verdict::Failed(Failure::InvalidAccess),
@@ -101,7 +103,12 @@ fn without_numbers(text: &str) -> String {
 
 /// The stderr lines, without valgrind's "==pid== " prefixes.
 fn lines(stderr: &str) -> Vec<&str> {
-    stderr.lines().map(|l| if l.starts_with("==") { l.split("== ").nth(1).unwrap_or(l) } else { l }).map(str::trim).filter(|l| !l.is_empty()).collect()
+    stderr
+        .lines()
+        .map(|l| if l.starts_with("==") { l.split("== ").nth(1).unwrap_or(l) } else { l })
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 fn symptom(failure: Failure, exit: &Exit, timeout_s: u64) -> String {
@@ -121,13 +128,19 @@ fn symptom(failure: Failure, exit: &Exit, timeout_s: u64) -> String {
                 _ => "signal".into(),
             };
             // What the Rust runtime says before it aborts, rather than a backtrace's last line.
-            const TELLING: &[&str] = &["panicked at", "has overflowed its stack", "memory allocation of", "fatal runtime error"];
+            const TELLING: &[&str] =
+                &["panicked at", "has overflowed its stack", "memory allocation of", "fatal runtime error"];
             let telling = lines.iter().find(|l| TELLING.iter().any(|t| l.contains(t))).copied();
             format!("{signal}: {}", telling.unwrap_or(last))
         }
         Failure::Hang => format!("still running after {timeout_s} s"),
         Failure::InvalidAccess => {
-            let i = lines.iter().position(|l| l.starts_with("Invalid") || l.contains("uninitialised") || l.starts_with("Process terminating")).unwrap_or(0);
+            let i = lines
+                .iter()
+                .position(|l| {
+                    l.starts_with("Invalid") || l.contains("uninitialised") || l.starts_with("Process terminating")
+                })
+                .unwrap_or(0);
             let frame = lines.iter().skip(i + 1).find(|l| l.starts_with("at 0x")).copied().unwrap_or("");
             format!("{} {frame}", lines.get(i).copied().unwrap_or(last))
         }
@@ -159,19 +172,34 @@ mod tests {
     fn only_a_plain_error_message_is_a_clean_refusal() {
         assert_eq!(classify(&exit(Status::Code(0), ""), false), Verdict::Accepted);
         assert_eq!(classify(&exit(Status::Code(1), "error: bad sizes\n"), false), Verdict::Refused);
-        assert_eq!(classify(&exit(Status::Code(1), "error: internal error: oops\n"), false), Verdict::Failed(Failure::Panic));
-        assert_eq!(classify(&exit(Status::Code(101), "thread 'main' panicked at a.rs:1:2:\nboom\n"), false), Verdict::Failed(Failure::Panic));
+        assert_eq!(
+            classify(&exit(Status::Code(1), "error: internal error: oops\n"), false),
+            Verdict::Failed(Failure::Panic)
+        );
+        assert_eq!(
+            classify(&exit(Status::Code(101), "thread 'main' panicked at a.rs:1:2:\nboom\n"), false),
+            Verdict::Failed(Failure::Panic)
+        );
         assert_eq!(classify(&exit(Status::Code(2), "usage\n"), false), Verdict::Failed(Failure::UnclearError));
         assert_eq!(classify(&exit(Status::Signal(6), ""), false), Verdict::Failed(Failure::Crash));
         assert_eq!(classify(&exit(Status::TimedOut, ""), false), Verdict::Failed(Failure::Hang));
-        assert_eq!(classify(&exit(Status::Code(VALGRIND_ERROR_EXIT), "==1== Invalid read of size 4\n"), true), Verdict::Failed(Failure::InvalidAccess));
+        assert_eq!(
+            classify(&exit(Status::Code(VALGRIND_ERROR_EXIT), "==1== Invalid read of size 4\n"), true),
+            Verdict::Failed(Failure::InvalidAccess)
+        );
     }
 
     #[test]
     fn findings_of_one_bug_group_together() {
         let invalid = |address: &str| {
             let stderr = format!("==7== Invalid read of size 16\n==7==    at {address}: ??? (in /tmp/d/lib.so)\n");
-            Finding::new(Phase::Run, Failure::InvalidAccess, &exit(Status::Code(VALGRIND_ERROR_EXIT), &stderr), 60, Path::new("/tmp/d"))
+            Finding::new(
+                Phase::Run,
+                Failure::InvalidAccess,
+                &exit(Status::Code(VALGRIND_ERROR_EXIT), &stderr),
+                60,
+                Path::new("/tmp/d"),
+            )
         };
         assert_eq!(invalid("0x4E6DDB9").symptom, "Invalid read of size 16 at 0x4E6DDB9: ??? (in lib.so)");
         assert_eq!(invalid("0x4E6DDB9").kind(), invalid("0x4E6D520").kind());

@@ -67,14 +67,18 @@ pub fn decode(bytes: &[u8]) -> Option<(Vec<StTensor>, Metadata)> {
             metadata = info.as_object().cloned();
             continue;
         }
-        let offsets: Vec<usize> = info["data_offsets"].as_array()?.iter().filter_map(|v| v.as_u64().map(|v| v as usize)).collect();
+        let offsets: Vec<usize> =
+            info["data_offsets"].as_array()?.iter().filter_map(|v| v.as_u64().map(|v| v as usize)).collect();
         let (start, end) = (*offsets.first()?, *offsets.get(1)?);
-        tensors.push((start, StTensor {
-            name,
-            dtype: info["dtype"].as_str()?.to_string(),
-            shape: info["shape"].as_array()?.iter().filter_map(Value::as_i64).collect(),
-            data: data.get(start..end)?.to_vec(),
-        }));
+        tensors.push((
+            start,
+            StTensor {
+                name,
+                dtype: info["dtype"].as_str()?.to_string(),
+                shape: info["shape"].as_array()?.iter().filter_map(Value::as_i64).collect(),
+                data: data.get(start..end)?.to_vec(),
+            },
+        ));
     }
     tensors.sort_by_key(|(start, _)| *start);
     Some((tensors.into_iter().map(|(_, t)| t).collect(), metadata))

@@ -13,7 +13,10 @@ pub fn folder_name(index: usize, mutant: &Mutant, finding: &Finding) -> String {
 /// `mutation.txt`: which mutant, what was done to it, what happened, how to reproduce it.
 pub fn note(index: usize, seed: u64, mutant: &Mutant, finding: &Finding, reproduce: &[String]) -> String {
     let commands: String = reproduce.iter().map(|c| format!("  {c}\n")).collect();
-    format!("aotc-fuzz mutant {index} of seed {seed}\n{}{finding}\n\nreproduce, from this folder:\n{commands}", mutant.describe())
+    format!(
+        "aotc-fuzz mutant {index} of seed {seed}\n{}{finding}\n\nreproduce, from this folder:\n{commands}",
+        mutant.describe()
+    )
 }
 
 /// Copies the mutant's folder `dir` (less the library and outputs) to `saved`, with the

@@ -58,7 +58,11 @@ impl Summary {
         self.valgrind_checked += usize::from(r.valgrind);
         if let Some(f) = &r.finding {
             *self.failures.entry(f.failure).or_default() += 1;
-            let kind = self.kinds.entry(f.kind()).or_insert_with(|| Kind { count: 0, example: r.saved.clone(), symptom: f.to_string() });
+            let kind = self.kinds.entry(f.kind()).or_insert_with(|| Kind {
+                count: 0,
+                example: r.saved.clone(),
+                symptom: f.to_string(),
+            });
             kind.count += 1;
         }
     }
@@ -75,20 +79,30 @@ impl Summary {
     pub fn kinds_report(&self) -> String {
         let mut kinds: Vec<&Kind> = self.kinds.values().collect();
         kinds.sort_by_key(|k| std::cmp::Reverse(k.count));
-        kinds.iter().map(|k| {
-            let example = k.example.as_ref().map(|p| format!("\n    e.g. {}", p.display())).unwrap_or_default();
-            format!("  {} x {}{example}\n", k.count, k.symptom)
-        }).collect()
+        kinds
+            .iter()
+            .map(|k| {
+                let example = k.example.as_ref().map(|p| format!("\n    e.g. {}", p.display())).unwrap_or_default();
+                format!("  {} x {}{example}\n", k.count, k.symptom)
+            })
+            .collect()
     }
 }
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        let run_failed = if self.failed_at_run > 0 { format!(", {} failed", self.failed_at_run) } else { String::new() };
+        let run_failed =
+            if self.failed_at_run > 0 { format!(", {} failed", self.failed_at_run) } else { String::new() };
         write!(f, "fuzz: {} tried, {} refused with a clear error, {} compiled ({} ran clean, {} refused at run time{run_failed}), valgrind-checked {}; ",
             self.tried, self.refused, self.compiled, self.ran_clean, self.refused_at_run, self.valgrind_checked)?;
-        write!(f, "{} panics, {} crashes, {} hangs, {} invalid memory accesses",
-            self.count(Failure::Panic), self.count(Failure::Crash), self.count(Failure::Hang), self.count(Failure::InvalidAccess))?;
+        write!(
+            f,
+            "{} panics, {} crashes, {} hangs, {} invalid memory accesses",
+            self.count(Failure::Panic),
+            self.count(Failure::Crash),
+            self.count(Failure::Hang),
+            self.count(Failure::InvalidAccess)
+        )?;
         match self.count(Failure::UnclearError) {
             0 => Ok(()),
             n => write!(f, ", {n} exits without a clear error"),

@@ -33,11 +33,15 @@ pub fn vectorizable(body: &E, var: usize) -> bool {
     let mut ok = true;
     visit(body, &mut |e| {
         ok &= match &e.kind {
-            ExprKind::Load { index, .. } => in_f32(e.dtype) && matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1)),
+            ExprKind::Load { index, .. } => {
+                in_f32(e.dtype) && matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1))
+            }
             ExprKind::Const(_) => in_f32(e.dtype) || e.dtype == DType::Bool,
             ExprKind::Index(_) | ExprKind::LoadAt { .. } | ExprKind::CheckIndex { .. } => false,
             ExprKind::Unary(op, x) => vector_prim(*op) && in_f32(x.dtype) && (in_f32(e.dtype) || *op == Prim::Not),
-            ExprKind::Binary(op, a, _) => vector_prim(*op) && (in_f32(a.dtype) || (a.dtype == DType::Bool && matches!(op, Prim::And | Prim::Or))),
+            ExprKind::Binary(op, a, _) => {
+                vector_prim(*op) && (in_f32(a.dtype) || (a.dtype == DType::Bool && matches!(op, Prim::And | Prim::Or)))
+            }
             ExprKind::Where(c, a, _) => in_f32(a.dtype) && c.dtype == DType::Bool,
             ExprKind::Cast(x) => x.dtype == e.dtype || (in_f32(x.dtype) && in_f32(e.dtype)),
         };
@@ -106,7 +110,8 @@ fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*cons
             match lanes {
                 Lanes::Scalar => cx.b.ins().select(cv, av, bv),
                 Lanes::X4(_) => {
-                    let mask = cx.b.ins().bitcast(types::F32X4, MemFlagsData::new().with_endianness(Endianness::Little), cv);
+                    let mask =
+                        cx.b.ins().bitcast(types::F32X4, MemFlagsData::new().with_endianness(Endianness::Little), cv);
                     cx.b.ins().bitselect(mask, av, bv)
                 }
             }
@@ -241,15 +246,37 @@ pub(super) fn cast(cx: &mut Cx, x: Value, from: DType, to: DType) -> R<Value> {
                 ins.icmp_imm_s(IntCC::NotEqual, x, 0)
             }
         }
-        (true, true) => if ft.bits() < tt.bits() { ins.fpromote(tt, x) } else { ins.fdemote(tt, x) },
-        (false, true) => if is_unsigned(from) { ins.fcvt_from_uint(tt, x) } else { ins.fcvt_from_sint(tt, x) },
+        (true, true) => {
+            if ft.bits() < tt.bits() {
+                ins.fpromote(tt, x)
+            } else {
+                ins.fdemote(tt, x)
+            }
+        }
+        (false, true) => {
+            if is_unsigned(from) {
+                ins.fcvt_from_uint(tt, x)
+            } else {
+                ins.fcvt_from_sint(tt, x)
+            }
+        }
         (true, false) => {
             // Saturating, then wrapped to the narrow type (torch's cast is undefined out of range).
             let wide = ins.fcvt_to_sint_sat(types::I64, x);
-            if tt == types::I64 { wide } else { cx.b.ins().ireduce(tt, wide) }
+            if tt == types::I64 {
+                wide
+            } else {
+                cx.b.ins().ireduce(tt, wide)
+            }
         }
         (false, false) => match ft.bits().cmp(&tt.bits()) {
-            std::cmp::Ordering::Less => if is_unsigned(from) { ins.uextend(tt, x) } else { ins.sextend(tt, x) },
+            std::cmp::Ordering::Less => {
+                if is_unsigned(from) {
+                    ins.uextend(tt, x)
+                } else {
+                    ins.sextend(tt, x)
+                }
+            }
             std::cmp::Ordering::Greater => ins.ireduce(tt, x),
             std::cmp::Ordering::Equal => x,
         },
@@ -296,7 +323,13 @@ fn unary(cx: &mut Cx, op: Prim, x: Value, d: DType, lanes: Lanes) -> R<Value> {
         (Prim::Neg, true) => cx.b.ins().fneg(x),
         (Prim::Neg, false) => cx.b.ins().ineg(x),
         (Prim::Abs, true) => cx.b.ins().fabs(x),
-        (Prim::Abs, false) => if is_unsigned(d) { x } else { cx.b.ins().iabs(x) },
+        (Prim::Abs, false) => {
+            if is_unsigned(d) {
+                x
+            } else {
+                cx.b.ins().iabs(x)
+            }
+        }
         (Prim::Sqrt, true) => cx.b.ins().sqrt(x),
         (Prim::Rsqrt, true) => {
             let s = cx.b.ins().sqrt(x);
@@ -349,8 +382,20 @@ fn binary(cx: &mut Cx, op: Prim, a: Value, b: Value, d: DType, lanes: Lanes) -> 
         (Prim::Div, true) => cx.b.ins().fdiv(a, b),
         (Prim::Max, true) => cx.b.ins().fmax(a, b),
         (Prim::Min, true) => cx.b.ins().fmin(a, b),
-        (Prim::Max, false) => if uns { cx.b.ins().umax(a, b) } else { cx.b.ins().smax(a, b) },
-        (Prim::Min, false) => if uns { cx.b.ins().umin(a, b) } else { cx.b.ins().smin(a, b) },
+        (Prim::Max, false) => {
+            if uns {
+                cx.b.ins().umax(a, b)
+            } else {
+                cx.b.ins().smax(a, b)
+            }
+        }
+        (Prim::Min, false) => {
+            if uns {
+                cx.b.ins().umin(a, b)
+            } else {
+                cx.b.ins().smin(a, b)
+            }
+        }
         (Prim::Pow, true) => call_libm(cx, "pow", &[a, b], d, lanes)?,
         (Prim::Eq, true) => fcmp(cx, FloatCC::Equal),
         (Prim::Ne, true) => fcmp(cx, FloatCC::NotEqual),
@@ -368,7 +413,11 @@ fn binary(cx: &mut Cx, op: Prim, a: Value, b: Value, d: DType, lanes: Lanes) -> 
         (Prim::Or, _) if d == DType::Bool => cx.b.ins().bor(a, b),
         (Prim::And | Prim::Or, _) => {
             let (x, y) = (cast(cx, a, d, DType::Bool)?, cast(cx, b, d, DType::Bool)?);
-            if op == Prim::And { cx.b.ins().band(x, y) } else { cx.b.ins().bor(x, y) }
+            if op == Prim::And {
+                cx.b.ins().band(x, y)
+            } else {
+                cx.b.ins().bor(x, y)
+            }
         }
         (Prim::BitAnd, false) => cx.b.ins().band(a, b),
         (Prim::BitOr, false) => cx.b.ins().bor(a, b),
@@ -399,7 +448,11 @@ mod tests {
         let bias = load(BufId::new(1), DType::F32, Affine::var(0));
         let gelu_like = binary(Prim::Mul, x.clone(), unary(Prim::Erf, binary(Prim::Add, x.clone(), bias)));
         assert!(vectorizable(&gelu_like, 1));
-        let relu_mask = select(binary(Prim::Gt, x.clone(), constant(Scalar::F(0.0), DType::F32)), x.clone(), constant(Scalar::F(0.0), DType::F32));
+        let relu_mask = select(
+            binary(Prim::Gt, x.clone(), constant(Scalar::F(0.0), DType::F32)),
+            x.clone(),
+            constant(Scalar::F(0.0), DType::F32),
+        );
         assert!(vectorizable(&relu_mask, 1));
         // A strided (transposed) load, an f64 cast, or vectorizing along the outer variable: scalar.
         assert!(!vectorizable(&at(0, 8), 1));

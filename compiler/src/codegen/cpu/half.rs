@@ -21,7 +21,11 @@ pub fn is_half(d: DType) -> bool {
 
 /// The dtype a value of dtype `d` is computed in.
 pub fn compute_dtype(d: DType) -> DType {
-    if is_half(d) { DType::F32 } else { d }
+    if is_half(d) {
+        DType::F32
+    } else {
+        d
+    }
 }
 
 /// Is a value of dtype `d` an f32 in registers (float32, float16, bfloat16)?
@@ -53,7 +57,11 @@ pub fn narrow(cx: &mut Cx, x: Value, d: DType, lanes: Lanes) -> Value {
         DType::F16 => ops.f32_to_f16_bits(bits),
         _ => unreachable!("{d} is not a 16-bit float"),
     };
-    if ops.vector { h } else { ops.b.ins().ireduce(types::I16, h) }
+    if ops.vector {
+        h
+    } else {
+        ops.b.ins().ireduce(types::I16, h)
+    }
 }
 
 /// `x` (an f32) rounded to the nearest value of dtype `d`, still as an f32.
@@ -177,23 +185,42 @@ mod tests {
     /// float16: 5 exponent bits (bias 15), 10 mantissa bits.
     const F16: Format = Format { dtype: DType::F16, inf: 0x7c00, value: |c| ieee_value(c, 10, 15), overflow: 65536.0 };
     /// bfloat16: 8 exponent bits (bias 127), 7 mantissa bits.
-    const BF16: Format = Format { dtype: DType::BF16, inf: 0x7f80, value: |c| ieee_value(c, 7, 127), overflow: 3.402823669209385e38 /* 2^128 */ };
+    const BF16: Format = Format {
+        dtype: DType::BF16,
+        inf: 0x7f80,
+        value: |c| ieee_value(c, 7, 127),
+        overflow: 3.402823669209385e38, /* 2^128 */
+    };
 
     fn ieee_value(code: u16, mantissa_bits: u32, bias: i32) -> f64 {
         let (exp, mant) = ((code >> mantissa_bits) as i32, (code & ((1 << mantissa_bits) - 1)) as f64);
         let scale = |e: i32| 2f64.powi(e - bias - mantissa_bits as i32);
-        if exp == 0 { mant * scale(1) } else { (mant + (1u32 << mantissa_bits) as f64) * scale(exp) }
+        if exp == 0 {
+            mant * scale(1)
+        } else {
+            (mant + (1u32 << mantissa_bits) as f64) * scale(exp)
+        }
     }
 
     impl Format {
         fn decode(&self, bits: u16) -> f32 {
             let magnitude = bits & 0x7fff;
-            let v = if magnitude > self.inf { f64::NAN } else if magnitude == self.inf { f64::INFINITY } else { (self.value)(magnitude) };
+            let v = if magnitude > self.inf {
+                f64::NAN
+            } else if magnitude == self.inf {
+                f64::INFINITY
+            } else {
+                (self.value)(magnitude)
+            };
             (if bits & 0x8000 != 0 { -v } else { v }) as f32
         }
 
         fn code_value(&self, code: u16) -> f64 {
-            if code == self.inf { self.overflow } else { (self.value)(code) }
+            if code == self.inf {
+                self.overflow
+            } else {
+                (self.value)(code)
+            }
         }
 
         /// The code nearest to `x`, ties to the even code; NaN is any NaN code.
@@ -204,7 +231,11 @@ mod tests {
             let (mut above, mut end) = (0u32, self.inf as u32 + 1);
             while above < end {
                 let mid = (above + end) / 2;
-                if self.code_value(mid as u16) < a { above = mid + 1 } else { end = mid }
+                if self.code_value(mid as u16) < a {
+                    above = mid + 1
+                } else {
+                    end = mid
+                }
             }
             let code = if above > self.inf as u32 {
                 self.inf
@@ -213,7 +244,11 @@ mod tests {
             } else {
                 let (lo, hi) = (above as u16 - 1, above as u16);
                 let (dlo, dhi) = (a - self.code_value(lo), self.code_value(hi) - a);
-                if dlo < dhi || (dlo == dhi && lo % 2 == 0) { lo } else { hi }
+                if dlo < dhi || (dlo == dhi && lo % 2 == 0) {
+                    lo
+                } else {
+                    hi
+                }
             };
             sign | code
         }
@@ -222,7 +257,16 @@ mod tests {
         /// just beside it; both signs; zeros, infinities, NaN, float32 subnormals and
         /// values beyond the range.
         fn boundary_values(&self) -> Vec<f32> {
-            let mut v = vec![0.0, f32::INFINITY, f32::NAN, f32::MIN_POSITIVE, f32::from_bits(1), f32::from_bits(0x007f_ffff), f32::MAX, 1e30];
+            let mut v = vec![
+                0.0,
+                f32::INFINITY,
+                f32::NAN,
+                f32::MIN_POSITIVE,
+                f32::from_bits(1),
+                f32::from_bits(0x007f_ffff),
+                f32::MAX,
+                1e30,
+            ];
             for code in 0..self.inf {
                 let (lo, hi) = ((self.value)(code), self.code_value(code + 1));
                 let mid = ((lo + hi) / 2.0) as f32;
@@ -243,7 +287,11 @@ mod tests {
         for (bits, got) in (0..=u16::MAX).zip(out.chunks_exact(4)) {
             let got = f32::from_le_bytes(got.try_into().unwrap());
             let want = f.decode(bits);
-            assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{} {bits:#06x}: got {got:e}, want {want:e}", f.dtype);
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{} {bits:#06x}: got {got:e}, want {want:e}",
+                f.dtype
+            );
         }
     }
 

@@ -71,7 +71,8 @@ impl<'a, 'b> Cx<'a, 'b> {
             sig.params.push(cranelift_codegen::ir::AbiParam::new(ty));
         }
         sig.returns.push(cranelift_codegen::ir::AbiParam::new(ty));
-        let id = self.module.declare_function(name, cranelift_module::Linkage::Import, &sig).map_err(|e| e.to_string())?;
+        let id =
+            self.module.declare_function(name, cranelift_module::Linkage::Import, &sig).map_err(|e| e.to_string())?;
         let f = self.module.declare_func_in_func(id, self.b.func);
         self.libm.insert(name.to_string(), f);
         Ok(f)
@@ -79,7 +80,13 @@ impl<'a, 'b> Cx<'a, 'b> {
 
     /// `for iv in (start..end).step_by(step)` while `iv + step <= end`; returns the first
     /// index not visited (where a remainder loop starts).
-    pub fn for_loop(&mut self, start: Value, end: Value, step: i64, body: &mut dyn FnMut(&mut Self, Value) -> R<()>) -> R<Value> {
+    pub fn for_loop(
+        &mut self,
+        start: Value,
+        end: Value,
+        step: i64,
+        body: &mut dyn FnMut(&mut Self, Value) -> R<()>,
+    ) -> R<Value> {
         let header = self.b.create_block();
         let body_block = self.b.create_block();
         let exit = self.b.create_block();
@@ -112,7 +119,12 @@ impl<'a, 'b> Cx<'a, 'b> {
 
     /// Nested loops over the output dimensions `ranges[..n]`, calling `body` with the loop
     /// variables.
-    fn nest(&mut self, ranges: &[SymExpr], vars: &mut Vec<Value>, body: &mut dyn FnMut(&mut Self, &[Value]) -> R<()>) -> R<()> {
+    fn nest(
+        &mut self,
+        ranges: &[SymExpr],
+        vars: &mut Vec<Value>,
+        body: &mut dyn FnMut(&mut Self, &[Value]) -> R<()>,
+    ) -> R<()> {
         if vars.len() == ranges.len() {
             return body(self, vars);
         }
@@ -176,7 +188,8 @@ impl<'a, 'b> Cx<'a, 'b> {
                 // Four 16-bit results in the low 64 bits of an i16x8.
                 let bits = half::narrow(self, v, dtype, lanes);
                 let packed = self.b.ins().unarrow(bits, bits);
-                let packed = self.b.ins().bitcast(types::I64X2, MemFlagsData::new().with_endianness(Endianness::Little), packed);
+                let packed =
+                    self.b.ins().bitcast(types::I64X2, MemFlagsData::new().with_endianness(Endianness::Little), packed);
                 self.b.ins().extractlane(packed, 0)
             }
         };
@@ -184,7 +197,14 @@ impl<'a, 'b> Cx<'a, 'b> {
     }
 }
 
-pub fn emit_kernel(module: &mut ObjectModule, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, plan: &Plan, k: &Kernel) -> R<()> {
+pub fn emit_kernel(
+    module: &mut ObjectModule,
+    func: &mut Function,
+    fctx: &mut FunctionBuilderContext,
+    program: &Program,
+    plan: &Plan,
+    k: &Kernel,
+) -> R<()> {
     let mut b = FunctionBuilder::new(func, fctx);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -256,7 +276,8 @@ fn pointwise(cx: &mut Cx, out: BufId, ranges: &[SymExpr], body: &E) -> R<()> {
 
 /// The identity of a reduction, as a constant of type `ty`.
 fn init_value(cx: &mut Cx, op: ReduceOp, dtype: DType, ty: Type) -> Value {
-    let float = |cx: &mut Cx, v: f64| if ty == types::F32 { cx.b.ins().f32const(v as f32) } else { cx.b.ins().f64const(v) };
+    let float =
+        |cx: &mut Cx, v: f64| if ty == types::F32 { cx.b.ins().f32const(v as f32) } else { cx.b.ins().f64const(v) };
     let (lo, hi) = dtype.int_range();
     match (op, ty.is_float()) {
         (ReduceOp::Sum, true) => float(cx, 0.0),
@@ -282,8 +303,20 @@ fn combine(cx: &mut Cx, op: ReduceOp, dtype: DType, acc: Value, x: Value) -> Val
         (ReduceOp::Prod, false) => ins.imul(acc, x),
         (ReduceOp::Max, true) => ins.fmax(acc, x),
         (ReduceOp::Min, true) => ins.fmin(acc, x),
-        (ReduceOp::Max, false) => if unsigned { ins.umax(acc, x) } else { ins.smax(acc, x) },
-        (ReduceOp::Min, false) => if unsigned { ins.umin(acc, x) } else { ins.smin(acc, x) },
+        (ReduceOp::Max, false) => {
+            if unsigned {
+                ins.umax(acc, x)
+            } else {
+                ins.smax(acc, x)
+            }
+        }
+        (ReduceOp::Min, false) => {
+            if unsigned {
+                ins.umin(acc, x)
+            } else {
+                ins.smin(acc, x)
+            }
+        }
         (ReduceOp::ArgMax | ReduceOp::ArgMin, _) => unreachable!("arg reductions track an index"),
     }
 }
@@ -364,7 +397,13 @@ fn reduction(cx: &mut Cx, out: BufId, ranges: &[SymExpr], reduce: &[SymExpr], op
 }
 
 /// Loops over every reduction variable but the last, then runs `inner`.
-fn reduce_nest(cx: &mut Cx, reduce: &[SymExpr], n_out: usize, vars: &mut Vec<Value>, inner: &mut dyn FnMut(&mut Cx, &mut Vec<Value>) -> R<()>) -> R<()> {
+fn reduce_nest(
+    cx: &mut Cx,
+    reduce: &[SymExpr],
+    n_out: usize,
+    vars: &mut Vec<Value>,
+    inner: &mut dyn FnMut(&mut Cx, &mut Vec<Value>) -> R<()>,
+) -> R<()> {
     if vars.len() == n_out + reduce.len() - 1 {
         return inner(cx, vars);
     }
@@ -400,4 +439,3 @@ fn arg_better(cx: &mut Cx, op: ReduceOp, dtype: DType, x: Value, best: Value) ->
         cx.b.ins().icmp(cc, x, best)
     }
 }
-

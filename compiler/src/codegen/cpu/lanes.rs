@@ -20,12 +20,20 @@ impl<'a, 'b> Ops<'a, 'b> {
     /// `v` in every lane.
     pub fn splat(&mut self, v: u32) -> Value {
         let s = self.b.ins().iconst(types::I32, v as i64);
-        if self.vector { self.b.ins().splat(types::I32X4, s) } else { s }
+        if self.vector {
+            self.b.ins().splat(types::I32X4, s)
+        } else {
+            s
+        }
     }
 
     pub fn splat_float(&mut self, v: f32) -> Value {
         let s = self.b.ins().f32const(v);
-        if self.vector { self.b.ins().splat(types::F32X4, s) } else { s }
+        if self.vector {
+            self.b.ins().splat(types::F32X4, s)
+        } else {
+            s
+        }
     }
 
     pub fn and(&mut self, x: Value, v: u32) -> Value {
@@ -76,7 +84,11 @@ impl<'a, 'b> Ops<'a, 'b> {
         }
         // A vector mask is as wide as the lanes it selects, but may be typed as integers.
         let ty = self.b.func.dfg.value_type(a);
-        let mask = if self.b.func.dfg.value_type(mask) == ty { mask } else { self.b.ins().bitcast(ty, MemFlagsData::new().with_endianness(Endianness::Little), mask) };
+        let mask = if self.b.func.dfg.value_type(mask) == ty {
+            mask
+        } else {
+            self.b.ins().bitcast(ty, MemFlagsData::new().with_endianness(Endianness::Little), mask)
+        };
         self.b.ins().bitselect(mask, a, c)
     }
 
@@ -130,7 +142,10 @@ impl<'a, 'b> Ops<'a, 'b> {
         let mut terms: Vec<Value> = c.iter().rev().map(|&k| self.splat_float(k)).collect();
         let mut power = x;
         while terms.len() > 1 {
-            terms = terms.chunks(2).map(|pair| if let [a, b] = pair { self.mul_add(*b, power, *a) } else { pair[0] }).collect();
+            terms = terms
+                .chunks(2)
+                .map(|pair| if let [a, b] = pair { self.mul_add(*b, power, *a) } else { pair[0] })
+                .collect();
             if terms.len() > 1 {
                 power = self.b.ins().fmul(power, power);
             }

@@ -109,7 +109,11 @@ fn int_div(cx: &mut Cx, a: Value, b: Value, d: DType) -> Value {
 /// `a % -1` is 0, which the replaced divisor 1 gives too.
 fn int_rem(cx: &mut Cx, a: Value, b: Value, d: DType) -> Value {
     let divisor = safe_divisor(cx, b, d);
-    if is_unsigned(d) { cx.b.ins().urem(a, divisor) } else { cx.b.ins().srem(a, divisor) }
+    if is_unsigned(d) {
+        cx.b.ins().urem(a, divisor)
+    } else {
+        cx.b.ins().srem(a, divisor)
+    }
 }
 
 /// torch's integer power (`powi`): square-and-multiply, wrapping on overflow; for a
@@ -146,7 +150,8 @@ fn square_and_multiply(cx: &mut Cx, base: Value, exponent: Value) -> Value {
     let one = cx.b.ins().iconst(ty, 1);
     cx.b.ins().jump(header, &[BlockArg::Value(one), BlockArg::Value(base), BlockArg::Value(exponent)]);
     cx.b.switch_to_block(header);
-    let (result, square, rest) = (cx.b.block_params(header)[0], cx.b.block_params(header)[1], cx.b.block_params(header)[2]);
+    let (result, square, rest) =
+        (cx.b.block_params(header)[0], cx.b.block_params(header)[1], cx.b.block_params(header)[2]);
     cx.b.ins().brif(rest, body, &[], exit, &[BlockArg::Value(result)]);
     cx.b.switch_to_block(body);
     cx.b.seal_block(body);

@@ -59,7 +59,10 @@ fn emit_packed_b(cx: &mut Cx, m: &Matmul) -> R<()> {
     let mut sig = cx.module.make_signature();
     let (i, f) = (AbiParam::new(types::I64), AbiParam::new(types::F32));
     sig.params.extend([i, i, i, f, i, i, i, i, f, i, i, i, i, i]);
-    let id = cx.module.declare_function(aotc_abi::gemm::PACKED_SGEMM_SYMBOL, Linkage::Import, &sig).map_err(|e| e.to_string())?;
+    let id = cx
+        .module
+        .declare_function(aotc_abi::gemm::PACKED_SGEMM_SYMBOL, Linkage::Import, &sig)
+        .map_err(|e| e.to_string())?;
     let gemm = cx.module.declare_func_in_func(id, cx.b.func);
     let (mm, nn, kk) = (cx.sym(&m.m), cx.sym(&m.n), cx.sym(&m.k));
     let alpha = float(cx, m.alpha, types::F32);
@@ -88,5 +91,9 @@ fn emit_packed_b(cx: &mut Cx, m: &Matmul) -> R<()> {
 }
 
 fn float(cx: &mut Cx, v: f64, ty: cranelift_codegen::ir::Type) -> Value {
-    if ty == types::F32 { cx.b.ins().f32const(v as f32) } else { cx.b.ins().f64const(v) }
+    if ty == types::F32 {
+        cx.b.ins().f32const(v as f32)
+    } else {
+        cx.b.ins().f64const(v)
+    }
 }

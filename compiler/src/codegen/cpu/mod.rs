@@ -30,8 +30,8 @@ use crate::passes::plan::{Plan, WEIGHT_ALIGN};
 use aotc_abi::internal_symbols as sym;
 use aotc_abi::sym::SymExpr;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, JumpTableData, Signature, UserFuncName, Value};
-use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::isa;
+use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{DataDescription, FuncId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
@@ -43,10 +43,14 @@ fn cg<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> Error + '_ {
 /// The host ISA with the settings the `.so` needs (see ../shared/notes/cranelift.md).
 pub fn host_isa() -> Result<isa::OwnedTargetIsa> {
     let mut flags = settings::builder();
-    for (k, v) in [("is_pic", "true"), ("opt_level", "speed"), ("probestack_strategy", "inline"), ("unwind_info", "false")] {
+    for (k, v) in
+        [("is_pic", "true"), ("opt_level", "speed"), ("probestack_strategy", "inline"), ("unwind_info", "false")]
+    {
         flags.set(k, v).map_err(cg(k))?;
     }
-    flags.set("enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" }).map_err(cg("enable_verifier"))?;
+    flags
+        .set("enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })
+        .map_err(cg("enable_verifier"))?;
     let builder = cranelift_native::builder().map_err(|e| Error::Codegen(format!("host ISA: {e}")))?;
     builder.finish(settings::Flags::new(flags)).map_err(cg("ISA"))
 }
@@ -80,7 +84,8 @@ fn define_data(module: &mut ObjectModule, name: &str, bytes: Vec<u8>, align: u64
 /// Compiles the program into an object file.
 pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
     let isa = host_isa()?;
-    let builder = ObjectBuilder::new(isa, "aotc_model", cranelift_module::default_libcall_names()).map_err(cg("object"))?;
+    let builder =
+        ObjectBuilder::new(isa, "aotc_model", cranelift_module::default_libcall_names()).map_err(cg("object"))?;
     let mut module = ObjectModule::new(builder);
     let mut fctx = FunctionBuilderContext::new();
     let mut ctx = module.make_context();
@@ -93,8 +98,9 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
         ctx.func.signature = sig.clone();
         ctx.func.name = UserFuncName::user(0, id.as_u32());
         let what = k.kind();
-        kernel::emit_kernel(&mut module, &mut ctx.func, &mut fctx, program, plan, k)
-            .map_err(|e| Error::Codegen(format!("kernel {i} ({what} writing {}): {e}", program.buffers[k.out()].name)))?;
+        kernel::emit_kernel(&mut module, &mut ctx.func, &mut fctx, program, plan, k).map_err(|e| {
+            Error::Codegen(format!("kernel {i} ({what} writing {}): {e}", program.buffers[k.out()].name))
+        })?;
         module.define_function(id, &mut ctx).map_err(|e| Error::Codegen(format!("kernel {i} ({what}): {e:?}")))?;
         module.clear_context(&mut ctx);
         kernel_ids.push(id);
@@ -105,7 +111,13 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
     // profile, it marks the end of each (a test and a branch per kernel when not).
     let ptr = module.target_config().pointer_type();
     let mut parallel_sig = module.make_signature();
-    parallel_sig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
+    parallel_sig.params.extend([
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(ptr),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+    ]);
     let parallel = module.declare_function(sym::PARALLEL, Linkage::Import, &parallel_sig).map_err(cg("parallel"))?;
     let mut mark_sig = module.make_signature();
     mark_sig.params.extend([AbiParam::new(ptr), AbiParam::new(types::I64)]);
@@ -139,7 +151,8 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
             for (i, (id, k)) in kernel_ids.iter().zip(&program.kernels).enumerate().take(end).skip(start) {
                 let f = module.declare_func_in_func(*id, b.func);
                 let (extent, work) = k.split().unwrap_or((SymExpr::Int(0), SymExpr::Int(0)));
-                let small = SymExpr::mul([extent.clone(), work.clone()]).as_int().is_some_and(|w| w < sym::MIN_PARALLEL_WORK);
+                let small =
+                    SymExpr::mul([extent.clone(), work.clone()]).as_int().is_some_and(|w| w < sym::MIN_PARALLEL_WORK);
                 let n = dim_value(&mut b, plan, dims, &extent)?;
                 if small {
                     let zero = b.ins().iconst(types::I64, 0);

@@ -43,12 +43,20 @@ const LN2_HI: f32 = 0.693359375;
 const LN2_LO: f32 = -2.12194440e-4;
 
 /// Cephes's expf: `expm1(r) ~ r + r^2 P(r)` for |r| <= ln2 / 2.
-const EXPM1_P: [f32; 6] = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
+const EXPM1_P: [f32; 6] =
+    [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
 
 /// Cephes's logf: `log(1 + f) ~ f - f^2 / 2 + f^3 P(f)` for f in [sqrt(1/2) - 1, sqrt(2) - 1).
 const LOG_P: [f32; 9] = [
-    7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1,
-    -2.4999993993e-1, 3.3333331174e-1,
+    7.0376836292e-2,
+    -1.1514610310e-1,
+    1.1676998740e-1,
+    -1.2420140846e-1,
+    1.4249322787e-1,
+    -1.6668057665e-1,
+    2.0000714765e-1,
+    -2.4999993993e-1,
+    3.3333331174e-1,
 ];
 
 /// Cephes's tanhf: `tanh(x) ~ x + x^3 P(x^2)` for |x| < 0.625.
@@ -56,13 +64,27 @@ const TANH_P: [f32; 5] = [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2
 
 /// `erf(x) ~ x + x P(x^2)` for |x| < 1: Chebyshev fit (mpmath.chebyfit, degree 6) of
 /// `erf(x) / x - 1` on x^2 in [0, 1], max error 1.2e-9.
-const ERF_P: [f32; 7] = [7.8758750626854883e-5, -8.0168642871658695e-4, 5.189087423433974e-3, -2.6854212010626412e-2, 1.1283594715160218e-1, -3.7612626666720331e-1, 1.2837916584835095e-1];
+const ERF_P: [f32; 7] = [
+    7.8758750626854883e-5,
+    -8.0168642871658695e-4,
+    5.189087423433974e-3,
+    -2.6854212010626412e-2,
+    1.1283594715160218e-1,
+    -3.7612626666720331e-1,
+    1.2837916584835095e-1,
+];
 
 /// `erfc(x) ~ e^(-x^2) R(1/x)` for x >= 1: Chebyshev fit (degree 7) of `erfc(x) e^(x^2)` on
 /// 1/x in [0.25, 1]; times e^(-x^2), its error is at most 1.2e-9.
 const ERFC_R: [f32; 8] = [
-    -1.9605029369706144e-2, 1.2847945060292617e-1, -3.6856255862597054e-1, 5.8989717301079351e-1, -5.1389912240258173e-1, 5.3599493622805151e-2,
-    5.5729263504968306e-1, 3.8153229441997627e-4,
+    -1.9605029369706144e-2,
+    1.2847945060292617e-1,
+    -3.6856255862597054e-1,
+    5.8989717301079351e-1,
+    -5.1389912240258173e-1,
+    5.3599493622805151e-2,
+    5.5729263504968306e-1,
+    3.8153229441997627e-4,
 ];
 
 /// `x` limited to `lo..=hi`; NaN stays NaN.
@@ -245,8 +267,30 @@ mod tests {
     /// Where the functions change algorithm, clamp, overflow or underflow, and the
     /// values IEEE treats apart.
     const SPECIAL: [f32; 24] = [
-        0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN_POSITIVE, 1e-45, -1e-45, f32::MAX, f32::MIN, 1.0, -1.0, 0.625, -0.625,
-        88.7228, 88.7229, 89.0, 100.0, -87.3, -103.3, -104.0, -110.0, 3.92, -4.0,
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+        1e-45,
+        -1e-45,
+        f32::MAX,
+        f32::MIN,
+        1.0,
+        -1.0,
+        0.625,
+        -0.625,
+        88.7228,
+        88.7229,
+        89.0,
+        100.0,
+        -87.3,
+        -103.3,
+        -104.0,
+        -110.0,
+        3.92,
+        -4.0,
     ];
 
     /// Every 4099th bit pattern (all exponents, both signs, NaNs) and the special values.
@@ -363,8 +407,9 @@ mod tests {
                 .flat_map(f32::to_le_bytes)
                 .collect();
             // (vector, op), (vector, copy), (scalar, op), (scalar, copy).
-            let mut kernels = [(true, true), (true, false), (false, true), (false, false)]
-                .map(|(vector, apply)| compile_pointwise(DType::F32, DType::F32, N as i64, vector, |x| if apply { unary(op, x) } else { x }));
+            let mut kernels = [(true, true), (true, false), (false, true), (false, false)].map(|(vector, apply)| {
+                compile_pointwise(DType::F32, DType::F32, N as i64, vector, |x| if apply { unary(op, x) } else { x })
+            });
             let mut fastest = [f64::INFINITY; 4];
             for _ in 0..201 {
                 for (kernel, best) in kernels.iter_mut().zip(&mut fastest) {
@@ -375,7 +420,11 @@ mod tests {
                 }
             }
             let [vector, scalar] = [0, 2].map(|k| (fastest[k] - fastest[k + 1]) / N as f64);
-            println!("{}: {vector:.2} ns/element on f32x4 lanes, {scalar:.2} through libm ({:.1}x)", op.name(), scalar / vector);
+            println!(
+                "{}: {vector:.2} ns/element on f32x4 lanes, {scalar:.2} through libm ({:.1}x)",
+                op.name(),
+                scalar / vector
+            );
         }
     }
 }

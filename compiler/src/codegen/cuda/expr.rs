@@ -120,7 +120,12 @@ fn check_index(kx: &mut Kx, v: Reg, bound: &SymExpr, wrap: bool, site: usize, re
     let at = kx.elem_addr(record, zero)?;
     let first = kx.b.reg(Kind::B64);
     kx.b.set("mov.b64", first, &[Op::Int(-1)]);
-    kx.b.emit_if(inside, true, "atom.global.cas.b64", &[first.into(), Op::At(at, 0), Op::Int(0), Op::Int(site as i64 + 1)]);
+    kx.b.emit_if(
+        inside,
+        true,
+        "atom.global.cas.b64",
+        &[first.into(), Op::At(at, 0), Op::Int(0), Op::Int(site as i64 + 1)],
+    );
     let won = kx.b.def("setp.eq.s64", Kind::Pred, &[first.into(), Op::Int(0)]);
     let n_reg = kx.b.def("mov.s64", Kind::B64, &[n]);
     kx.b.emit_if(won, false, "st.global.s64", &[Op::At(at, 8), v.into()]);
@@ -136,7 +141,8 @@ fn cast_node(kx: &mut Kx, xv: Reg, x: &E, to: DType) -> R<Reg> {
     if from == to {
         return Ok(xv);
     }
-    let rounded = matches!(x.kind, ExprKind::Load { .. } | ExprKind::LoadAt { .. } | ExprKind::Const(_) | ExprKind::Cast(_));
+    let rounded =
+        matches!(x.kind, ExprKind::Load { .. } | ExprKind::LoadAt { .. } | ExprKind::Const(_) | ExprKind::Cast(_));
     let xv = if is_half(from) && !rounded { round_half(&mut kx.b, xv, from) } else { xv };
     let v = cast(kx, xv, compute_dtype(from), compute_dtype(to));
     Ok(round_half(&mut kx.b, v, to))
@@ -158,7 +164,11 @@ pub fn cast(kx: &mut Kx, x: Reg, from: DType, to: DType) -> Reg {
         return b.def("selp.u32", Kind::B32, &[Op::Int(1), Op::Int(0), p.into()]);
     }
     match (f.is_float(), t.is_float()) {
-        (true, true) => b.def(&format!("cvt{}.{}.{}", if t == Num::F32 { ".rn" } else { "" }, t.ty(), f.ty()), t.kind(), &[x.into()]),
+        (true, true) => b.def(
+            &format!("cvt{}.{}.{}", if t == Num::F32 { ".rn" } else { "" }, t.ty(), f.ty()),
+            t.kind(),
+            &[x.into()],
+        ),
         (false, true) => b.def(&format!("cvt.rn.{}.{}", t.ty(), f.ty()), t.kind(), &[x.into()]),
         (true, false) => {
             let wide = b.def(&format!("cvt.rzi.s64.{}", f.ty()), Kind::B64, &[x.into()]);
@@ -173,7 +183,9 @@ pub fn cast(kx: &mut Kx, x: Reg, from: DType, to: DType) -> Reg {
 fn narrow_int(b: &mut super::ptx::Body, x: Reg, f: Num, t: Num) -> Reg {
     match (f.kind(), t.kind()) {
         (Kind::B64, Kind::B64) => x,
-        (Kind::B32, Kind::B64) => b.def(if f.is_unsigned() { "cvt.u64.u32" } else { "cvt.s64.s32" }, Kind::B64, &[x.into()]),
+        (Kind::B32, Kind::B64) => {
+            b.def(if f.is_unsigned() { "cvt.u64.u32" } else { "cvt.s64.s32" }, Kind::B64, &[x.into()])
+        }
         (Kind::B64, _) => {
             let low = b.def("cvt.u32.u64", Kind::B32, &[x.into()]);
             t.normalize(b, low)
@@ -266,7 +278,8 @@ pub fn binary(kx: &mut Kx, op: Prim, a: Reg, bv: Reg, d: DType) -> R<Reg> {
         (Prim::Gt, _) => cmp(kx, "gt"),
         (Prim::Ge, _) => cmp(kx, "ge"),
         (Prim::And | Prim::Or, _) => {
-            let (x, y) = if d == DType::Bool { (a, bv) } else { (cast(kx, a, d, DType::Bool), cast(kx, bv, d, DType::Bool)) };
+            let (x, y) =
+                if d == DType::Bool { (a, bv) } else { (cast(kx, a, d, DType::Bool), cast(kx, bv, d, DType::Bool)) };
             kx.b.def(if op == Prim::And { "and.b32" } else { "or.b32" }, Kind::B32, &[x.into(), y.into()])
         }
         (Prim::BitAnd, false) => kx.b.def(&format!("and.{}", num.bits()), k, &args),

@@ -40,11 +40,19 @@ impl Shape {
 
 /// `__aotc_fft(out, input, offset, kind, norm, outer, len_in, len_out, inner)`.
 pub fn fft(kx: &mut Kx, call: &ExternCall) -> R<Work> {
-    let [ExternArg::Buf(input), ExternArg::Size(offset), ExternArg::Size(kind), ExternArg::Size(norm), ExternArg::Size(outer), ExternArg::Size(len_in), ExternArg::Size(len_out), ExternArg::Size(inner)] = call.args.as_slice() else {
+    let [ExternArg::Buf(input), ExternArg::Size(offset), ExternArg::Size(kind), ExternArg::Size(norm), ExternArg::Size(outer), ExternArg::Size(len_in), ExternArg::Size(len_out), ExternArg::Size(inner)] =
+        call.args.as_slice()
+    else {
         return Err(format!("{} takes (input, offset, kind, norm, outer, len_in, len_out, inner)", call.name));
     };
-    let shape = kind.as_int().and_then(Shape::of).ok_or_else(|| format!("{}: kind {kind} is not a static transform kind", call.name))?;
-    let norm = norm.as_int().filter(|v| matches!(*v, fft::NORM_NONE | fft::NORM_BY_ROOT_N | fft::NORM_BY_N)).ok_or_else(|| format!("{}: norm {norm} is not a static normalization", call.name))?;
+    let shape = kind
+        .as_int()
+        .and_then(Shape::of)
+        .ok_or_else(|| format!("{}: kind {kind} is not a static transform kind", call.name))?;
+    let norm = norm
+        .as_int()
+        .filter(|v| matches!(*v, fft::NORM_NONE | fft::NORM_BY_ROOT_N | fft::NORM_BY_N))
+        .ok_or_else(|| format!("{}: norm {norm} is not a static normalization", call.name))?;
     for buf in [call.out, *input] {
         let dtype = kx.program.buffers[buf].dtype;
         if dtype != DType::F32 {
@@ -81,7 +89,8 @@ pub fn fft(kx: &mut Kx, call: &ExternCall) -> R<Work> {
     let total = kx.product(&ranges)?;
     let (first, step) = kx.global_thread();
     kx.strided_loop(first, total, step, &mut |kx, flat| {
-        let [o, k, i] = <[Reg; 3]>::try_from(kx.unflatten(flat, &ranges)?).map_err(|_| "an output index without its three coordinates".to_string())?;
+        let [o, k, i] = <[Reg; 3]>::try_from(kx.unflatten(flat, &ranges)?)
+            .map_err(|_| "an output index without its three coordinates".to_string())?;
         let (re, im) = lines.dft(kx, o, i, k, n, terms, angle_step)?;
         let out_width = if shape.real_out { 1 } else { 2 };
         let at = kx.b.def("mul.lo.s64", Kind::B64, &[flat.into(), Op::Int(out_width)]);
@@ -135,7 +144,8 @@ impl Lines<'_> {
         let (re, im) = (zero(kx), zero(kx));
         // (j k) mod n, stepped by k (< n) per term: no product that could overflow.
         let jk = kx.b.def("mov.s64", Kind::B64, &[Op::Int(0)]);
-        let (first, one) = (kx.b.def("mov.s64", Kind::B64, &[Op::Int(0)]), kx.b.def("mov.s64", Kind::B64, &[Op::Int(1)]));
+        let (first, one) =
+            (kx.b.def("mov.s64", Kind::B64, &[Op::Int(0)]), kx.b.def("mov.s64", Kind::B64, &[Op::Int(1)]));
         kx.strided_loop(first, terms, one, &mut |kx, j| {
             let mut a = self.load(kx, at, 0)?;
             let mut b = if self.shape.real_in { zero(kx) } else { self.load(kx, at, 1)? };

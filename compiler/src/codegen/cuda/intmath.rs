@@ -10,7 +10,8 @@ use super::ptx::{Kind, Op, Reg};
 fn safe_divisor(kx: &mut Kx, b: Reg, num: Num) -> (Reg, Option<Reg>, Reg) {
     let bits = num.bits();
     let zero = kx.b.def(&format!("setp.eq.{bits}"), Kind::Pred, &[b.into(), Op::Int(0)]);
-    let minus_one = (!num.is_unsigned()).then(|| kx.b.def(&format!("setp.eq.{bits}"), Kind::Pred, &[b.into(), Op::Int(-1)]));
+    let minus_one =
+        (!num.is_unsigned()).then(|| kx.b.def(&format!("setp.eq.{bits}"), Kind::Pred, &[b.into(), Op::Int(-1)]));
     let unsafe_divisor = match minus_one {
         Some(m) => kx.b.def("or.pred", Kind::Pred, &[zero.into(), m.into()]),
         None => zero,
@@ -64,7 +65,11 @@ pub fn pow(kx: &mut Kx, base: Reg, exponent: Reg, num: Num) -> Reg {
     let square = kx.b.reg(k);
     kx.b.set(&format!("mov.{bits}"), square, &[base.into()]);
     let rest = kx.b.reg(k);
-    let negative = kx.b.def(&format!("setp.lt.{}", if num.is_unsigned() { "s32" } else { ty }), Kind::Pred, &[exponent.into(), Op::Int(0)]);
+    let negative = kx.b.def(
+        &format!("setp.lt.{}", if num.is_unsigned() { "s32" } else { ty }),
+        Kind::Pred,
+        &[exponent.into(), Op::Int(0)],
+    );
     kx.b.set(&format!("selp.{bits}"), rest, &[Op::Int(0), exponent.into(), negative.into()]);
     let (top, done) = (kx.b.label(), kx.b.label());
     kx.b.place(top);

@@ -53,13 +53,21 @@ impl Kx<'_> {
     pub fn size(&self, s: &SymExpr) -> R<Op> {
         match s.as_int() {
             Some(v) => Ok(Op::Int(v)),
-            None => self.sizes.get(s).map(|r| Op::Reg(*r)).ok_or_else(|| format!("size {s} is not a parameter of the kernel")),
+            None => self
+                .sizes
+                .get(s)
+                .map(|r| Op::Reg(*r))
+                .ok_or_else(|| format!("size {s} is not a parameter of the kernel")),
         }
     }
 
     /// The product of `sizes` (an s64 register), computed from their operands.
     pub fn product(&mut self, sizes: &[SymExpr]) -> R<Reg> {
-        let mut acc = self.b.def("mov.s64", Kind::B64, &[Op::Int(SymExpr::product(sizes.iter().filter(|s| s.is_static())).as_int().unwrap_or(1))]);
+        let mut acc = self.b.def(
+            "mov.s64",
+            Kind::B64,
+            &[Op::Int(SymExpr::product(sizes.iter().filter(|s| s.is_static())).as_int().unwrap_or(1))],
+        );
         for s in sizes.iter().filter(|s| !s.is_static()) {
             let v = self.size(s)?;
             acc = self.b.def("mul.lo.s64", Kind::B64, &[acc.into(), v]);
@@ -141,7 +149,13 @@ impl Kx<'_> {
     }
 
     /// `for i = first; i < count; i += step { body(i) }` over s64 values.
-    pub fn strided_loop(&mut self, first: Reg, count: Reg, step: Reg, body: &mut dyn FnMut(&mut Self, Reg) -> R<()>) -> R<()> {
+    pub fn strided_loop(
+        &mut self,
+        first: Reg,
+        count: Reg,
+        step: Reg,
+        body: &mut dyn FnMut(&mut Self, Reg) -> R<()>,
+    ) -> R<()> {
         let i = self.b.reg(Kind::B64);
         self.b.set("mov.s64", i, &[first.into()]);
         let (top, done): (Label, Label) = (self.b.label(), self.b.label());

@@ -88,7 +88,11 @@ pub fn matmul(kx: &mut Kx, m: &Matmul) -> R<()> {
             for step in 0..TILE {
                 let b = kx.b.def(&format!("ld.shared.{ty}"), num.kind(), &[Op::At(b_col, step * TILE * elem)]);
                 for (i, &c) in acc.iter().enumerate() {
-                    let a = kx.b.def(&format!("ld.shared.{ty}"), num.kind(), &[Op::At(a_row0, (8 * i as i64 * TILE + step) * elem)]);
+                    let a = kx.b.def(
+                        &format!("ld.shared.{ty}"),
+                        num.kind(),
+                        &[Op::At(a_row0, (8 * i as i64 * TILE + step) * elem)],
+                    );
                     kx.b.set(&format!("fma.rn.{ty}"), c, &[a.into(), b.into(), c.into()]);
                 }
             }

@@ -55,7 +55,8 @@ pub fn nonzero(kx: &mut Kx, call: &ExternCall) -> R<Work> {
         let last_lane = kx.b.def("setp.eq.u32", Kind::Pred, &[lane.into(), Op::Int(31)]);
         kx.b.emit_if(last_lane, false, "st.shared.u32", &[Op::At(warp_slot, 0), within_warp.into()]);
         kx.b.emit("bar.sync", &[Op::Int(0)]);
-        let (before, total) = (kx.b.def("mov.u32", Kind::B32, &[Op::Int(0)]), kx.b.def("mov.u32", Kind::B32, &[Op::Int(0)]));
+        let (before, total) =
+            (kx.b.def("mov.u32", Kind::B32, &[Op::Int(0)]), kx.b.def("mov.u32", Kind::B32, &[Op::Int(0)]));
         for w in 0..WARPS {
             let count = kx.b.def("ld.shared.u32", Kind::B32, &[Op::At(counts, 4 * w)]);
             kx.b.set("add.u32", total, &[total.into(), count.into()]);

@@ -14,7 +14,9 @@ const MAX_BLOCKS: i64 = 1 << 16;
 
 fn blocks(work: &Work, block: u32) -> SymExpr {
     let n = match work {
-        Work::Threads(n) => SymExpr::floor_div(SymExpr::add([n.clone(), SymExpr::Int(block as i64 - 1)]), SymExpr::Int(block as i64)),
+        Work::Threads(n) => {
+            SymExpr::floor_div(SymExpr::add([n.clone(), SymExpr::Int(block as i64 - 1)]), SymExpr::Int(block as i64))
+        }
         Work::Ctas(n) => n.clone(),
     };
     SymExpr::min(n, SymExpr::Int(MAX_BLOCKS))
@@ -28,33 +30,44 @@ fn operand(plan: &Plan, r: &StridedRef) -> Option<GemmOperand> {
 /// The plan of `program` from its PTX `module` and its slot `plan`; an extern kernel (the
 /// caller refused those first) is an error.
 pub fn launch_plan(program: &Program, module: &Module, plan: &Plan) -> Result<CudaPlan, String> {
-    let kernels = module.kernels.iter().zip(&program.kernels).enumerate().map(|(i, (k, ir))| match k {
-        PtxKernel::Entry { entry, params, block, work, .. } => Ok(CudaKernel {
-            entry: entry.clone(),
-            block: *block,
-            grid: [blocks(work, *block), SymExpr::Int(1), SymExpr::Int(1)],
-            shared_bytes: 0,
-            params: params.iter().map(|p| match p {
-                Param::Buffer(b) => CudaParam::Slot(plan.slot(*b)),
-                Param::Size(e) => CudaParam::Size(e.clone()),
-            }).collect(),
-            gemm: match ir {
-                Kernel::Matmul(m) if !m.packed_b => (|| Some(CudaGemm {
-                    dtype: m.dtype,
-                    batch: m.batch.clone(),
-                    m: m.m.clone(),
-                    n: m.n.clone(),
-                    k: m.k.clone(),
-                    a: operand(plan, &m.a)?,
-                    b: operand(plan, &m.b)?,
-                    out: plan.slot(m.out),
-                    alpha: m.alpha,
-                    accumulate: m.accumulate,
-                }))(),
-                _ => None,
-            },
-        }),
-        PtxKernel::Extern { name } => Err(format!("kernel {i}: the extern call {name} has no CUDA form")),
-    }).collect::<Result<Vec<_>, String>>()?;
+    let kernels = module
+        .kernels
+        .iter()
+        .zip(&program.kernels)
+        .enumerate()
+        .map(|(i, (k, ir))| match k {
+            PtxKernel::Entry { entry, params, block, work, .. } => Ok(CudaKernel {
+                entry: entry.clone(),
+                block: *block,
+                grid: [blocks(work, *block), SymExpr::Int(1), SymExpr::Int(1)],
+                shared_bytes: 0,
+                params: params
+                    .iter()
+                    .map(|p| match p {
+                        Param::Buffer(b) => CudaParam::Slot(plan.slot(*b)),
+                        Param::Size(e) => CudaParam::Size(e.clone()),
+                    })
+                    .collect(),
+                gemm: match ir {
+                    Kernel::Matmul(m) if !m.packed_b => (|| {
+                        Some(CudaGemm {
+                            dtype: m.dtype,
+                            batch: m.batch.clone(),
+                            m: m.m.clone(),
+                            n: m.n.clone(),
+                            k: m.k.clone(),
+                            a: operand(plan, &m.a)?,
+                            b: operand(plan, &m.b)?,
+                            out: plan.slot(m.out),
+                            alpha: m.alpha,
+                            accumulate: m.accumulate,
+                        })
+                    })(),
+                    _ => None,
+                },
+            }),
+            PtxKernel::Extern { name } => Err(format!("kernel {i}: the extern call {name} has no CUDA form")),
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     Ok(CudaPlan { ptx: module.text.clone(), kernels })
 }

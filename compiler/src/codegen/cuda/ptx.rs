@@ -203,7 +203,10 @@ impl Body {
     pub fn finish(mut self, name: &str, params: &[(&str, String)], threads: u32) -> String {
         self.emit("ret", &[]);
         let params: Vec<String> = params.iter().map(|(ty, n)| format!("\t.param {ty} {n}")).collect();
-        let mut out = format!(".visible .entry {name}(\n{}\n)\n.maxntid {threads}, 1, 1\n.minnctapersm 1\n{{\n", params.join(",\n"));
+        let mut out = format!(
+            ".visible .entry {name}(\n{}\n)\n.maxntid {threads}, 1, 1\n.minnctapersm 1\n{{\n",
+            params.join(",\n")
+        );
         for k in KINDS {
             let n = self.counts[k.slot()];
             if n > 0 {

@@ -11,11 +11,8 @@ use aotc_abi::DType;
 
 type R = Result<Vec<TensorValue>, String>;
 
-pub const OPS: &[(&str, LowerFn)] = &[
-    ("hardtanh.default", hardtanh),
-    ("elu.default", elu),
-    ("leaky_relu.default", leaky_relu),
-];
+pub const OPS: &[(&str, LowerFn)] =
+    &[("hardtanh.default", hardtanh), ("elu.default", elu), ("leaky_relu.default", leaky_relu)];
 
 /// `f(x)` for each element of `self`, in its dtype: any dtype but bool, or only floating
 /// ones when `float_only` (torch has no integer kernel for them).
@@ -44,7 +41,8 @@ fn elu(lw: &mut Lowerer, a: &Args) -> R {
     let (alpha, scale, input_scale) = (number("alpha", 1.0)?, number("scale", 1.0)?, number("input_scale", 1.0)?);
     elementwise(lw, a, true, |x| {
         let c = |v: f64| constant(Scalar::F(v), x.dtype);
-        let negative = binary(Prim::Mul, unary(Prim::Expm1, binary(Prim::Mul, x.clone(), c(input_scale))), c(alpha * scale));
+        let negative =
+            binary(Prim::Mul, unary(Prim::Expm1, binary(Prim::Mul, x.clone(), c(input_scale))), c(alpha * scale));
         let positive = binary(Prim::Mul, x.clone(), c(scale));
         select(binary(Prim::Le, x.clone(), c(0.0)), negative, positive)
     })
@@ -55,6 +53,10 @@ fn leaky_relu(lw: &mut Lowerer, a: &Args) -> R {
     let slope = a.opt_scalar("negative_slope")?.map_or(0.01, Scalar::as_f64);
     elementwise(lw, a, true, |x| {
         let zero = constant(Scalar::F(0.0), x.dtype);
-        select(binary(Prim::Gt, x.clone(), zero), x.clone(), binary(Prim::Mul, x.clone(), constant(Scalar::F(slope), x.dtype)))
+        select(
+            binary(Prim::Gt, x.clone(), zero),
+            x.clone(),
+            binary(Prim::Mul, x.clone(), constant(Scalar::F(slope), x.dtype)),
+        )
     })
 }

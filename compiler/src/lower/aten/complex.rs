@@ -53,10 +53,12 @@ fn dtype_name(code: i64) -> String {
 /// The lowering for `node`: `lower_fn` when no complex value is involved, else the one
 /// written for complex values, if its operator has one.
 pub fn route(lw: &Lowerer, node: &Node, op: &str, lower_fn: LowerFn) -> Result<LowerFn, String> {
-    let complex_input = node.inputs.iter().flat_map(|a| tensor_names(&a.arg)).any(|name| lw.value(&name).is_ok_and(|v| v.complex));
+    let complex_input =
+        node.inputs.iter().flat_map(|a| tensor_names(&a.arg)).any(|name| lw.value(&name).is_ok_and(|v| v.complex));
     // Recorded complex results of any width: complex32 and complex128 are refused by the
     // lowerings below with a message naming them.
-    let complex_result = output_names(node).iter().any(|name| lw.meta(name).is_ok_and(|m| COMPLEX_CODES.contains(&m.dtype)));
+    let complex_result =
+        output_names(node).iter().any(|name| lw.meta(name).is_ok_and(|m| COMPLEX_CODES.contains(&m.dtype)));
     if !complex_input && !complex_result {
         return Ok(lower_fn);
     }
@@ -140,7 +142,11 @@ fn scale(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "self")?;
     let s = match a.get("other") {
         Some(Argument::Int(_) | Argument::Float(_) | Argument::Bool(_)) if x.complex => a.scalar("other")?,
-        _ => return Err("aten.mul of a complex tensor is supported only as complex `self` times a real number `other`".into()),
+        _ => {
+            return Err(
+                "aten.mul of a complex tensor is supported only as complex `self` times a real number `other`".into()
+            )
+        }
     };
     let rank = x.logical_sizes().len();
     let at = vars(rank);
@@ -162,7 +168,8 @@ fn abs(lw: &mut Lowerer, a: &Args) -> R {
     let (re, im) = (f64_part(0), f64_part(1));
     let inf = constant(Scalar::F(f64::INFINITY), DType::F64);
     let infinite = |v: &E| binary(Prim::Eq, unary(Prim::Abs, v.clone()), inf.clone());
-    let squares = binary(Prim::Add, binary(Prim::Mul, re.clone(), re.clone()), binary(Prim::Mul, im.clone(), im.clone()));
+    let squares =
+        binary(Prim::Add, binary(Prim::Mul, re.clone(), re.clone()), binary(Prim::Mul, im.clone(), im.clone()));
     let magnitude = select(binary(Prim::Or, infinite(&re), infinite(&im)), inf.clone(), unary(Prim::Sqrt, squares));
     Ok(vec![TensorValue::lazy(DType::F32, x.logical_sizes().to_vec(), magnitude)])
 }

@@ -16,10 +16,7 @@ use aotc_abi::{fft, DType};
 
 type R = Result<Vec<TensorValue>, String>;
 
-pub const OPS: &[(&str, LowerFn)] = &[
-    ("_fft_r2c.default", r2c),
-    ("_fft_c2r.default", c2r),
-];
+pub const OPS: &[(&str, LowerFn)] = &[("_fft_r2c.default", r2c), ("_fft_c2r.default", c2r)];
 
 /// `_fft_r2c(self, dim, normalization, onesided)`: the forward transform of a real input
 /// over `dim`; with `onesided`, the last of `dim` keeps its first n / 2 + 1 outputs.
@@ -28,8 +25,12 @@ pub fn r2c(lw: &mut Lowerer, a: &Args) -> R {
     match (x.complex, x.dtype) {
         (true, _) => return Err("self is complex64; _fft_r2c transforms a real input".into()),
         (false, DType::F32) => {}
-        (false, DType::F64) => return Err("float64 FFTs (complex128 results) are not supported; aotc computes FFTs in float32".into()),
-        (false, d @ (DType::F16 | DType::BF16)) => return Err(format!("{d} FFTs are not supported (PyTorch has no CPU FFT for {d})")),
+        (false, DType::F64) => {
+            return Err("float64 FFTs (complex128 results) are not supported; aotc computes FFTs in float32".into())
+        }
+        (false, d @ (DType::F16 | DType::BF16)) => {
+            return Err(format!("{d} FFTs are not supported (PyTorch has no CPU FFT for {d})"))
+        }
         (false, d) => return Err(format!("_fft_r2c expects a floating-point input, got {d}")),
     }
     let dims = fft_dims(a, x.rank())?;
@@ -37,7 +38,12 @@ pub fn r2c(lw: &mut Lowerer, a: &Args) -> R {
     let onesided = a.bool_or("onesided", true)?;
     let last = dims[dims.len() - 1];
     let n = x.sizes[last].clone();
-    lw.require(SymExpr::Int(1), GuardOp::Le, n.clone(), &format!("the signal along dimension {last} has at least one element"))?;
+    lw.require(
+        SymExpr::Int(1),
+        GuardOp::Le,
+        n.clone(),
+        &format!("the signal along dimension {last} has at least one element"),
+    )?;
     let len_out = if onesided { half_spectrum(&n) } else { n };
     let name = a.node_name();
     let mut v = step(lw, &x, fft::REAL_TO_COMPLEX, norm, last, len_out, &name);
@@ -60,8 +66,12 @@ pub fn c2r(lw: &mut Lowerer, a: &Args) -> R {
     let n = a.sym_int(lw, "last_dim_size")?;
     let last = dims[dims.len() - 1];
     lw.require(SymExpr::Int(1), GuardOp::Le, n.clone(), "last_dim_size is at least 1")?;
-    lw.require(half_spectrum(&n), GuardOp::Le, x.sizes[last].clone(),
-        &format!("dimension {last} holds the last_dim_size / 2 + 1 entries of the half spectrum"))?;
+    lw.require(
+        half_spectrum(&n),
+        GuardOp::Le,
+        x.sizes[last].clone(),
+        &format!("dimension {last} holds the last_dim_size / 2 + 1 entries of the half spectrum"),
+    )?;
     let name = a.node_name();
     let mut v = x;
     for &d in &dims[..dims.len() - 1] {
@@ -102,10 +112,22 @@ fn normalization(a: &Args) -> Result<i64, String> {
 
 /// One 1-D transform of `x` along logical dimension `dim` into a new buffer, whose
 /// dimension `dim` has `len_out` elements.
-fn step(lw: &mut Lowerer, x: &TensorValue, kind: i64, norm: i64, dim: usize, len_out: SymExpr, name: &str) -> TensorValue {
+fn step(
+    lw: &mut Lowerer,
+    x: &TensorValue,
+    kind: i64,
+    norm: i64,
+    dim: usize,
+    len_out: SymExpr,
+    name: &str,
+) -> TensorValue {
     // The kernel reads [outer, len_in, inner] contiguously from an offset.
     let (x, r) = lw.strided(x, name);
-    let (input, input_offset) = if r.strides == contiguous_strides(&x.sizes) { (r.buf, r.offset) } else { (lw.materialize(&x, name), SymExpr::Int(0)) };
+    let (input, input_offset) = if r.strides == contiguous_strides(&x.sizes) {
+        (r.buf, r.offset)
+    } else {
+        (lw.materialize(&x, name), SymExpr::Int(0))
+    };
     let logical = x.logical_sizes();
     let complex = kind != fft::COMPLEX_TO_REAL;
     let mut sizes = logical.to_vec();

@@ -8,9 +8,9 @@
 
 use super::registry::LowerFn;
 use super::scatter::{all, converted, flat_position, reduce_where, var_value};
-use crate::ir::expr::{int, size_value};
 use crate::frontend::schema::{Argument, OptionalTensorArgument};
 use crate::ir::expr::{self, binary, cast, index_value, Affine, E};
+use crate::ir::expr::{int, size_value};
 use crate::ir::{Prim, ReduceOp};
 use crate::lower::args::Args;
 use crate::lower::tensor::{broadcast_shapes, norm_dim, vars, TensorValue};
@@ -89,7 +89,12 @@ fn gather(lw: &mut Lowerer, a: &Args) -> R {
         return Err(format!("index has rank {}, self has rank {}: gather needs the same rank", index.rank(), x.rank()));
     }
     for d in (0..index.rank()).filter(|&d| d != dim) {
-        lw.require(index.sizes[d].clone(), GuardOp::Le, x.sizes[d].clone(), &format!("gather: index dimension {d} must not exceed self's"))?;
+        lw.require(
+            index.sizes[d].clone(),
+            GuardOp::Le,
+            x.sizes[d].clone(),
+            &format!("gather: index dimension {d} must not exceed self's"),
+        )?;
     }
     let rank = index.rank();
     let picked = index.load(&vars(rank));
@@ -126,7 +131,8 @@ fn embedding(lw: &mut Lowerer, a: &Args) -> R {
 fn cat(lw: &mut Lowerer, a: &Args) -> R {
     let all = a.tensors(lw, "tensors")?;
     // torch skips legacy empty 1-D inputs (size [0]) whatever the others' rank.
-    let parts: Vec<TensorValue> = all.iter().filter(|t| !(t.rank() == 1 && t.sizes[0] == SymExpr::Int(0))).cloned().collect();
+    let parts: Vec<TensorValue> =
+        all.iter().filter(|t| !(t.rank() == 1 && t.sizes[0] == SymExpr::Int(0))).cloned().collect();
     let Some(first) = parts.first().or(all.first()).cloned() else { return Err("cat of an empty list".into()) };
     let dim = norm_dim(a.int_or("dim", 0)?, first.rank())?;
     let dtype = parts.iter().map(|t| t.dtype).reduce(super::promote::promote_types).unwrap_or(first.dtype);
@@ -136,7 +142,12 @@ fn cat(lw: &mut Lowerer, a: &Args) -> R {
             return Err(format!("cat inputs differ in rank: {} vs {}", t.rank(), first.rank()));
         }
         for d in (0..t.rank()).filter(|&d| d != dim) {
-            lw.require(t.sizes[d].clone(), GuardOp::Eq, first.sizes[d].clone(), &format!("cat inputs agree on dimension {d}"))?;
+            lw.require(
+                t.sizes[d].clone(),
+                GuardOp::Eq,
+                first.sizes[d].clone(),
+                &format!("cat inputs agree on dimension {d}"),
+            )?;
         }
     }
     if first.rank() == 0 {
@@ -167,10 +178,13 @@ fn cat(lw: &mut Lowerer, a: &Args) -> R {
 fn index_list(lw: &Lowerer, a: &Args) -> Result<Vec<Option<TensorValue>>, String> {
     match a.get("indices") {
         Some(Argument::Tensors(ts)) => ts.iter().map(|t| lw.value(&t.name).map(Some)).collect(),
-        Some(Argument::OptionalTensors(ts)) => ts.iter().map(|t| match t {
-            OptionalTensorArgument::Tensor(t) => lw.value(&t.name).map(Some),
-            OptionalTensorArgument::None(_) => Ok(None),
-        }).collect(),
+        Some(Argument::OptionalTensors(ts)) => ts
+            .iter()
+            .map(|t| match t {
+                OptionalTensorArgument::Tensor(t) => lw.value(&t.name).map(Some),
+                OptionalTensorArgument::None(_) => Ok(None),
+            })
+            .collect(),
         other => Err(format!("argument 'indices' should be a list of optional tensors, got {other:?}")),
     }
 }
@@ -197,7 +211,8 @@ impl Advanced {
         if indices.len() > x.rank() {
             return Err(format!("too many indices ({}) for a tensor of rank {}", indices.len(), x.rank()));
         }
-        let given: Vec<(usize, TensorValue)> = indices.into_iter().enumerate().filter_map(|(d, t)| t.map(|t| (d, t))).collect();
+        let given: Vec<(usize, TensorValue)> =
+            indices.into_iter().enumerate().filter_map(|(d, t)| t.map(|t| (d, t))).collect();
         if let Some((d, t)) = given.iter().find(|(_, t)| t.dtype.is_float()) {
             return Err(format!("the index of dimension {d} is {}: indices must be integers", t.dtype));
         }
@@ -267,28 +282,52 @@ fn index_put(lw: &mut Lowerer, a: &Args) -> R {
         return mask_put(lw, &x, indices, &values, accumulate);
     }
     let adv = Advanced::new(&x, indices)?;
-    let values = values.expand(&adv.result_sizes(&x)).map_err(|m| format!("values do not broadcast to the indexed shape: {m}"))?;
+    let values = values
+        .expand(&adv.result_sizes(&x))
+        .map_err(|m| format!("values do not broadcast to the indexed shape: {m}"))?;
     let name = a.node_name();
     let rank = x.rank();
     // Reduction variables: self's position (0..rank), then the batch position.
     let batch: Vec<Affine> = (rank..rank + adv.batch.len()).map(Affine::var).collect();
     let sliced: Vec<Affine> = adv.sliced.iter().map(|&d| Affine::var(d)).collect();
-    let hits: Vec<E> = (0..adv.indexed.len()).map(|k| binary(Prim::Eq, adv.checked(lw, &x, k, &batch), var_value(adv.indexed[k].0))).collect();
+    let hits: Vec<E> = (0..adv.indexed.len())
+        .map(|k| binary(Prim::Eq, adv.checked(lw, &x, k, &batch), var_value(adv.indexed[k].0)))
+        .collect();
     let matches = all(hits);
     let x_i = x.load(&vars(rank));
     if accumulate {
-        let added = reduce_where(lw, &name, &x.sizes, &adv.batch, ReduceOp::Sum, matches, values.load(&adv.result_at(&batch, &sliced)));
+        let added = reduce_where(
+            lw,
+            &name,
+            &x.sizes,
+            &adv.batch,
+            ReduceOp::Sum,
+            matches,
+            values.load(&adv.result_at(&batch, &sliced)),
+        );
         return Ok(vec![TensorValue::lazy(x.dtype, x.sizes.clone(), binary(Prim::Add, x_i, added.load(&vars(rank))))]);
     }
-    let last = reduce_where(lw, &format!("{name}.last"), &x.sizes, &adv.batch, ReduceOp::Max, matches, flat_position(&adv.batch, &batch));
+    let last = reduce_where(
+        lw,
+        &format!("{name}.last"),
+        &x.sizes,
+        &adv.batch,
+        ReduceOp::Max,
+        matches,
+        flat_position(&adv.batch, &batch),
+    );
     let last = last.load(&vars(rank));
     // The values laid out as [batch (flattened), sliced...], read at the last position.
     let (start, end) = (adv.batch_at, adv.batch_at + adv.batch.len());
     let order: Vec<usize> = (start..end).chain(0..start).chain(end..values.rank()).collect();
     let batch_first = values.permute(&order)?;
-    let flat_sizes: Vec<SymExpr> = std::iter::once(SymExpr::product(adv.batch.iter())).chain(adv.sliced.iter().map(|&d| x.sizes[d].clone())).collect();
+    let flat_sizes: Vec<SymExpr> = std::iter::once(SymExpr::product(adv.batch.iter()))
+        .chain(adv.sliced.iter().map(|&d| x.sizes[d].clone()))
+        .collect();
     let table = lw.reshape(&batch_first, &flat_sizes, &format!("{name}.values"));
-    let at: Vec<E> = std::iter::once(binary(Prim::Max, last.clone(), int(0))).chain(adv.sliced.iter().map(|&d| var_value(d))).collect();
+    let at: Vec<E> = std::iter::once(binary(Prim::Max, last.clone(), int(0)))
+        .chain(adv.sliced.iter().map(|&d| var_value(d)))
+        .collect();
     let value = lw.load_at_indices(&table, &at, &name);
     Ok(vec![TensorValue::lazy(x.dtype, x.sizes.clone(), expr::select(binary(Prim::Ge, last, int(0)), value, x_i))])
 }
@@ -296,17 +335,33 @@ fn index_put(lw: &mut Lowerer, a: &Args) -> R {
 /// index_put with one boolean mask among the indices: `self[mask] = values`, where the
 /// values may broadcast along every dimension but the masked positions' (whose count
 /// depends on the data): `where(mask, values, self)`.
-fn mask_put(lw: &mut Lowerer, x: &TensorValue, indices: Vec<Option<TensorValue>>, values: &TensorValue, accumulate: bool) -> R {
-    let given: Vec<(usize, &TensorValue)> = indices.iter().enumerate().filter_map(|(d, t)| t.as_ref().map(|t| (d, t))).collect();
+fn mask_put(
+    lw: &mut Lowerer,
+    x: &TensorValue,
+    indices: Vec<Option<TensorValue>>,
+    values: &TensorValue,
+    accumulate: bool,
+) -> R {
+    let given: Vec<(usize, &TensorValue)> =
+        indices.iter().enumerate().filter_map(|(d, t)| t.as_ref().map(|t| (d, t))).collect();
     let [(first, mask)] = given[..] else {
         return Err("index_put with a boolean mask and other index tensors is not supported".into());
     };
     let masked = first..first + mask.rank();
     if masked.end > x.rank() {
-        return Err(format!("a mask of rank {} at dimension {first} does not fit a tensor of rank {}", mask.rank(), x.rank()));
+        return Err(format!(
+            "a mask of rank {} at dimension {first} does not fit a tensor of rank {}",
+            mask.rank(),
+            x.rank()
+        ));
     }
     for (k, d) in masked.clone().enumerate() {
-        lw.require(mask.sizes[k].clone(), GuardOp::Eq, x.sizes[d].clone(), &format!("the mask matches self's dimension {d}"))?;
+        lw.require(
+            mask.sizes[k].clone(),
+            GuardOp::Eq,
+            x.sizes[d].clone(),
+            &format!("the mask matches self's dimension {d}"),
+        )?;
     }
     // The indexed shape with one masked position: values must not vary along that one.
     let sizes = [&x.sizes[..first], &[SymExpr::Int(1)], &x.sizes[masked.end..]].concat();
@@ -330,10 +385,19 @@ fn embedding_dense_backward(lw: &mut Lowerer, a: &Args) -> R {
     let padding_idx = a.int("padding_idx")?;
     let scale = a.bool_or("scale_grad_by_freq", false)?;
     if grad.rank() != indices.rank() + 1 {
-        return Err(format!("grad_output has rank {}, expected the indices' rank {} plus one", grad.rank(), indices.rank()));
+        return Err(format!(
+            "grad_output has rank {}, expected the indices' rank {} plus one",
+            grad.rank(),
+            indices.rank()
+        ));
     }
     for d in 0..indices.rank() {
-        lw.require(grad.sizes[d].clone(), GuardOp::Eq, indices.sizes[d].clone(), &format!("grad_output matches the indices in dimension {d}"))?;
+        lw.require(
+            grad.sizes[d].clone(),
+            GuardOp::Eq,
+            indices.sizes[d].clone(),
+            &format!("grad_output matches the indices in dimension {d}"),
+        )?;
     }
     let name = a.node_name();
     let n = SymExpr::product(indices.sizes.iter());
@@ -347,15 +411,32 @@ fn embedding_dense_backward(lw: &mut Lowerer, a: &Args) -> R {
         matches = binary(Prim::And, matches, binary(Prim::Ne, index.clone(), int(padding_idx)));
     }
     let sizes = [num_weights.clone(), dim];
-    let sum = reduce_where(lw, &name, &sizes, std::slice::from_ref(&n), ReduceOp::Sum, matches, flat_grad.load(&[Affine::var(2), Affine::var(1)]));
+    let sum = reduce_where(
+        lw,
+        &name,
+        &sizes,
+        std::slice::from_ref(&n),
+        ReduceOp::Sum,
+        matches,
+        flat_grad.load(&[Affine::var(2), Affine::var(1)]),
+    );
     if !scale {
         return Ok(vec![sum]);
     }
     let index = cast(flat_indices.load(&[Affine::var(1)]), DType::I64);
-    let counts = reduce_where(lw, &format!("{name}.counts"), &[num_weights], &[n], ReduceOp::Sum, binary(Prim::Eq, index, var_value(0)), int(1));
+    let counts = reduce_where(
+        lw,
+        &format!("{name}.counts"),
+        &[num_weights],
+        &[n],
+        ReduceOp::Sum,
+        binary(Prim::Eq, index, var_value(0)),
+        int(1),
+    );
     let count = counts.load(&[Affine::var(0)]);
     let s = sum.load(&vars(2));
-    let scaled = expr::select(binary(Prim::Gt, count.clone(), int(0)), binary(Prim::Div, s.clone(), cast(count, grad.dtype)), s);
+    let scaled =
+        expr::select(binary(Prim::Gt, count.clone(), int(0)), binary(Prim::Div, s.clone(), cast(count, grad.dtype)), s);
     Ok(vec![TensorValue::lazy(grad.dtype, sizes.to_vec(), scaled)])
 }
 
@@ -374,7 +455,12 @@ fn embedding_bag(lw: &mut Lowerer, a: &Args) -> R {
     let include_last_offset = a.bool_or("include_last_offset", false)?;
     let padding_idx = a.int_or("padding_idx", -1)?;
     if weight.rank() != 2 || indices.rank() != 1 || offsets.rank() != 1 {
-        return Err(format!("embedding_bag needs a 2-D weight and 1-D indices and offsets, got ranks {}, {}, {}", weight.rank(), indices.rank(), offsets.rank()));
+        return Err(format!(
+            "embedding_bag needs a 2-D weight and 1-D indices and offsets, got ranks {}, {}, {}",
+            weight.rank(),
+            indices.rank(),
+            offsets.rank()
+        ));
     }
     if !(0..=2).contains(&mode) || (per_sample_weights.is_some() && mode != 0) {
         return Err(format!("embedding_bag mode must be 0 (sum), 1 (mean) or 2 (max), and per_sample_weights needs sum; got mode {mode}"));
@@ -382,13 +468,28 @@ fn embedding_bag(lw: &mut Lowerer, a: &Args) -> R {
     let name = a.node_name();
     let n = indices.sizes[0].clone();
     let bags = SymExpr::add([offsets.sizes[0].clone(), SymExpr::Int(-(include_last_offset as i64))]);
-    lw.require(SymExpr::Int(0), GuardOp::Le, bags.clone(), "embedding_bag: include_last_offset needs at least one offset")?;
+    lw.require(
+        SymExpr::Int(0),
+        GuardOp::Le,
+        bags.clone(),
+        "embedding_bag: include_last_offset needs at least one offset",
+    )?;
     let int_dtype = super::promote::promote_types(indices.dtype, offsets.dtype);
     let offset_at = |p: Affine| cast(offsets.load(&[p]), DType::I64);
     // offset2bag[p] = #{ b < bags : offsets[b] <= p } - 1
-    let starts = reduce_where(lw, &format!("{name}.offset2bag"), std::slice::from_ref(&n), std::slice::from_ref(&bags), ReduceOp::Sum,
-        binary(Prim::Le, offset_at(Affine::var(1)), var_value(0)), int(1));
-    let offset2bag = lw.realize(&TensorValue::lazy(DType::I64, vec![n.clone()], binary(Prim::Sub, starts.load(&[Affine::var(0)]), int(1))), &format!("{name}.offset2bag"));
+    let starts = reduce_where(
+        lw,
+        &format!("{name}.offset2bag"),
+        std::slice::from_ref(&n),
+        std::slice::from_ref(&bags),
+        ReduceOp::Sum,
+        binary(Prim::Le, offset_at(Affine::var(1)), var_value(0)),
+        int(1),
+    );
+    let offset2bag = lw.realize(
+        &TensorValue::lazy(DType::I64, vec![n.clone()], binary(Prim::Sub, starts.load(&[Affine::var(0)]), int(1))),
+        &format!("{name}.offset2bag"),
+    );
     let bag = BagMembers { offset2bag: offset2bag.clone(), indices: indices.clone(), padding_idx };
     // bag_size[b] = (offsets[b + 1], n for the last bag) - offsets[b] - padding indices in b
     let b = var_value(0);
@@ -397,11 +498,21 @@ fn embedding_bag(lw: &mut Lowerer, a: &Args) -> R {
     let end = expr::select(is_last, size_value(&n), cast(next_start, DType::I64));
     let mut bag_size = binary(Prim::Sub, end, offset_at(Affine::var(0)));
     if padding_idx >= 0 {
-        let padded = binary(Prim::And, bag.holds(Affine::var(1)), binary(Prim::Eq, bag.index(Affine::var(1)), int(padding_idx)));
-        let pads = reduce_where(lw, &format!("{name}.padding"), std::slice::from_ref(&bags), std::slice::from_ref(&n), ReduceOp::Sum, padded, int(1));
+        let padded =
+            binary(Prim::And, bag.holds(Affine::var(1)), binary(Prim::Eq, bag.index(Affine::var(1)), int(padding_idx)));
+        let pads = reduce_where(
+            lw,
+            &format!("{name}.padding"),
+            std::slice::from_ref(&bags),
+            std::slice::from_ref(&n),
+            ReduceOp::Sum,
+            padded,
+            int(1),
+        );
         bag_size = binary(Prim::Sub, bag_size, pads.load(&[Affine::var(0)]));
     }
-    let bag_size = lw.realize(&TensorValue::lazy(DType::I64, vec![bags.clone()], bag_size), &format!("{name}.bag_size"));
+    let bag_size =
+        lw.realize(&TensorValue::lazy(DType::I64, vec![bags.clone()], bag_size), &format!("{name}.bag_size"));
     let sizes = vec![bags.clone(), weight.sizes[1].clone()];
     // Reduction variables: (bag, column), then the index position.
     let row = lw.checked_index(bag.index(Affine::var(2)), weight.sizes[0].clone(), false, "embedding_bag index");
@@ -416,7 +527,15 @@ fn embedding_bag(lw: &mut Lowerer, a: &Args) -> R {
     let in_bag = bag.member(Affine::var(2));
     let ints = |v: &TensorValue| TensorValue::lazy(int_dtype, v.sizes.clone(), v.load(&vars(v.rank())));
     if mode == 2 {
-        let best = reduce_where(lw, &format!("{name}.argmax"), &sizes, std::slice::from_ref(&n), ReduceOp::ArgMax, in_bag, value);
+        let best = reduce_where(
+            lw,
+            &format!("{name}.argmax"),
+            &sizes,
+            std::slice::from_ref(&n),
+            ReduceOp::ArgMax,
+            in_bag,
+            value,
+        );
         let (out, max_indices) = bag_max(lw, &bag, &weight, &best, &name);
         return Ok(vec![out, ints(&offset2bag), ints(&bag_size), ints(&max_indices)]);
     }
@@ -430,7 +549,8 @@ fn embedding_bag(lw: &mut Lowerer, a: &Args) -> R {
     };
     // Its sum fast path (float weights, no padding) leaves offset2bag empty.
     let fast_sum = mode == 0 && padding_idx < 0 && matches!(weight.dtype, DType::F32 | DType::F16 | DType::BF16);
-    let offset2bag = if fast_sum { TensorValue::lazy(int_dtype, vec![SymExpr::Int(0)], int(0)) } else { ints(&offset2bag) };
+    let offset2bag =
+        if fast_sum { TensorValue::lazy(int_dtype, vec![SymExpr::Int(0)], int(0)) } else { ints(&offset2bag) };
     Ok(vec![out, offset2bag, ints(&bag_size), ints(&bag_size)])
 }
 
@@ -463,7 +583,13 @@ impl BagMembers {
 
 /// Mode max, from the position `best` of each bag's and column's first largest value:
 /// that value and the row it came from; an empty bag gives 0 and 0.
-fn bag_max(lw: &mut Lowerer, bag: &BagMembers, weight: &TensorValue, best: &TensorValue, name: &str) -> (TensorValue, TensorValue) {
+fn bag_max(
+    lw: &mut Lowerer,
+    bag: &BagMembers,
+    weight: &TensorValue,
+    best: &TensorValue,
+    name: &str,
+) -> (TensorValue, TensorValue) {
     let sizes = best.sizes.clone();
     let p = best.load(&vars(2));
     let found_bag = lw.load_at_indices(&bag.offset2bag, std::slice::from_ref(&p), name);

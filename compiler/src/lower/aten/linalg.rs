@@ -42,7 +42,14 @@ fn batched(r: StridedRef) -> StridedRef {
 /// `alpha * a @ b + beta * addend` for 3-D [batch, m, k] x [batch, k, n] operands (or
 /// 2-D [m, k] x [k, n]) of one dtype. As in torch, `beta == 0` ignores the addend (NaN
 /// in it included).
-pub fn emit(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValue, addend: Addend, alpha: f64) -> Result<TensorValue, String> {
+pub fn emit(
+    lw: &mut Lowerer,
+    name: &str,
+    a: &TensorValue,
+    b: &TensorValue,
+    addend: Addend,
+    alpha: f64,
+) -> Result<TensorValue, String> {
     let dtype = check_dtype(a, b)?;
     let (ra, rb) = (a.rank(), b.rank());
     let (k, k2) = (&a.sizes[ra - 1], &b.sizes[rb - 2]);
@@ -55,7 +62,8 @@ pub fn emit(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValue, adde
         DType::F16 | DType::BF16 => {
             let widen = |t: &TensorValue| TensorValue::lazy(DType::F32, t.sizes.clone(), t.load(&vars(t.rank())));
             let wide_addend = addend.map(|(c, beta)| (widen(c), beta));
-            let product = gemm(lw, name, &widen(a), &widen(b), wide_addend.as_ref().map(|(c, beta)| (c, *beta)), alpha)?;
+            let product =
+                gemm(lw, name, &widen(a), &widen(b), wide_addend.as_ref().map(|(c, beta)| (c, *beta)), alpha)?;
             Ok(TensorValue::lazy(dtype, product.sizes.clone(), product.load(&vars(product.rank()))))
         }
         _ => integer_product(lw, name, a, b, addend, alpha),
@@ -79,7 +87,14 @@ fn scaled_addend(addend: &TensorValue, beta: f64, sizes: &[SymExpr], dtype: DTyp
 
 /// The GEMM extern kernel (float32/float64): the addend, when there is one, is written
 /// into the result first and the GEMM accumulates onto it.
-fn gemm(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValue, addend: Addend, alpha: f64) -> Result<TensorValue, String> {
+fn gemm(
+    lw: &mut Lowerer,
+    name: &str,
+    a: &TensorValue,
+    b: &TensorValue,
+    addend: Addend,
+    alpha: f64,
+) -> Result<TensorValue, String> {
     let dtype = a.dtype;
     let sizes = product_sizes(a, b);
     let three_d = a.rank() == 3;
@@ -93,20 +108,45 @@ fn gemm(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValue, addend: 
         None => lw.prog.add_buffer(name, dtype, sizes.clone(), BufKind::Scratch),
     };
     let accumulate = addend.is_some();
-    lw.prog.kernels.push(Kernel::Matmul(Box::new(Matmul { out, dtype, batch, m, n, k, a: sa, b: sb, alpha, accumulate, packed_b: false, bias: None, activation: Activation::None })));
+    lw.prog.kernels.push(Kernel::Matmul(Box::new(Matmul {
+        out,
+        dtype,
+        batch,
+        m,
+        n,
+        k,
+        a: sa,
+        b: sb,
+        alpha,
+        accumulate,
+        packed_b: false,
+        bias: None,
+        activation: Activation::None,
+    })));
     Ok(TensorValue::view_of(out, dtype, sizes))
 }
 
 /// Integer products: `out[b, i, j] = sum over p of a[b, i, p] * b[b, p, j]`, a reduction
 /// in the operands' dtype, then scaled and added to lazily.
-fn integer_product(lw: &mut Lowerer, name: &str, a: &TensorValue, b: &TensorValue, addend: Addend, alpha: f64) -> Result<TensorValue, String> {
+fn integer_product(
+    lw: &mut Lowerer,
+    name: &str,
+    a: &TensorValue,
+    b: &TensorValue,
+    addend: Addend,
+    alpha: f64,
+) -> Result<TensorValue, String> {
     let dtype = a.dtype;
     let sizes = product_sizes(a, b);
     let three_d = a.rank() == 3;
     let (a3, b3) = if three_d { (a.clone(), b.clone()) } else { (a.unsqueeze(0), b.unsqueeze(0)) };
     // Variables: batch, row, column, then the reduced inner index.
     let v = vars(4);
-    let product = binary(Prim::Mul, a3.load(&[v[0].clone(), v[1].clone(), v[3].clone()]), b3.load(&[v[0].clone(), v[3].clone(), v[2].clone()]));
+    let product = binary(
+        Prim::Mul,
+        a3.load(&[v[0].clone(), v[1].clone(), v[3].clone()]),
+        b3.load(&[v[0].clone(), v[3].clone(), v[2].clone()]),
+    );
     let ranges = vec![a3.sizes[0].clone(), a3.sizes[1].clone(), b3.sizes[2].clone(), a3.sizes[2].clone()];
     let sum = reduce(lw, &TensorValue::lazy(dtype, ranges, product), &[3], false, ReduceOp::Sum, dtype, name);
     let sum = if three_d { sum } else { sum.squeeze(&[0]) };

@@ -59,13 +59,30 @@ fn float_input(lw: &Lowerer, a: &Args, name: &str, min_rank: usize) -> Result<Te
 
 /// `t` seen with `sizes`, which must hold as many elements (torch accepts a per-channel
 /// parameter of any shape holding one element per channel, and statistics kept or not).
-fn reshaped(lw: &mut Lowerer, t: &TensorValue, sizes: &[SymExpr], what: &str, name: &str) -> Result<TensorValue, String> {
+fn reshaped(
+    lw: &mut Lowerer,
+    t: &TensorValue,
+    sizes: &[SymExpr],
+    what: &str,
+    name: &str,
+) -> Result<TensorValue, String> {
     let want = SymExpr::product(sizes.iter());
-    lw.require(SymExpr::product(t.sizes.iter()), GuardOp::Eq, want.clone(), &format!("{what} must hold {want} elements ([{}])", show(sizes)))?;
+    lw.require(
+        SymExpr::product(t.sizes.iter()),
+        GuardOp::Eq,
+        want.clone(),
+        &format!("{what} must hold {want} elements ([{}])", show(sizes)),
+    )?;
     Ok(if t.sizes == sizes { t.clone() } else { lw.reshape(t, sizes, &format!("{name}.{what}")) })
 }
 
-fn opt_reshaped(lw: &mut Lowerer, a: &Args, arg: &str, sizes: &[SymExpr], name: &str) -> Result<Option<TensorValue>, String> {
+fn opt_reshaped(
+    lw: &mut Lowerer,
+    a: &Args,
+    arg: &str,
+    sizes: &[SymExpr],
+    name: &str,
+) -> Result<Option<TensorValue>, String> {
     a.opt_tensor(lw, arg)?.map(|t| reshaped(lw, &t, sizes, arg, name)).transpose()
 }
 
@@ -99,7 +116,14 @@ fn mean(lw: &mut Lowerer, x: &TensorValue, axes: &[usize], d: DType, name: &str)
 /// The statistics of `x` over `axes`, kept as size-1 dimensions and computed in `d`: the
 /// mean and 1/sqrt(biased variance + eps) (two passes, as torch's CPU kernels), both
 /// realized since every element of the output reads them.
-fn moments(lw: &mut Lowerer, x: &TensorValue, axes: &[usize], eps: f64, d: DType, name: &str) -> Result<(TensorValue, TensorValue), String> {
+fn moments(
+    lw: &mut Lowerer,
+    x: &TensorValue,
+    axes: &[usize],
+    eps: f64,
+    d: DType,
+    name: &str,
+) -> Result<(TensorValue, TensorValue), String> {
     let m = mean(lw, x, axes, d, &format!("{name}.sum"));
     let m = lw.realize(&m, &format!("{name}.mean"));
     let c = centered(x, &m, d)?;
@@ -134,7 +158,15 @@ fn eps(a: &Args) -> Result<f64, String> {
 /// Batch norm's output `x * scale[c] + shift[c]` along channel dimension 1, with
 /// scale = weight * rstd and shift = bias - mean * scale (torch's CPU form), both [C]
 /// vectors realized once.
-fn batch_norm_output(lw: &mut Lowerer, a: &Args, x: &TensorValue, mean: &TensorValue, rstd: &TensorValue, d: DType, name: &str) -> Result<TensorValue, String> {
+fn batch_norm_output(
+    lw: &mut Lowerer,
+    a: &Args,
+    x: &TensorValue,
+    mean: &TensorValue,
+    rstd: &TensorValue,
+    d: DType,
+    name: &str,
+) -> Result<TensorValue, String> {
     let channels = [x.sizes[1].clone()];
     let c = vars(1);
     let mut scale = rstd.load(&c);
@@ -163,7 +195,8 @@ fn batch_norm_inference(lw: &mut Lowerer, a: &Args) -> R {
     let var = reshaped(lw, &a.tensor(lw, "running_var")?, &channels, "running_var", &name)?;
     // Folded into the convolution that computes its input, when it can be.
     if a.get("input").is_some_and(|i| lw.used_once(i)) {
-        let (gamma, beta) = (opt_reshaped(lw, a, "weight", &channels, &name)?, opt_reshaped(lw, a, "bias", &channels, &name)?);
+        let (gamma, beta) =
+            (opt_reshaped(lw, a, "weight", &channels, &name)?, opt_reshaped(lw, a, "bias", &channels, &name)?);
         let bn = BatchNorm { gamma: gamma.as_ref(), beta: beta.as_ref(), mean: &mean, var: &var, eps: eps(a)? };
         if let Some(out) = fold_batch_norm(lw, &x, &bn) {
             return Ok(vec![out, empty(x.dtype), empty(x.dtype)]);
@@ -172,7 +205,8 @@ fn batch_norm_inference(lw: &mut Lowerer, a: &Args) -> R {
     let eps = expr::constant(Scalar::F(eps(a)?), d);
     let c = vars(1);
     let mean = TensorValue::lazy(d, channels.to_vec(), cast(mean.load(&c), d));
-    let rstd = TensorValue::lazy(d, channels.to_vec(), unary(Prim::Rsqrt, binary(Prim::Add, cast(var.load(&c), d), eps)));
+    let rstd =
+        TensorValue::lazy(d, channels.to_vec(), unary(Prim::Rsqrt, binary(Prim::Add, cast(var.load(&c), d), eps)));
     let out = batch_norm_output(lw, a, &x, &mean, &rstd, d, &name)?;
     Ok(vec![out, empty(x.dtype), empty(x.dtype)])
 }
@@ -217,8 +251,18 @@ impl Groups {
             return Err(format!("group must be positive, got {group}"));
         }
         let g = SymExpr::Int(group);
-        lw.require(SymExpr::product(x.sizes.iter()), GuardOp::Eq, SymExpr::mul([n.clone(), c.clone(), hw.clone()]), "the input holds N * C * HxW elements")?;
-        lw.require(SymExpr::modulo(c.clone(), g.clone()), GuardOp::Eq, SymExpr::Int(0), "the channels divide into groups")?;
+        lw.require(
+            SymExpr::product(x.sizes.iter()),
+            GuardOp::Eq,
+            SymExpr::mul([n.clone(), c.clone(), hw.clone()]),
+            "the input holds N * C * HxW elements",
+        )?;
+        lw.require(
+            SymExpr::modulo(c.clone(), g.clone()),
+            GuardOp::Eq,
+            SymExpr::Int(0),
+            "the channels divide into groups",
+        )?;
         Ok(Groups { n, c, hw, g })
     }
 
@@ -273,19 +317,38 @@ fn group_norm(lw: &mut Lowerer, a: &Args) -> R {
 
 /// The gradient of `(x - mean) * rstd` (normalized over `axes`) given `g`, the gradient
 /// of the normalized value: rstd * (g - mean(g) - x_hat * mean(g * x_hat)).
-fn normalized_grad(lw: &mut Lowerer, g: &TensorValue, x_hat: &TensorValue, rstd: &TensorValue, axes: &[usize], d: DType, name: &str) -> Result<TensorValue, String> {
+fn normalized_grad(
+    lw: &mut Lowerer,
+    g: &TensorValue,
+    x_hat: &TensorValue,
+    rstd: &TensorValue,
+    axes: &[usize],
+    d: DType,
+    name: &str,
+) -> Result<TensorValue, String> {
     let sizes = &g.sizes;
     let idx = vars(g.rank());
     let g_x_hat = TensorValue::lazy(d, sizes.clone(), binary(Prim::Mul, g.load(&idx), x_hat.load(&idx)));
     let mean_g = mean(lw, g, axes, d, &format!("{name}.sum_grad"));
     let mean_g_x_hat = mean(lw, &g_x_hat, axes, d, &format!("{name}.sum_grad_x_hat"));
-    let inner = binary(Prim::Sub, binary(Prim::Sub, g.load(&idx), at(&mean_g, sizes, &idx, d)?), binary(Prim::Mul, x_hat.load(&idx), at(&mean_g_x_hat, sizes, &idx, d)?));
+    let inner = binary(
+        Prim::Sub,
+        binary(Prim::Sub, g.load(&idx), at(&mean_g, sizes, &idx, d)?),
+        binary(Prim::Mul, x_hat.load(&idx), at(&mean_g_x_hat, sizes, &idx, d)?),
+    );
     Ok(TensorValue::lazy(d, sizes.clone(), binary(Prim::Mul, at(rstd, sizes, &idx, d)?, inner)))
 }
 
 /// The gradients of an affine `x_hat * weight + bias` whose parameters broadcast over
 /// `axes`: (sum of dy * x_hat, sum of dy) over them.
-fn affine_grads(lw: &mut Lowerer, dy: &TensorValue, x_hat: &TensorValue, axes: &[usize], d: DType, name: &str) -> (TensorValue, TensorValue) {
+fn affine_grads(
+    lw: &mut Lowerer,
+    dy: &TensorValue,
+    x_hat: &TensorValue,
+    axes: &[usize],
+    d: DType,
+    name: &str,
+) -> (TensorValue, TensorValue) {
     let idx = vars(dy.rank());
     let dy_x_hat = TensorValue::lazy(d, dy.sizes.clone(), binary(Prim::Mul, cast(dy.load(&idx), d), x_hat.load(&idx)));
     let grad_weight = reduce(lw, &dy_x_hat, axes, false, ReduceOp::Sum, d, &format!("{name}.grad_weight"));
@@ -303,11 +366,26 @@ fn output_mask(a: &Args) -> Result<[bool; 3], String> {
 }
 
 /// The masked-in gradients, each cast to `dtype` and seen with its sizes.
-fn masked(lw: &mut Lowerer, mask: [bool; 3], grads: [(TensorValue, Vec<SymExpr>); 3], dtype: DType, name: &str) -> Vec<TensorValue> {
-    grads.into_iter().zip(mask).filter(|(_, on)| *on).map(|((v, sizes), _)| {
-        let v = with_dtype(&v, dtype);
-        if v.sizes == sizes { v } else { lw.reshape(&v, &sizes, name) }
-    }).collect()
+fn masked(
+    lw: &mut Lowerer,
+    mask: [bool; 3],
+    grads: [(TensorValue, Vec<SymExpr>); 3],
+    dtype: DType,
+    name: &str,
+) -> Vec<TensorValue> {
+    grads
+        .into_iter()
+        .zip(mask)
+        .filter(|(_, on)| *on)
+        .map(|((v, sizes), _)| {
+            let v = with_dtype(&v, dtype);
+            if v.sizes == sizes {
+                v
+            } else {
+                lw.reshape(&v, &sizes, name)
+            }
+        })
+        .collect()
 }
 
 /// The backward of a normalization, in a view of its input where the statistics
@@ -315,7 +393,18 @@ fn masked(lw: &mut Lowerer, mask: [bool; 3], grads: [(TensorValue, Vec<SymExpr>)
 /// grad_bias), the parameter gradients summed over `param_axes`. `weight` is the weight
 /// at the view's index, if there is one.
 #[allow(clippy::too_many_arguments)]
-fn norm_backward(lw: &mut Lowerer, dy: &TensorValue, x: &TensorValue, mean: &TensorValue, rstd: &TensorValue, weight: Option<E>, norm_axes: &[usize], param_axes: &[usize], d: DType, name: &str) -> Result<[TensorValue; 3], String> {
+fn norm_backward(
+    lw: &mut Lowerer,
+    dy: &TensorValue,
+    x: &TensorValue,
+    mean: &TensorValue,
+    rstd: &TensorValue,
+    weight: Option<E>,
+    norm_axes: &[usize],
+    param_axes: &[usize],
+    d: DType,
+    name: &str,
+) -> Result<[TensorValue; 3], String> {
     let x_hat = TensorValue::lazy(d, x.sizes.clone(), normalized(x, mean, rstd, d)?);
     let x_hat = lw.realize(&x_hat, &format!("{name}.x_hat"));
     let dy_value = cast(dy.load(&vars(x.rank())), d);
@@ -344,10 +433,19 @@ fn layer_norm_backward(lw: &mut Lowerer, a: &Args) -> R {
     let dy = a.tensor(lw, "grad_out")?;
     require_same_sizes(lw, &dy, &x, "grad_out")?;
     let normalized_shape = a.sym_ints(lw, "normalized_shape")?;
-    let lead = x.rank().checked_sub(normalized_shape.len()).filter(|&l| x.sizes[l..] == normalized_shape[..])
-        .ok_or_else(|| format!("normalized_shape [{}] is not the trailing shape of the input [{}]", show(&normalized_shape), show(&x.sizes)))?;
+    let lead =
+        x.rank().checked_sub(normalized_shape.len()).filter(|&l| x.sizes[l..] == normalized_shape[..]).ok_or_else(
+            || {
+                format!(
+                    "normalized_shape [{}] is not the trailing shape of the input [{}]",
+                    show(&normalized_shape),
+                    show(&x.sizes)
+                )
+            },
+        )?;
     let (d, name) = (opmath(x.dtype), a.node_name());
-    let stat_sizes: Vec<SymExpr> = x.sizes.iter().enumerate().map(|(i, s)| if i < lead { s.clone() } else { SymExpr::Int(1) }).collect();
+    let stat_sizes: Vec<SymExpr> =
+        x.sizes.iter().enumerate().map(|(i, s)| if i < lead { s.clone() } else { SymExpr::Int(1) }).collect();
     let mean = reshaped(lw, &a.tensor(lw, "mean")?, &stat_sizes, "mean", &name)?;
     let rstd = reshaped(lw, &a.tensor(lw, "rstd")?, &stat_sizes, "rstd", &name)?;
     let weight = opt_reshaped(lw, a, "weight", &normalized_shape, &name)?;
@@ -355,7 +453,8 @@ fn layer_norm_backward(lw: &mut Lowerer, a: &Args) -> R {
     let weight = weight.map(|w| at(&w, &x.sizes, &vars(x.rank()), d)).transpose()?;
     let norm_axes: Vec<usize> = (lead..x.rank()).collect();
     let outer_axes: Vec<usize> = (0..lead).collect();
-    let [grad_input, grad_weight, grad_bias] = norm_backward(lw, &dy, &x, &mean, &rstd, weight, &norm_axes, &outer_axes, d, &name)?;
+    let [grad_input, grad_weight, grad_bias] =
+        norm_backward(lw, &dy, &x, &mean, &rstd, weight, &norm_axes, &outer_axes, d, &name)?;
     let grads = [(grad_input, x.sizes.clone()), (grad_weight, normalized_shape.clone()), (grad_bias, normalized_shape)];
     Ok(masked(lw, mask, grads, x.dtype, &name))
 }
@@ -374,7 +473,8 @@ fn group_norm_backward(lw: &mut Lowerer, a: &Args) -> R {
     let weight = opt_reshaped(lw, a, "weight", &groups.channels(), &name)?;
     let mask = mask_with(a, &weight)?;
     let weight = weight.map(|w| per_channel(&w, &vars(4), d));
-    let [grad_input, grad_weight, grad_bias] = norm_backward(lw, &dyg, &xg, &mean, &rstd, weight, &[2, 3], &[0, 3], d, &name)?;
+    let [grad_input, grad_weight, grad_bias] =
+        norm_backward(lw, &dyg, &xg, &mean, &rstd, weight, &[2, 3], &[0, 3], d, &name)?;
     let channels = vec![groups.c.clone()];
     let grads = [(grad_input, x.sizes.clone()), (grad_weight, channels.clone()), (grad_bias, channels)];
     Ok(masked(lw, mask, grads, x.dtype, &name))

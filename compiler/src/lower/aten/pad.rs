@@ -85,7 +85,13 @@ fn crop(lw: &mut Lowerer, x: &TensorValue, pads: &[(SymExpr, SymExpr)]) -> Resul
 }
 
 /// `size + before + after`, required not to be negative.
-fn padded_size(lw: &mut Lowerer, size: &SymExpr, before: &SymExpr, after: &SymExpr, d: usize) -> Result<SymExpr, String> {
+fn padded_size(
+    lw: &mut Lowerer,
+    size: &SymExpr,
+    before: &SymExpr,
+    after: &SymExpr,
+    d: usize,
+) -> Result<SymExpr, String> {
     let out = SymExpr::add([size.clone(), before.clone(), after.clone()]);
     lw.require(SymExpr::Int(0), GuardOp::Le, out.clone(), &format!("padding must not make dimension {d} negative"))?;
     Ok(out)
@@ -106,7 +112,13 @@ fn edge_pad(lw: &mut Lowerer, a: &Args, k: usize, edge: Edge) -> R {
 }
 
 /// Pads the trailing `pads.len()` dimensions of `x`.
-fn pad(lw: &mut Lowerer, x: &TensorValue, pads: &[(SymExpr, SymExpr)], edge: Edge, name: &str) -> Result<TensorValue, String> {
+fn pad(
+    lw: &mut Lowerer,
+    x: &TensorValue,
+    pads: &[(SymExpr, SymExpr)],
+    edge: Edge,
+    name: &str,
+) -> Result<TensorValue, String> {
     let lead = x.rank() - pads.len();
     let mut sizes = x.sizes.clone();
     let mut index: Vec<E> = (0..x.rank()).map(var).collect();
@@ -120,7 +132,8 @@ fn pad(lw: &mut Lowerer, x: &TensorValue, pads: &[(SymExpr, SymExpr)], edge: Edg
         let s = binary(Prim::Sub, var(d), int(before));
         index[d] = match &edge {
             Edge::Constant(_) => {
-                let within = binary(Prim::And, binary(Prim::Ge, s.clone(), int_const(0)), binary(Prim::Lt, s.clone(), int(&n)));
+                let within =
+                    binary(Prim::And, binary(Prim::Ge, s.clone(), int_const(0)), binary(Prim::Lt, s.clone(), int(&n)));
                 inside = Some(match inside {
                     Some(c) => binary(Prim::And, c, within),
                     None => within,
@@ -141,16 +154,33 @@ fn pad(lw: &mut Lowerer, x: &TensorValue, pads: &[(SymExpr, SymExpr)], edge: Edg
 
 /// The conditions under which the source position of every output element lies in the
 /// input, as torch states them.
-fn require_edge_rule(lw: &mut Lowerer, edge: &Edge, n: &SymExpr, before: &SymExpr, after: &SymExpr, d: usize) -> Result<(), String> {
+fn require_edge_rule(
+    lw: &mut Lowerer,
+    edge: &Edge,
+    n: &SymExpr,
+    before: &SymExpr,
+    after: &SymExpr,
+    d: usize,
+) -> Result<(), String> {
     match edge {
         Edge::Constant(_) => Ok(()),
         Edge::Reflect => {
             for p in [before, after] {
-                lw.require(SymExpr::add([p.clone(), SymExpr::Int(1)]), GuardOp::Le, n.clone(), &format!("reflection padding must be smaller than dimension {d}"))?;
+                lw.require(
+                    SymExpr::add([p.clone(), SymExpr::Int(1)]),
+                    GuardOp::Le,
+                    n.clone(),
+                    &format!("reflection padding must be smaller than dimension {d}"),
+                )?;
             }
             Ok(())
         }
-        Edge::Replicate => lw.require(SymExpr::Int(1), GuardOp::Le, n.clone(), &format!("replication padding needs a non-empty dimension {d}")),
+        Edge::Replicate => lw.require(
+            SymExpr::Int(1),
+            GuardOp::Le,
+            n.clone(),
+            &format!("replication padding needs a non-empty dimension {d}"),
+        ),
     }
 }
 

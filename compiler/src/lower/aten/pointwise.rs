@@ -4,15 +4,15 @@
 
 mod division;
 
-use super::promote::{float_of, map, operand, result_type, Operand};
 use super::conv::epilogue::{fuse_relu, fuse_residual};
+use super::promote::{float_of, map, operand, result_type, Operand};
 use super::registry::LowerFn;
 use crate::ir::expr::{binary, cast, constant, select, unary, E};
 use crate::ir::{BufKind, ExternArg, ExternCall, Kernel, Prim, Scalar};
-use aotc_abi::internal_symbols::GELU;
 use crate::lower::args::Args;
 use crate::lower::tensor::{contiguous_strides, Repr, TensorValue};
 use crate::lower::Lowerer;
+use aotc_abi::internal_symbols::GELU;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 
@@ -52,14 +52,32 @@ pub const OPS: &[(&str, LowerFn)] = &[
     ("sigmoid.default", |lw, a| float_unary(lw, a, Prim::Sigmoid)),
     ("sign.default", |lw, a| same_type(lw, a, sign)),
     ("isnan.default", |lw, a| float_class(lw, a, |x| binary(Prim::Ne, x.clone(), x.clone()))),
-    ("isinf.default", |lw, a| float_class(lw, a, |x| binary(Prim::Eq, unary(Prim::Abs, x.clone()), constant(Scalar::F(f64::INFINITY), x.dtype)))),
+    ("isinf.default", |lw, a| {
+        float_class(lw, a, |x| {
+            binary(Prim::Eq, unary(Prim::Abs, x.clone()), constant(Scalar::F(f64::INFINITY), x.dtype))
+        })
+    }),
     ("silu.default", |lw, a| float_map(lw, a, |x| binary(Prim::Mul, x.clone(), unary(Prim::Sigmoid, x.clone())))),
     ("gelu.default", gelu),
     ("logical_not.default", |lw, a| bool_map(lw, a, &["self"], |x| unary(Prim::Not, x[0].clone()))),
-    ("logical_and.default", |lw, a| bool_map(lw, a, &["self", "other"], |x| binary(Prim::And, x[0].clone(), x[1].clone()))),
-    ("logical_or.default", |lw, a| bool_map(lw, a, &["self", "other"], |x| binary(Prim::Or, x[0].clone(), x[1].clone()))),
-    ("logical_xor.default", |lw, a| bool_map(lw, a, &["self", "other"], |x| binary(Prim::Ne, x[0].clone(), x[1].clone()))),
-    ("bitwise_not.default", |lw, a| same_type(lw, a, |x| if x.dtype == DType::Bool { unary(Prim::Not, x.clone()) } else { unary(Prim::BitNot, x.clone()) })),
+    ("logical_and.default", |lw, a| {
+        bool_map(lw, a, &["self", "other"], |x| binary(Prim::And, x[0].clone(), x[1].clone()))
+    }),
+    ("logical_or.default", |lw, a| {
+        bool_map(lw, a, &["self", "other"], |x| binary(Prim::Or, x[0].clone(), x[1].clone()))
+    }),
+    ("logical_xor.default", |lw, a| {
+        bool_map(lw, a, &["self", "other"], |x| binary(Prim::Ne, x[0].clone(), x[1].clone()))
+    }),
+    ("bitwise_not.default", |lw, a| {
+        same_type(lw, a, |x| {
+            if x.dtype == DType::Bool {
+                unary(Prim::Not, x.clone())
+            } else {
+                unary(Prim::BitNot, x.clone())
+            }
+        })
+    }),
     ("bitwise_and.Tensor", |lw, a| arith(lw, a, Prim::BitAnd)),
     ("bitwise_or.Tensor", |lw, a| arith(lw, a, Prim::BitOr)),
     ("bitwise_xor.Tensor", |lw, a| arith(lw, a, Prim::BitXor)),
@@ -121,7 +139,11 @@ fn same_type(lw: &mut Lowerer, a: &Args, f: impl Fn(&E) -> E) -> R {
 
 /// Rounding is the identity on integers.
 fn round_like(op: Prim, x: &E) -> E {
-    if x.dtype.is_float() { unary(op, x.clone()) } else { x.clone() }
+    if x.dtype.is_float() {
+        unary(op, x.clone())
+    } else {
+        x.clone()
+    }
 }
 
 /// Ops that compute in floating point (integers promote to float32).
@@ -139,7 +161,12 @@ fn float_unary(lw: &mut Lowerer, a: &Args, op: Prim) -> R {
 fn float_class(lw: &mut Lowerer, a: &Args, test: impl Fn(&E) -> E) -> R {
     let x = Operand::T(a.tensor(lw, "self")?);
     let d = result_type(&[&x]);
-    one(map(&[&x], d, DType::Bool, |v| if d.is_float() { test(&v[0]) } else { constant(Scalar::B(false), DType::Bool) })?)
+    one(map(
+        &[&x],
+        d,
+        DType::Bool,
+        |v| if d.is_float() { test(&v[0]) } else { constant(Scalar::B(false), DType::Bool) },
+    )?)
 }
 
 /// 1, -1 or 0 (also for NaN, as torch's `(0 < x) - (x < 0)`); the identity on bools.
@@ -231,7 +258,9 @@ fn pow(lw: &mut Lowerer, a: &Args) -> R {
         // Small integer powers are products: exact, and what PyTorch's kernels do.
         let e = e.as_f64();
         if e == 2.0 || e == 3.0 || e == 1.0 {
-            return one(map(&[&x], d, d, |v| (1..e as usize).fold(v[0].clone(), |acc, _| binary(Prim::Mul, acc, v[0].clone())))?);
+            return one(map(&[&x], d, d, |v| {
+                (1..e as usize).fold(v[0].clone(), |acc, _| binary(Prim::Mul, acc, v[0].clone()))
+            })?);
         }
         if e == 0.5 && d.is_float() {
             return one(map(&[&x], d, d, |v| unary(Prim::Sqrt, v[0].clone()))?);
@@ -273,8 +302,13 @@ fn clamp(lw: &mut Lowerer, a: &Args) -> R {
     one(map(&all, d, d, |v| {
         let mut r = v[0].clone();
         let mut k = 1;
-        if has_lo { r = binary(Prim::Max, r, v[k].clone()); k += 1; }
-        if has_hi { r = binary(Prim::Min, r, v[k].clone()); }
+        if has_lo {
+            r = binary(Prim::Max, r, v[k].clone());
+            k += 1;
+        }
+        if has_hi {
+            r = binary(Prim::Min, r, v[k].clone());
+        }
         r
     })?)
 }
@@ -287,7 +321,8 @@ fn gelu(lw: &mut Lowerer, a: &Args) -> R {
     // A float32 input already in memory (a GEMM's or convolution's output): the support
     // library's 8-lane GELU over it, rather than a 4-lane pointwise kernel.
     let x = a.tensor(lw, "self")?;
-    let in_memory = matches!(&x.repr, Repr::View(r) if r.offset == SymExpr::Int(0) && r.strides == contiguous_strides(&x.sizes));
+    let in_memory =
+        matches!(&x.repr, Repr::View(r) if r.offset == SymExpr::Int(0) && r.strides == contiguous_strides(&x.sizes));
     if lw.native_calls() && approximate == "none" && x.dtype == DType::F32 && !x.complex && in_memory {
         let name = a.node_name();
         let input = lw.contiguous(&x, &format!("{name}.input"));
@@ -341,7 +376,11 @@ fn native_dropout(lw: &mut Lowerer, a: &Args) -> R {
         _ => return Err(format!("native_dropout in training mode with p = {p} draws random numbers; aotc compiles deterministic programs only (export the model in eval mode)")),
     };
     let idx = crate::lower::tensor::vars(x.rank());
-    let output = if keep { x.clone() } else { TensorValue::lazy(x.dtype, x.sizes.clone(), binary(Prim::Mul, x.load(&idx), constant(Scalar::I(0), x.dtype))) };
+    let output = if keep {
+        x.clone()
+    } else {
+        TensorValue::lazy(x.dtype, x.sizes.clone(), binary(Prim::Mul, x.load(&idx), constant(Scalar::I(0), x.dtype)))
+    };
     // torch returns an uninitialised mask of the input's dtype for an empty input.
     let mask_dtype = if SymExpr::product(x.sizes.iter()) == SymExpr::Int(0) { x.dtype } else { DType::Bool };
     let mask = TensorValue::lazy(mask_dtype, x.sizes.clone(), constant(Scalar::B(keep), mask_dtype));

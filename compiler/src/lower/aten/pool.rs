@@ -11,9 +11,10 @@
 mod native;
 pub mod window;
 
-use super::registry::LowerFn;
 use super::conv::epilogue::fuse_max_pool;
+use super::registry::LowerFn;
 use crate::ir::expr::{binary, cast, constant, index_value, select, Affine, E};
+use crate::ir::expr::{int, size_value};
 use crate::ir::{Prim, ReduceOp, Scalar};
 use crate::lower::args::Args;
 use crate::lower::aten::reduction::reduce;
@@ -23,8 +24,10 @@ use crate::lower::Lowerer;
 use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
-use crate::ir::expr::{int, size_value};
-use window::{add, mul, adaptive_count, adaptive_sum, all_of, floor_div, in_range, per_dim, round_div, sum_over_windows, taps, Windows};
+use window::{
+    adaptive_count, adaptive_sum, add, all_of, floor_div, in_range, mul, per_dim, round_div, sum_over_windows, taps,
+    Windows,
+};
 
 type R = Result<Vec<TensorValue>, String>;
 
@@ -56,7 +59,12 @@ fn leading_dims(lw: &mut Lowerer, x: &TensorValue, nd: usize) -> Result<usize, S
     }
     let lead = x.rank() - nd;
     for d in lead..x.rank() {
-        lw.require(SymExpr::Int(1), GuardOp::Le, x.sizes[d].clone(), &format!("spatial dimension {d} of the input must not be empty"))?;
+        lw.require(
+            SymExpr::Int(1),
+            GuardOp::Le,
+            x.sizes[d].clone(),
+            &format!("spatial dimension {d} of the input must not be empty"),
+        )?;
     }
     Ok(lead)
 }
@@ -76,15 +84,30 @@ fn pool_windows(lw: &mut Lowerer, a: &Args, x: &TensorValue, nd: usize, kind: Ki
         if kernel[d] <= 0 || dilation[d] <= 0 {
             return Err(format!("kernel_size and dilation must be positive, got {kernel:?} and {dilation:?}"));
         }
-        let extent = kernel[d].checked_sub(1).and_then(|k| k.checked_mul(dilation[d])).and_then(|e| e.checked_add(1)).ok_or("the dilated kernel overflows")?;
+        let extent = kernel[d]
+            .checked_sub(1)
+            .and_then(|k| k.checked_mul(dilation[d]))
+            .and_then(|e| e.checked_add(1))
+            .ok_or("the dilated kernel overflows")?;
         let limit = if kind == Kind::Max { extent / 2 } else { kernel[d] / 2 };
         if padding[d] > limit {
-            return Err(format!("padding {} of spatial dimension {d} must be at most half of the kernel ({limit})", padding[d]));
+            return Err(format!(
+                "padding {} of spatial dimension {d} must be at most half of the kernel ({limit})",
+                padding[d]
+            ));
         }
     }
     let ceil_mode = a.bool_or("ceil_mode", false)?;
     let lead = x.rank() - nd;
-    Windows::new(lw, &x.sizes[lead..], kernel.into_iter().map(SymExpr::Int).collect(), stride, padding, dilation, ceil_mode)
+    Windows::new(
+        lw,
+        &x.sizes[lead..],
+        kernel.into_iter().map(SymExpr::Int).collect(),
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+    )
 }
 
 /// The output positions of a pooled tensor with `lead` leading dims, as int64 values.
@@ -135,7 +158,14 @@ fn divide(v: E, divisor: E) -> E {
 
 /// The mean of each window: the sum of `taps`' trailing `nd` axes over `divisor(output
 /// position)`, as `dtype`.
-fn average(lw: &mut Lowerer, taps: &TensorValue, nd: usize, divisor: &dyn Fn(&[E]) -> E, dtype: DType, name: &str) -> TensorValue {
+fn average(
+    lw: &mut Lowerer,
+    taps: &TensorValue,
+    nd: usize,
+    divisor: &dyn Fn(&[E]) -> E,
+    dtype: DType,
+    name: &str,
+) -> TensorValue {
     let axes: Vec<usize> = (taps.rank() - nd..taps.rank()).collect();
     let sum = reduce(lw, taps, &axes, false, ReduceOp::Sum, accumulator(dtype), name);
     let positions = window_positions(sum.rank() - nd, nd);
@@ -181,8 +211,11 @@ fn max_pool(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     if !leaving.is_empty() {
         // A window whose elements are all the lowest value (-inf) keeps offset 0, which
         // may lie in the padding; torch reports its first element inside the input.
-        let inside = all_of(leaving.iter().map(|&d| in_range(positions[d].clone(), &w.input[d]))).expect("some dimension leaves");
-        positions = (0..nd).map(|d| select(inside.clone(), positions[d].clone(), w.position_of(d, &o[d], &w.first_inside(d, &o[d])))).collect();
+        let inside = all_of(leaving.iter().map(|&d| in_range(positions[d].clone(), &w.input[d])))
+            .expect("some dimension leaves");
+        positions = (0..nd)
+            .map(|d| select(inside.clone(), positions[d].clone(), w.position_of(d, &o[d], &w.first_inside(d, &o[d]))))
+            .collect();
     }
     let mut flat = positions[0].clone();
     for (p, size) in positions.iter().zip(&w.input).skip(1) {
@@ -191,7 +224,10 @@ fn max_pool(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     let mut at: Vec<E> = (0..lead).map(|l| index_value(Affine::var(l))).collect();
     at.extend(positions);
     let value = lw.load_at_indices(&x, &at, &name);
-    Ok(vec![TensorValue::lazy(x.dtype, best.sizes.clone(), value), TensorValue::lazy(DType::I64, best.sizes.clone(), flat)])
+    Ok(vec![
+        TensorValue::lazy(x.dtype, best.sizes.clone(), value),
+        TensorValue::lazy(DType::I64, best.sizes.clone(), flat),
+    ])
 }
 
 /// The per-dimension offsets of a flat (row-major) offset into a window of `kernel`.
@@ -251,13 +287,24 @@ fn adaptive_avg_pool(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     let lead = leading_dims(lw, &x, nd)?;
     let out = output_size(lw, a, nd)?;
     let input = x.sizes[lead..].to_vec();
-    let even: Option<Vec<i64>> = input.iter().zip(&out).map(|(i, o)| match (i.as_int(), o.as_int()) {
-        (Some(i), Some(o)) if o > 0 && i % o == 0 => Some(i / o),
-        _ => None,
-    }).collect();
+    let even: Option<Vec<i64>> = input
+        .iter()
+        .zip(&out)
+        .map(|(i, o)| match (i.as_int(), o.as_int()) {
+            (Some(i), Some(o)) if o > 0 && i % o == 0 => Some(i / o),
+            _ => None,
+        })
+        .collect();
     if let Some(k) = even {
         let size = k.iter().product::<i64>();
-        let w = Windows { kernel: k.iter().map(|&k| SymExpr::Int(k)).collect(), stride: k, padding: vec![0; nd], dilation: vec![1; nd], input, output: out };
+        let w = Windows {
+            kernel: k.iter().map(|&k| SymExpr::Int(k)).collect(),
+            stride: k,
+            padding: vec![0; nd],
+            dilation: vec![1; nd],
+            input,
+            output: out,
+        };
         let all = taps(lw, &x, &w, constant(Scalar::I(0), x.dtype), &name);
         return Ok(vec![average(lw, &all, nd, &|_| int(size), x.dtype, &name)]);
     }
@@ -267,7 +314,13 @@ fn adaptive_avg_pool(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
 }
 
 /// `grad_output` must have the pooled shape: the input's leading dims, then `output`.
-fn check_grad(lw: &mut Lowerer, grad: &TensorValue, x: &TensorValue, output: &[SymExpr], what: &str) -> Result<(), String> {
+fn check_grad(
+    lw: &mut Lowerer,
+    grad: &TensorValue,
+    x: &TensorValue,
+    output: &[SymExpr],
+    what: &str,
+) -> Result<(), String> {
     let lead = x.rank() - output.len();
     let want: Vec<SymExpr> = x.sizes[..lead].iter().chain(output).cloned().collect();
     if grad.rank() != want.len() {
@@ -291,7 +344,8 @@ fn max_pool_backward(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     let acc = accumulator(x.dtype);
     let zero = constant(Scalar::I(0), acc);
     let sum = sum_over_windows(lw, &w, &x.sizes[..lead], acc, &name, &mut |lw, l, h, o, _| {
-        let here = h.iter().zip(&w.input).fold(Affine::constant(SymExpr::Int(0)), |acc, (h, size)| acc.scale(size).plus(h));
+        let here =
+            h.iter().zip(&w.input).fold(Affine::constant(SymExpr::Int(0)), |acc, (h, size)| acc.scale(size).plus(h));
         let at: Vec<E> = l.iter().cloned().map(index_value).chain(o.iter().cloned()).collect();
         let chosen = binary(Prim::Eq, lw.load_at_indices(&indices, &at, &name), index_value(here));
         select(chosen, cast(lw.load_at_indices(&grad, &at, &name), acc), zero.clone())
@@ -330,7 +384,8 @@ fn adaptive_avg_pool_backward(lw: &mut Lowerer, a: &Args, nd: usize) -> R {
     check_grad(lw, &grad, &x, &out, "grad_output")?;
     let input = x.sizes[lead..].to_vec();
     let acc = accumulator(x.dtype);
-    let scaled = divide(cast(grad.load(&vars(grad.rank())), acc), adaptive_count(&window_positions(lead, nd), &input, &out));
+    let scaled =
+        divide(cast(grad.load(&vars(grad.rank())), acc), adaptive_count(&window_positions(lead, nd), &input, &out));
     let scaled = TensorValue::lazy(acc, grad.sizes.clone(), scaled);
     let sum = adaptive_sum(lw, &scaled, &input, acc, &name);
     Ok(vec![with_dtype(&sum, x.dtype)])

@@ -25,7 +25,10 @@ pub fn operand(lw: &Lowerer, args: &Args, name: &str) -> Result<Operand, String>
     }
     // A SymFloat (a float `item()`) is the 0-dim value its node defined.
     if let Some(crate::frontend::schema::Argument::SymFloat(v)) = args.get(name) {
-        let n = v.get("as_name").and_then(|n| n.as_str()).ok_or_else(|| format!("argument '{name}': unexpected SymFloat {v}"))?;
+        let n = v
+            .get("as_name")
+            .and_then(|n| n.as_str())
+            .ok_or_else(|| format!("argument '{name}': unexpected SymFloat {v}"))?;
         return lw.value(n).map(Operand::T);
     }
     match args.opt_scalar(name) {
@@ -49,7 +52,13 @@ pub fn promote_types(a: DType, b: DType) -> DType {
         return a;
     }
     match (category(a), category(b)) {
-        (x, y) if x != y => if x > y { a } else { b },
+        (x, y) if x != y => {
+            if x > y {
+                a
+            } else {
+                b
+            }
+        }
         (2, 2) => match (a, b) {
             (F64, _) | (_, F64) => F64,
             // float16 with bfloat16 (neither holds the other) is float32, as in torch.
@@ -57,7 +66,13 @@ pub fn promote_types(a: DType, b: DType) -> DType {
         },
         _ => match (a, b) {
             (U8, I8) | (I8, U8) => I16,
-            _ => if a.size() >= b.size() { a } else { b },
+            _ => {
+                if a.size() >= b.size() {
+                    a
+                } else {
+                    b
+                }
+            }
         },
     }
 }
@@ -65,13 +80,20 @@ pub fn promote_types(a: DType, b: DType) -> DType {
 /// torch.result_type: dimensioned tensors outrank 0-dim tensors, which outrank numbers,
 /// unless a lower rank brings a higher category (bool < int < float).
 pub fn result_type(ops: &[&Operand]) -> DType {
-    let info: Vec<(u8, u8, Option<DType>, u8)> = ops.iter().map(|o| match o {
-        Operand::T(t) => (category(t.dtype), if t.rank() > 0 { 2 } else { 1 }, Some(t.dtype), 0),
-        Operand::S(s) => {
-            let c = match s { Scalar::B(_) => 0, Scalar::I(_) => 1, Scalar::F(_) => 2 };
-            (c, 0, None, c)
-        }
-    }).collect();
+    let info: Vec<(u8, u8, Option<DType>, u8)> = ops
+        .iter()
+        .map(|o| match o {
+            Operand::T(t) => (category(t.dtype), if t.rank() > 0 { 2 } else { 1 }, Some(t.dtype), 0),
+            Operand::S(s) => {
+                let c = match s {
+                    Scalar::B(_) => 0,
+                    Scalar::I(_) => 1,
+                    Scalar::F(_) => 2,
+                };
+                (c, 0, None, c)
+            }
+        })
+        .collect();
     let top = info.iter().map(|i| i.0).max().unwrap_or(2);
     for priority in [2u8, 1] {
         let ds: Vec<DType> = info.iter().filter(|i| i.1 == priority && i.0 == top).filter_map(|i| i.2).collect();
@@ -88,7 +110,13 @@ pub fn result_type(ops: &[&Operand]) -> DType {
 
 /// Broadcast shape of the tensor operands.
 pub fn out_shape(ops: &[&Operand]) -> Result<Vec<SymExpr>, String> {
-    let shapes: Vec<&[SymExpr]> = ops.iter().filter_map(|o| match o { Operand::T(t) => Some(&t.sizes[..]), _ => None }).collect();
+    let shapes: Vec<&[SymExpr]> = ops
+        .iter()
+        .filter_map(|o| match o {
+            Operand::T(t) => Some(&t.sizes[..]),
+            _ => None,
+        })
+        .collect();
     broadcast_shapes(&shapes)
 }
 
@@ -111,7 +139,11 @@ pub fn map(ops: &[&Operand], compute: DType, out: DType, body: impl Fn(&[E]) -> 
 
 /// The float dtype an op like exp or true division computes in for this input dtype.
 pub fn float_of(d: DType) -> DType {
-    if d.is_float() { d } else { DType::F32 }
+    if d.is_float() {
+        d
+    } else {
+        DType::F32
+    }
 }
 
 #[cfg(test)]

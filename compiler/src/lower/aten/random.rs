@@ -90,7 +90,10 @@ fn stream(lw: &mut Lowerer) -> Stream {
     let rng = match lw.rng {
         Some(rng) => rng,
         // State (add_weight only asks whether it is), listed as a buffer by `finish`.
-        None => Rng { state: lw.add_weight(STATE_NAME, Some(0), DType::I64, vec![], DEFAULT_SEED.to_le_bytes().to_vec()), streams: 0 },
+        None => Rng {
+            state: lw.add_weight(STATE_NAME, Some(0), DType::I64, vec![], DEFAULT_SEED.to_le_bytes().to_vec()),
+            streams: 0,
+        },
     };
     lw.rng = Some(Rng { streams: rng.streams + 1, ..rng });
     let salt = int(mix_now(rng.streams + 1) as i64);
@@ -105,10 +108,16 @@ fn seed(state: BufId) -> E {
 /// If any node drew random numbers: lists the seed as a model buffer and adds the
 /// mutation that advances it by one per call (applied after the call, so every kernel of
 /// the call reads the same seed).
-pub fn finish(lw: &mut Lowerer, buffers: &mut Vec<LoweredBuffer>, mutations: &mut Vec<(BufId, usize)>) -> Result<(), Error> {
+pub fn finish(
+    lw: &mut Lowerer,
+    buffers: &mut Vec<LoweredBuffer>,
+    mutations: &mut Vec<(BufId, usize)>,
+) -> Result<(), Error> {
     let Some(rng) = lw.rng else { return Ok(()) };
     if buffers.iter().any(|b| b.fqn == STATE_NAME) {
-        return Err(Error::Unsupported(format!("the program has a buffer named '{STATE_NAME}', the name of aotc's random generator state")));
+        return Err(Error::Unsupported(format!(
+            "the program has a buffer named '{STATE_NAME}', the name of aotc's random generator state"
+        )));
     }
     let next = TensorValue::lazy(DType::I64, vec![], binary(Prim::Add, seed(rng.state), int(1)));
     let buf = lw.materialize(&next, &format!("{STATE_NAME}.next"));
@@ -142,7 +151,11 @@ fn top_bits_fraction(bits: E, m: u32) -> E {
 fn check_options(a: &Args) -> Result<(), String> {
     match a.get("layout") {
         None | Some(Argument::None(_)) | Some(Argument::Layout(STRIDED)) => {}
-        Some(other) => return Err(format!("argument 'layout' should be torch.strided (aotc makes dense tensors only), got {other:?}")),
+        Some(other) => {
+            return Err(format!(
+                "argument 'layout' should be torch.strided (aotc makes dense tensors only), got {other:?}"
+            ))
+        }
     }
     match a.get("device") {
         None | Some(Argument::None(_)) | Some(Argument::Device(_)) => {}
@@ -222,15 +235,33 @@ fn randperm(lw: &mut Lowerer, a: &Args) -> R {
     let d = a.opt_dtype("dtype")?.unwrap_or(DType::I64);
     lw.require(SymExpr::Int(0), GuardOp::Le, n.clone(), "randperm: n must not be negative")?;
     if let Some(limit) = randperm_limit(d)? {
-        lw.require(n.clone(), GuardOp::Le, SymExpr::Int(limit), &format!("randperm: n must be at most {limit} for dtype {d}"))?;
+        lw.require(
+            n.clone(),
+            GuardOp::Le,
+            SymExpr::Int(limit),
+            &format!("randperm: n must be at most {limit} for dtype {d}"),
+        )?;
     }
     let s = stream(lw);
     let name = a.node_name();
     // Realized, so that the n^2 comparisons read the keys instead of hashing again.
-    let keys = TensorValue::view_of(lw.materialize(&TensorValue::lazy(DType::I64, vec![n.clone()], s.bits(var_value(0))), &format!("{name}.keys")), DType::I64, vec![n.clone()]);
+    let keys = TensorValue::view_of(
+        lw.materialize(&TensorValue::lazy(DType::I64, vec![n.clone()], s.bits(var_value(0))), &format!("{name}.keys")),
+        DType::I64,
+        vec![n.clone()],
+    );
     let (key_i, key_j) = (keys.load(&[Affine::var(0)]), keys.load(&[Affine::var(1)]));
-    let tie_before = binary(Prim::And, binary(Prim::Eq, key_j.clone(), key_i.clone()), binary(Prim::Lt, var_value(1), var_value(0)));
+    let tie_before =
+        binary(Prim::And, binary(Prim::Eq, key_j.clone(), key_i.clone()), binary(Prim::Lt, var_value(1), var_value(0)));
     let before = binary(Prim::Or, binary(Prim::Lt, key_j, key_i), tie_before);
-    let ranks = reduce_where(lw, &format!("{name}.rank"), std::slice::from_ref(&n), std::slice::from_ref(&n), ReduceOp::Sum, before, int(1));
+    let ranks = reduce_where(
+        lw,
+        &format!("{name}.rank"),
+        std::slice::from_ref(&n),
+        std::slice::from_ref(&n),
+        ReduceOp::Sum,
+        before,
+        int(1),
+    );
     Ok(vec![TensorValue::lazy(d, vec![n], ranks.load(&vars(1)))])
 }

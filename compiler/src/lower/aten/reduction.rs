@@ -76,7 +76,15 @@ fn reduced_dim(x: &TensorValue, dim: i64) -> Result<Vec<usize>, String> {
 
 /// Reduces `x` over `axes` with `op`, into a new buffer of `dtype`; the body is `x`'s
 /// elements cast to `dtype`.
-pub fn reduce(lw: &mut Lowerer, x: &TensorValue, axes: &[usize], keepdim: bool, op: ReduceOp, dtype: DType, name: &str) -> TensorValue {
+pub fn reduce(
+    lw: &mut Lowerer,
+    x: &TensorValue,
+    axes: &[usize],
+    keepdim: bool,
+    op: ReduceOp,
+    dtype: DType,
+    name: &str,
+) -> TensorValue {
     let rank = x.rank();
     if rank == 0 {
         // A 0-dim tensor is its own reduction (torch accepts dim 0 or -1 on it); the
@@ -102,10 +110,12 @@ pub fn reduce(lw: &mut Lowerer, x: &TensorValue, axes: &[usize], keepdim: bool, 
     }
     let n_out = out_sizes.len();
     let reduce: Vec<SymExpr> = axes.iter().map(|&d| x.sizes[d].clone()).collect();
-    let at: Vec<Affine> = (0..rank).map(|d| match index[d] {
-        Some(v) => Affine::var(v),
-        None => Affine::var(n_out + axes.iter().position(|&a| a == d).expect("reduced axis")),
-    }).collect();
+    let at: Vec<Affine> = (0..rank)
+        .map(|d| match index[d] {
+            Some(v) => Affine::var(v),
+            None => Affine::var(n_out + axes.iter().position(|&a| a == d).expect("reduced axis")),
+        })
+        .collect();
     let body = x.load(&at);
     let body = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) { body } else { cast(body, dtype) };
     let out = lw.new_reduction_out(name, dtype, out_sizes.clone());
@@ -140,7 +150,8 @@ fn simple(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
     let x = a.tensor(lw, "self")?;
     let ax = axes(a, x.rank())?;
     let keepdim = a.bool_or("keepdim", false)?;
-    let dtype = a.opt_dtype("dtype")?.unwrap_or(if op == ReduceOp::Prod && !x.dtype.is_float() { DType::I64 } else { x.dtype });
+    let dtype =
+        a.opt_dtype("dtype")?.unwrap_or(if op == ReduceOp::Prod && !x.dtype.is_float() { DType::I64 } else { x.dtype });
     if op != ReduceOp::Prod {
         require_non_empty(lw, &x, &ax)?;
     }
@@ -151,7 +162,12 @@ fn simple(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
 /// must be non-empty (checked on each call when it is dynamic).
 fn require_non_empty(lw: &mut Lowerer, x: &TensorValue, axes: &[usize]) -> Result<(), String> {
     for &d in axes {
-        lw.require(SymExpr::Int(1), GuardOp::Le, x.sizes[d].clone(), &format!("reduced dimension {d} must not be empty"))?;
+        lw.require(
+            SymExpr::Int(1),
+            GuardOp::Le,
+            x.sizes[d].clone(),
+            &format!("reduced dimension {d} must not be empty"),
+        )?;
     }
     Ok(())
 }
@@ -214,10 +230,17 @@ fn element_count(x: &TensorValue, axes: &[usize], dtype: DType) -> E {
 
 /// The mean of `x` over `axes` (kept as size-1 dimensions, in a buffer: every element
 /// reads it) and the deviation `x - mean` of each element, in `dtype`.
-fn mean_and_deviation(lw: &mut Lowerer, x: &TensorValue, axes: &[usize], dtype: DType, name: &str) -> Result<(TensorValue, E), String> {
+fn mean_and_deviation(
+    lw: &mut Lowerer,
+    x: &TensorValue,
+    axes: &[usize],
+    dtype: DType,
+    name: &str,
+) -> Result<(TensorValue, E), String> {
     let idx = vars(x.rank());
     let sum = reduce(lw, x, axes, true, ReduceOp::Sum, dtype, &format!("{name}.sum"));
-    let mean = TensorValue::lazy(dtype, sum.sizes.clone(), binary(Prim::Div, sum.load(&idx), element_count(x, axes, dtype)));
+    let mean =
+        TensorValue::lazy(dtype, sum.sizes.clone(), binary(Prim::Div, sum.load(&idx), element_count(x, axes, dtype)));
     let mean = lw.realize(&mean, &format!("{name}.mean"));
     let deviation = binary(Prim::Sub, cast(x.load(&idx), dtype), mean.expand(&x.sizes)?.load(&idx));
     Ok((mean, deviation))
@@ -225,8 +248,16 @@ fn mean_and_deviation(lw: &mut Lowerer, x: &TensorValue, axes: &[usize], dtype: 
 
 /// The sum over `axes` of `deviation * deviation` (a body over the index of a tensor of
 /// `sizes`).
-fn sum_of_squares(lw: &mut Lowerer, sizes: &[SymExpr], deviation: &E, axes: &[usize], keepdim: bool, name: &str) -> TensorValue {
-    let squares = TensorValue::lazy(deviation.dtype, sizes.to_vec(), binary(Prim::Mul, deviation.clone(), deviation.clone()));
+fn sum_of_squares(
+    lw: &mut Lowerer,
+    sizes: &[SymExpr],
+    deviation: &E,
+    axes: &[usize],
+    keepdim: bool,
+    name: &str,
+) -> TensorValue {
+    let squares =
+        TensorValue::lazy(deviation.dtype, sizes.to_vec(), binary(Prim::Mul, deviation.clone(), deviation.clone()));
     reduce(lw, &squares, axes, keepdim, ReduceOp::Sum, deviation.dtype, &format!("{name}.ssq"))
 }
 
@@ -272,7 +303,11 @@ fn layer_norm(lw: &mut Lowerer, a: &Args) -> R {
     let trailing = x.rank().checked_sub(norm).map(|lead| &x.sizes[lead..]);
     if trailing != Some(&normalized_shape[..]) {
         let show = |s: &[SymExpr]| s.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ");
-        return Err(format!("normalized_shape [{}] is not the trailing shape of the input [{}]", show(&normalized_shape), show(&x.sizes)));
+        return Err(format!(
+            "normalized_shape [{}] is not the trailing shape of the input [{}]",
+            show(&normalized_shape),
+            show(&x.sizes)
+        ));
     }
     let (w, b) = (a.opt_tensor(lw, "weight")?, a.opt_tensor(lw, "bias")?);
     let eps = a.scalar("eps")?.as_f64();

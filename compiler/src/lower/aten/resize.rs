@@ -55,7 +55,15 @@ fn both(a: Option<E>, b: Option<E>) -> Option<E> {
 /// axis innermost): `Σ_a (Σ_b ... x[lead, a, b, ...] * w_b ...) * w_a`, in `d`. A tap
 /// outside the input reads 0. `x` must be realized (every tap reads it).
 pub(super) fn interpolate(lw: &mut Lowerer, x: &TensorValue, lead: &[E], axes: &[Vec<Tap>], d: DType, name: &str) -> E {
-    fn go(lw: &mut Lowerer, x: &TensorValue, index: &mut Vec<E>, inside: Option<E>, axes: &[Vec<Tap>], d: DType, name: &str) -> E {
+    fn go(
+        lw: &mut Lowerer,
+        x: &TensorValue,
+        index: &mut Vec<E>,
+        inside: Option<E>,
+        axes: &[Vec<Tap>],
+        d: DType,
+        name: &str,
+    ) -> E {
         let Some((taps, rest)) = axes.split_first() else {
             let value = cast(lw.load_at_indices(x, index, name), d);
             return match inside {
@@ -122,7 +130,9 @@ fn scaled_size(lw: &mut Lowerer, input: &SymExpr, scale: f64) -> Result<SymExpr,
     }
     let numerator = numerator as i64;
     if shift > 52 || numerator >= 1 << 53 {
-        return Err(format!("scale factor {scale} of a symbolic size: its output size needs more than double precision"));
+        return Err(format!(
+            "scale factor {scale} of a symbolic size: its output size needs more than double precision"
+        ));
     }
     let product = SymExpr::mul([input.clone(), SymExpr::Int(numerator)]);
     lw.require(product.clone(), GuardOp::Le, SymExpr::Int(1 << 53), &format!("the output size {input} * {scale} is computed exactly as {input} * {numerator} / 2^{shift}, which must stay within 2^53"))?;
@@ -130,7 +140,9 @@ fn scaled_size(lw: &mut Lowerer, input: &SymExpr, scale: f64) -> Result<SymExpr,
     // 4*s * 0.5 is 2*s, not floordiv(4*s, 2): sizes must compare equal structurally.
     Ok(match &product {
         SymExpr::Mul(factors) => match factors.split_first() {
-            Some((SymExpr::Int(c), rest)) if c % denominator == 0 => SymExpr::mul(std::iter::once(SymExpr::Int(c / denominator)).chain(rest.iter().cloned())),
+            Some((SymExpr::Int(c), rest)) if c % denominator == 0 => {
+                SymExpr::mul(std::iter::once(SymExpr::Int(c / denominator)).chain(rest.iter().cloned()))
+            }
             _ => SymExpr::floor_div(product, SymExpr::Int(denominator)),
         },
         _ => SymExpr::floor_div(product, SymExpr::Int(denominator)),
@@ -157,7 +169,12 @@ fn upsample_axes(lw: &mut Lowerer, a: &Args, x: &TensorValue, k: usize) -> Resul
     let mut axes = vec![];
     for (i, ((input, output), scale)) in inputs.iter().zip(outputs).zip(scales).enumerate() {
         for (s, what) in [(input, "input"), (&output, "output")] {
-            lw.require(SymExpr::Int(1), GuardOp::Le, s.clone(), &format!("upsampling needs a non-empty {what} along spatial dimension {i}"))?;
+            lw.require(
+                SymExpr::Int(1),
+                GuardOp::Le,
+                s.clone(),
+                &format!("upsampling needs a non-empty {what} along spatial dimension {i}"),
+            )?;
         }
         axes.push(Axis { input: input.clone(), output, scale });
     }
@@ -263,7 +280,11 @@ fn upsample(lw: &mut Lowerer, a: &Args, k: usize, interp: Interp) -> R {
     let axes = upsample_axes(lw, a, &x, k)?;
     let (d, name) = (opmath(x.dtype), a.node_name());
     let x = lw.realize(&x, &name);
-    let taps: Vec<Vec<Tap>> = axes.iter().enumerate().map(|(i, axis)| upsample_taps(axis, var(2 + i), interp, align_corners, d, x.dtype)).collect();
+    let taps: Vec<Vec<Tap>> = axes
+        .iter()
+        .enumerate()
+        .map(|(i, axis)| upsample_taps(axis, var(2 + i), interp, align_corners, d, x.dtype))
+        .collect();
     let body = interpolate(lw, &x, &[var(0), var(1)], &taps, d, &name);
     let sizes = x.sizes[..2].iter().cloned().chain(axes.into_iter().map(|a| a.output)).collect();
     Ok(vec![TensorValue::lazy(x.dtype, sizes, cast(body, x.dtype))])

@@ -53,7 +53,15 @@ fn identity(op: ReduceOp, dtype: DType) -> E {
 /// `j` (body variables `ranges.len()..`, sizes `reduce`), the identity of `op` where
 /// nothing matches (ArgMax/ArgMin: the int64 position of the first best value). The
 /// building block of every op without a kernel of its own.
-pub fn reduce_where(lw: &mut Lowerer, name: &str, ranges: &[SymExpr], reduce: &[SymExpr], op: ReduceOp, matches: E, value: E) -> TensorValue {
+pub fn reduce_where(
+    lw: &mut Lowerer,
+    name: &str,
+    ranges: &[SymExpr],
+    reduce: &[SymExpr],
+    op: ReduceOp,
+    matches: E,
+    value: E,
+) -> TensorValue {
     let body = expr::select(matches, value.clone(), identity(op, value.dtype));
     let dtype = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) { DType::I64 } else { value.dtype };
     if reduce.is_empty() {
@@ -136,14 +144,29 @@ impl DimScatter {
         let lift = |t: &TensorValue| if t.rank() == 0 { t.unsqueeze(0) } else { t.clone() };
         let (x, index, src) = (lift(&x), lift(&index), src.map(lift));
         if index.rank() != x.rank() || src.as_ref().is_some_and(|s| s.rank() != x.rank()) {
-            return Err(format!("self, index and src must have the same rank, got {}, {} and {}", x.rank(), index.rank(), src.as_ref().map_or(x.rank(), |s| s.rank())));
+            return Err(format!(
+                "self, index and src must have the same rank, got {}, {} and {}",
+                x.rank(),
+                index.rank(),
+                src.as_ref().map_or(x.rank(), |s| s.rank())
+            ));
         }
         for d in 0..x.rank() {
             if let Some(s) = &src {
-                lw.require(index.sizes[d].clone(), GuardOp::Le, s.sizes[d].clone(), &format!("index dimension {d} must not exceed src's"))?;
+                lw.require(
+                    index.sizes[d].clone(),
+                    GuardOp::Le,
+                    s.sizes[d].clone(),
+                    &format!("index dimension {d} must not exceed src's"),
+                )?;
             }
             if d != dim {
-                lw.require(index.sizes[d].clone(), GuardOp::Le, x.sizes[d].clone(), &format!("index dimension {d} must not exceed self's"))?;
+                lw.require(
+                    index.sizes[d].clone(),
+                    GuardOp::Le,
+                    x.sizes[d].clone(),
+                    &format!("index dimension {d} must not exceed self's"),
+                )?;
             }
         }
         let mut partial = index.sizes.clone();
@@ -165,7 +188,12 @@ impl DimScatter {
     /// the partial position and the source variable).
     fn reduce(&self, lw: &mut Lowerer, name: &str, op: ReduceOp, value: E) -> TensorValue {
         let target = self.index.load(&self.source_at());
-        let target = lw.checked_index(target, self.x.sizes[self.dim].clone(), false, &format!("scatter index along dimension {}", self.dim));
+        let target = lw.checked_index(
+            target,
+            self.x.sizes[self.dim].clone(),
+            false,
+            &format!("scatter index along dimension {}", self.dim),
+        );
         let matches = binary(Prim::Eq, target, var_value(self.dim));
         reduce_where(lw, name, &self.partial, &[self.index.sizes[self.dim].clone()], op, matches, value)
     }
@@ -181,15 +209,21 @@ impl DimScatter {
 
     /// Whether the output position lies inside the partial shape.
     fn covered(&self) -> E {
-        all((0..self.x.rank()).filter(|&d| d != self.dim && self.partial[d] != self.x.sizes[d])
+        all((0..self.x.rank())
+            .filter(|&d| d != self.dim && self.partial[d] != self.x.sizes[d])
             .map(|d| binary(Prim::Lt, var_value(d), size_value(&self.partial[d]))))
     }
 
     /// `where(hit, value, self)` at every output position.
     fn finish(&self, hit: E, value: E) -> TensorValue {
         let x_i = self.x.load(&vars(self.x.rank()));
-        let out = TensorValue::lazy(self.x.dtype, self.x.sizes.clone(), expr::select(hit, cast(value, self.x.dtype), x_i));
-        if self.scalar { out.squeeze(&[0]) } else { out }
+        let out =
+            TensorValue::lazy(self.x.dtype, self.x.sizes.clone(), expr::select(hit, cast(value, self.x.dtype), x_i));
+        if self.scalar {
+            out.squeeze(&[0])
+        } else {
+            out
+        }
     }
 }
 
@@ -313,7 +347,14 @@ fn slice_scatter(lw: &mut Lowerer, a: &Args) -> R {
     let offset = binary(Prim::Sub, var_value(dim), size_value(&start));
     let (pos, on_step) = match step {
         1 => (offset.clone(), binary(Prim::Ge, offset.clone(), int(0))),
-        _ => (binary(Prim::Div, offset.clone(), int(step)), binary(Prim::And, binary(Prim::Ge, offset.clone(), int(0)), binary(Prim::Eq, binary(Prim::Fmod, offset, int(step)), int(0)))),
+        _ => (
+            binary(Prim::Div, offset.clone(), int(step)),
+            binary(
+                Prim::And,
+                binary(Prim::Ge, offset.clone(), int(0)),
+                binary(Prim::Eq, binary(Prim::Fmod, offset, int(step)), int(0)),
+            ),
+        ),
     };
     let inside = binary(Prim::And, on_step, binary(Prim::Lt, pos.clone(), size_value(&len)));
     let mut at: Vec<E> = (0..x.rank()).map(var_value).collect();
@@ -337,7 +378,8 @@ fn masked_scatter(lw: &mut Lowerer, a: &Args) -> R {
     let name = a.node_name();
     let rank = sizes.len();
     // rank(i) = #{ j before i : mask[j] }, over every dimension.
-    let (i, j): (Vec<Affine>, Vec<Affine>) = ((0..rank).map(Affine::var).collect(), (rank..2 * rank).map(Affine::var).collect());
+    let (i, j): (Vec<Affine>, Vec<Affine>) =
+        ((0..rank).map(Affine::var).collect(), (rank..2 * rank).map(Affine::var).collect());
     let before = binary(Prim::Lt, flat_position(&sizes, &j), flat_position(&sizes, &i));
     let matches = binary(Prim::And, before, mask.load(&j));
     let taken = reduce_where(lw, &format!("{name}.rank"), &sizes, &sizes, ReduceOp::Sum, matches, int(1));
@@ -347,7 +389,12 @@ fn masked_scatter(lw: &mut Lowerer, a: &Args) -> R {
     // false position never fails the call, even with an empty source.
     let mask_i = mask.load(&i);
     let k1 = expr::select(mask_i.clone(), binary(Prim::Add, taken.load(&i), int(1)), int(0));
-    let k1 = lw.checked_index(k1, SymExpr::add([numel, SymExpr::Int(1)]), false, "masked_scatter: source has fewer elements than the mask has true values");
+    let k1 = lw.checked_index(
+        k1,
+        SymExpr::add([numel, SymExpr::Int(1)]),
+        false,
+        "masked_scatter: source has fewer elements than the mask has true values",
+    );
     let value = lw.load_at_indices(&flat_source, &[binary(Prim::Sub, k1, int(1))], &name);
     let body = expr::select(mask_i, cast(value, x.dtype), x.load(&i));
     Ok(vec![TensorValue::lazy(x.dtype, sizes, body)])

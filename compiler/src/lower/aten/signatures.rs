@@ -55,13 +55,17 @@ pub fn core_operators() -> impl Iterator<Item = String> {
 /// The signature of `op` ("add.Tensor", "view.default"), if aotc knows it.
 pub fn lookup(op: &str) -> Option<&'static Signature> {
     static TABLE: OnceLock<HashMap<String, Signature>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let core = CORE.lines().filter_map(|l| l.split_once('\t')).map(|(_, schema)| schema);
-        core.chain(EXTRA.iter().copied()).map(|text| {
-            let (name, params) = parse(text);
-            (name, Signature { text, params })
-        }).collect()
-    }).get(op)
+    TABLE
+        .get_or_init(|| {
+            let core = CORE.lines().filter_map(|l| l.split_once('\t')).map(|(_, schema)| schema);
+            core.chain(EXTRA.iter().copied())
+                .map(|text| {
+                    let (name, params) = parse(text);
+                    (name, Signature { text, params })
+                })
+                .collect()
+        })
+        .get(op)
 }
 
 /// "add.Tensor(Tensor self, *, Scalar alpha=1) -> Tensor" → ("add.Tensor", [self, alpha=]).
@@ -71,13 +75,21 @@ fn parse(text: &str) -> (String, Vec<Param>) {
     let close = text.rfind(") ->").expect("schema has a return type");
     let name = &text[..open];
     let name = if name.contains('.') { name.to_string() } else { format!("{name}.default") };
-    let params = split_top_level(&text[open + 1..close]).into_iter().map(str::trim).filter(|p| !p.is_empty() && *p != "*").map(|p| {
-        let (decl, default) = match p.split_once('=') {
-            Some((d, _)) => (d, true),
-            None => (p, false),
-        };
-        Param { name: decl.split_whitespace().last().expect("parameter has a name").to_string(), has_default: default }
-    }).collect();
+    let params = split_top_level(&text[open + 1..close])
+        .into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && *p != "*")
+        .map(|p| {
+            let (decl, default) = match p.split_once('=') {
+                Some((d, _)) => (d, true),
+                None => (p, false),
+            };
+            Param {
+                name: decl.split_whitespace().last().expect("parameter has a name").to_string(),
+                has_default: default,
+            }
+        })
+        .collect();
     (name, params)
 }
 
@@ -132,7 +144,10 @@ mod tests {
         let (name, params) = parse("max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, *, bool ceil_mode=False) -> (Tensor, Tensor)");
         assert_eq!(name, "max_pool2d_with_indices.default");
         let got: Vec<(&str, bool)> = params.iter().map(|p| (p.name.as_str(), p.has_default)).collect();
-        assert_eq!(got, [("self", false), ("kernel_size", false), ("stride", true), ("padding", true), ("ceil_mode", true)]);
+        assert_eq!(
+            got,
+            [("self", false), ("kernel_size", false), ("stride", true), ("padding", true), ("ceil_mode", true)]
+        );
         assert_eq!(lookup("split.Tensor").unwrap().params[0], Param { name: "self".into(), has_default: false });
         assert_eq!(lookup("sum.dim_IntList").unwrap().params.len(), 4);
     }

@@ -17,10 +17,7 @@ use aotc_abi::DType;
 
 type R = Result<Vec<TensorValue>, String>;
 
-pub const OPS: &[(&str, LowerFn)] = &[
-    ("sort.default", sort),
-    ("topk.default", topk),
-];
+pub const OPS: &[(&str, LowerFn)] = &[("sort.default", sort), ("topk.default", topk)];
 
 fn is_nan(x: &E) -> E {
     binary(Prim::Ne, x.clone(), x.clone())
@@ -53,7 +50,14 @@ fn precedes(x_j: &E, x_i: &E, j: E, i: E, descending: bool) -> E {
 }
 
 /// The first `len` elements of `x` along `dim` in sort order, and their positions in `x`.
-fn sorted_prefix(lw: &mut Lowerer, x: &TensorValue, dim: usize, descending: bool, len: SymExpr, name: &str) -> (TensorValue, TensorValue) {
+fn sorted_prefix(
+    lw: &mut Lowerer,
+    x: &TensorValue,
+    dim: usize,
+    descending: bool,
+    len: SymExpr,
+    name: &str,
+) -> (TensorValue, TensorValue) {
     let rank = x.rank();
     let n = x.sizes[dim].clone();
     // ranks[i] = #{ j : x_j precedes x_i }
@@ -61,12 +65,14 @@ fn sorted_prefix(lw: &mut Lowerer, x: &TensorValue, dim: usize, descending: bool
     at_j[dim] = Affine::var(rank);
     let (x_i, x_j) = (x.load(&vars(rank)), x.load(&at_j));
     let before = precedes(&x_j, &x_i, var_value(rank), var_value(dim), descending);
-    let ranks = reduce_where(lw, &format!("{name}.rank"), &x.sizes, std::slice::from_ref(&n), ReduceOp::Sum, before, int(1));
+    let ranks =
+        reduce_where(lw, &format!("{name}.rank"), &x.sizes, std::slice::from_ref(&n), ReduceOp::Sum, before, int(1));
     // indices[k] = the i with ranks[i] == k: exactly one, as the ranks are a permutation.
     let mut sizes = x.sizes.clone();
     sizes[dim] = len;
     let has_rank_k = binary(Prim::Eq, ranks.load(&at_j), var_value(dim));
-    let indices = reduce_where(lw, &format!("{name}.indices"), &sizes, &[n], ReduceOp::Max, has_rank_k, var_value(rank));
+    let indices =
+        reduce_where(lw, &format!("{name}.indices"), &sizes, &[n], ReduceOp::Max, has_rank_k, var_value(rank));
     let mut at: Vec<E> = (0..rank).map(var_value).collect();
     at[dim] = indices.load(&vars(rank));
     let values = TensorValue::lazy(x.dtype, sizes, lw.load_at_indices(x, &at, name));
@@ -102,4 +108,3 @@ fn topk(lw: &mut Lowerer, a: &Args) -> R {
     let (values, indices) = sorted_prefix(lw, &x, dim, largest, k, &a.node_name());
     Ok(vec![values, indices])
 }
-

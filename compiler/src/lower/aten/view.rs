@@ -137,8 +137,16 @@ fn slice(lw: &mut Lowerer, a: &Args) -> R {
 /// The (start, length, step) of the python slice `start:end:step` (arguments of `a`)
 /// of a dimension of `size`.
 pub fn slice_range(lw: &mut Lowerer, a: &Args, size: &SymExpr) -> Result<(SymExpr, SymExpr, i64), String> {
-    let start = if a.get("start").is_some_and(|s| !matches!(s, Argument::None(_))) { a.sym_int(lw, "start")? } else { SymExpr::Int(0) };
-    let end = if a.get("end").is_some_and(|s| !matches!(s, Argument::None(_))) { a.sym_int(lw, "end")? } else { size.clone() };
+    let start = if a.get("start").is_some_and(|s| !matches!(s, Argument::None(_))) {
+        a.sym_int(lw, "start")?
+    } else {
+        SymExpr::Int(0)
+    };
+    let end = if a.get("end").is_some_and(|s| !matches!(s, Argument::None(_))) {
+        a.sym_int(lw, "end")?
+    } else {
+        size.clone()
+    };
     let step = a.int_or("step", 1)?;
     if step <= 0 {
         return Err(format!("slice step must be positive, got {step}"));
@@ -161,7 +169,12 @@ fn view(lw: &mut Lowerer, a: &Args) -> R {
             return Err(format!("only one dimension can be -1 (inferred), got sizes {sizes:?}"));
         }
         let known = SymExpr::product(sizes.iter().filter(|s| **s != SymExpr::Int(-1)));
-        lw.require(SymExpr::Int(1), GuardOp::Le, known.clone(), "the sizes beside an inferred (-1) dimension must not be zero")?;
+        lw.require(
+            SymExpr::Int(1),
+            GuardOp::Le,
+            known.clone(),
+            "the sizes beside an inferred (-1) dimension must not be zero",
+        )?;
         sizes[d] = inferred_size(&numel, &known);
     }
     if let Some(s) = sizes.iter().find(|s| s.as_int().is_some_and(|v| v < 0)) {
@@ -180,13 +193,21 @@ fn split_with_sizes(lw: &mut Lowerer, a: &Args) -> R {
     for len in &sizes {
         lw.require(SymExpr::Int(0), GuardOp::Le, len.clone(), "split sizes must not be negative")?;
     }
-    lw.require(SymExpr::add(sizes.iter().cloned()), GuardOp::Eq, x.sizes[dim].clone(), &format!("split sizes add up to the size of dimension {dim}"))?;
+    lw.require(
+        SymExpr::add(sizes.iter().cloned()),
+        GuardOp::Eq,
+        x.sizes[dim].clone(),
+        &format!("split sizes add up to the size of dimension {dim}"),
+    )?;
     let mut start = SymExpr::Int(0);
-    Ok(sizes.into_iter().map(|len| {
-        let part = x.slice(dim, start.clone(), len.clone(), 1);
-        start = SymExpr::add([start.clone(), len]);
-        part
-    }).collect())
+    Ok(sizes
+        .into_iter()
+        .map(|len| {
+            let part = x.slice(dim, start.clone(), len.clone(), 1);
+            start = SymExpr::add([start.clone(), len]);
+            part
+        })
+        .collect())
 }
 
 fn split(lw: &mut Lowerer, a: &Args) -> R {
@@ -197,7 +218,10 @@ fn split(lw: &mut Lowerer, a: &Args) -> R {
     if chunk <= 0 {
         return Err(format!("split_size must be positive, got {chunk}"));
     }
-    Ok((0..n).step_by(chunk as usize).map(|s| x.slice(dim, SymExpr::Int(s), SymExpr::Int(chunk.min(n - s)), 1)).collect())
+    Ok((0..n)
+        .step_by(chunk as usize)
+        .map(|s| x.slice(dim, SymExpr::Int(s), SymExpr::Int(chunk.min(n - s)), 1))
+        .collect())
 }
 
 fn alias(lw: &mut Lowerer, a: &Args) -> R {
@@ -211,12 +235,18 @@ fn diagonal(lw: &mut Lowerer, a: &Args) -> R {
     let offset = a.int_or("offset", 0)?;
     let (d1, d2) = (norm_dim(a.int_or("dim1", 0)?, x.rank())?, norm_dim(a.int_or("dim2", 1)?, x.rank())?);
     if d1 == d2 || x.rank() < 2 {
-        return Err(format!("diagonal needs two different dimensions of a tensor of rank >= 2, got dim1 {d1}, dim2 {d2}, rank {}", x.rank()));
+        return Err(format!(
+            "diagonal needs two different dimensions of a tensor of rank >= 2, got dim1 {d1}, dim2 {d2}, rank {}",
+            x.rank()
+        ));
     }
     // Row and column of the diagonal's first element.
     let (row, col) = (offset.saturating_neg().max(0), offset.max(0));
     let len = SymExpr::max(
-        SymExpr::min(SymExpr::add([x.sizes[d1].clone(), SymExpr::Int(-row)]), SymExpr::add([x.sizes[d2].clone(), SymExpr::Int(-col)])),
+        SymExpr::min(
+            SymExpr::add([x.sizes[d1].clone(), SymExpr::Int(-row)]),
+            SymExpr::add([x.sizes[d2].clone(), SymExpr::Int(-col)]),
+        ),
         SymExpr::Int(0),
     );
     let kept: Vec<usize> = (0..x.rank()).filter(|&d| d != d1 && d != d2).collect();
@@ -250,12 +280,15 @@ fn flip(lw: &mut Lowerer, a: &Args) -> R {
     }
     let sizes = x.sizes.clone();
     Ok(vec![x.remap(sizes.clone(), &|v| {
-        v.iter().enumerate().map(|(d, i)| {
-            if !dims.contains(&d) {
-                return i.clone();
-            }
-            Affine::constant(SymExpr::add([sizes[d].clone(), SymExpr::Int(-1)])).plus(&i.scale(&SymExpr::Int(-1)))
-        }).collect()
+        v.iter()
+            .enumerate()
+            .map(|(d, i)| {
+                if !dims.contains(&d) {
+                    return i.clone();
+                }
+                Affine::constant(SymExpr::add([sizes[d].clone(), SymExpr::Int(-1)])).plus(&i.scale(&SymExpr::Int(-1)))
+            })
+            .collect()
     })])
 }
 
@@ -266,7 +299,11 @@ fn repeat(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "self")?;
     let repeats = a.sym_ints(lw, "repeats")?;
     if repeats.len() < x.rank() {
-        return Err(format!("repeat needs at least as many repeats ({}) as self has dimensions ({})", repeats.len(), x.rank()));
+        return Err(format!(
+            "repeat needs at least as many repeats ({}) as self has dimensions ({})",
+            repeats.len(),
+            x.rank()
+        ));
     }
     for r in &repeats {
         lw.require(SymExpr::Int(0), GuardOp::Le, r.clone(), "repeats must not be negative")?;
@@ -308,10 +345,18 @@ fn as_strided(lw: &mut Lowerer, a: &Args) -> R {
     for (size, stride) in sizes.iter().zip(&strides) {
         lw.require(SymExpr::Int(0), GuardOp::Le, size.clone(), "as_strided: sizes must not be negative")?;
         lw.require(SymExpr::Int(0), GuardOp::Le, stride.clone(), "as_strided: strides must not be negative")?;
-        last.push(SymExpr::mul([SymExpr::max(SymExpr::add([size.clone(), SymExpr::Int(-1)]), SymExpr::Int(0)), stride.clone()]));
+        last.push(SymExpr::mul([
+            SymExpr::max(SymExpr::add([size.clone(), SymExpr::Int(-1)]), SymExpr::Int(0)),
+            stride.clone(),
+        ]));
     }
     let numel = SymExpr::product(x.sizes.iter());
-    lw.require(SymExpr::add(last.into_iter().chain([SymExpr::Int(1)])), GuardOp::Le, numel, "as_strided: every element it reaches must lie inside self's storage")?;
+    lw.require(
+        SymExpr::add(last.into_iter().chain([SymExpr::Int(1)])),
+        GuardOp::Le,
+        numel,
+        "as_strided: every element it reaches must lie inside self's storage",
+    )?;
     let Repr::View(r) = &storage.repr else { unreachable!("storage_of returns a view") };
     let view = StridedRef { buf: r.buf, offset: SymExpr::add([r.offset.clone(), offset]), strides };
     Ok(vec![TensorValue { dtype: x.dtype, sizes, repr: Repr::View(view), complex: false }])
@@ -329,7 +374,11 @@ fn storage_of(lw: &mut Lowerer, a: &Args, x: &TensorValue) -> Result<TensorValue
     let mut order: Vec<usize> = (0..x.rank()).collect();
     order.sort_by_key(|&d| std::cmp::Reverse(recorded.get(d).and_then(|s| s.as_int()).unwrap_or(i64::MAX)));
     let permuted = x.permute(&order)?;
-    let dense = recorded.len() == x.rank() && contiguous_strides(&permuted.sizes).iter().zip(&order).all(|(s, &d)| *s == recorded[d] || x.sizes[d] == SymExpr::Int(1));
+    let dense = recorded.len() == x.rank()
+        && contiguous_strides(&permuted.sizes)
+            .iter()
+            .zip(&order)
+            .all(|(s, &d)| *s == recorded[d] || x.sizes[d] == SymExpr::Int(1));
     if !dense || storage_offset != SymExpr::Int(0) {
         return Err(format!(
             "as_strided of a tensor that torch.export recorded as a view into a larger storage (strides [{}], storage offset {storage_offset}): aotc only knows the tensor's own elements",

@@ -46,10 +46,20 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
     let beta = sums.beta();
     // Every depth of C's columns: A's depths from `pc` on, B read from its panels.
     let whole = Problem {
-        m, k, n, alpha: 1.0,
-        a: std::ptr::null(), rsa: k as isize, csa: 1,
-        b: std::ptr::null(), rsb: 0, csb: 0,
-        beta, c: out.as_mut_ptr(), rsc: n as isize, csc: 1,
+        m,
+        k,
+        n,
+        alpha: 1.0,
+        a: std::ptr::null(),
+        rsa: k as isize,
+        csa: 1,
+        b: std::ptr::null(),
+        rsb: 0,
+        csb: 0,
+        beta,
+        c: out.as_mut_ptr(),
+        rsc: n as isize,
+        csc: 1,
     };
     if m >= n && k * padded <= WHOLE_MAX {
         // (Every float is written: each panel depth whole, zeros past the end.)
@@ -63,7 +73,12 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
             panels(g, &taps, planes, 0..n, i * KC, block);
         });
         let (a, packed_a) = lhs(&weight, m, 0);
-        let operands = Operands { a: packed_a, b: Packed::new(windows.as_ptr(), n, NR), bias: sums.bias(), activation: g.activation };
+        let operands = Operands {
+            a: packed_a,
+            b: Packed::new(windows.as_ptr(), n, NR),
+            bias: sums.bias(),
+            activation: g.activation,
+        };
         // Pooled: the full planes in a buffer first.
         let mut full = g.pool.then(|| spare.take(m * n));
         let c = full.as_mut().map_or(whole.c, |f| f.as_mut_ptr());
@@ -114,7 +129,8 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
                 // The first depth block applies beta and the bias, the last the activation.
                 let (beta, bias) = if pc == 0 { (beta, sums.bias()) } else { (1.0, Bias::None) };
                 let activation = if pc + kc == k { g.activation } else { Activation::None };
-                let operands = Operands { a: packed_a, b: Packed::new(windows.as_ptr(), cols.len(), NR), bias, activation };
+                let operands =
+                    Operands { a: packed_a, b: Packed::new(windows.as_ptr(), cols.len(), NR), bias, activation };
                 let p = Problem { k: kc, n: cols.len(), a, beta, c, rsc, ..*whole };
                 // SAFETY: A holds depths pc..pc + kc of the weight as `lhs` says; B those
                 // depths of the block's windows, packed just above; C columns `cols` of
@@ -127,7 +143,12 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
                 for o in 0..m {
                     // SAFETY: pooled rows `units` of output channel o lie in `out` (m planes
                     // of out_h x out_w) and are this block's alone.
-                    let dst = unsafe { std::slice::from_raw_parts_mut(whole.c.add(o * out_h * out_w + units.start * out_w), units.len() * out_w) };
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            whole.c.add(o * out_h * out_w + units.start * out_w),
+                            units.len() * out_w,
+                        )
+                    };
                     row_pairs(&rows[o * cols.len()..][..cols.len()], g.out_size[1], dst);
                 }
             }
@@ -240,9 +261,14 @@ mod avx2 {
                     // Even elements of 2 x 8: shuffle within 128-bit halves, then order
                     // the 64-bit pairs.
                     let evens = |a: __m256, b: __m256| {
-                        _mm256_castpd_ps(_mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(_mm256_shuffle_ps::<0x88>(a, b))))
+                        _mm256_castpd_ps(_mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(_mm256_shuffle_ps::<0x88>(
+                            a, b,
+                        ))))
                     };
-                    [evens(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))), evens(_mm256_loadu_ps(p.add(16)), _mm256_loadu_ps(p.add(24)))]
+                    [
+                        evens(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))),
+                        evens(_mm256_loadu_ps(p.add(16)), _mm256_loadu_ps(p.add(24))),
+                    ]
                 },
                 _ => {
                     // Near the ends of `planes`, or another stride: lane by lane.
@@ -262,7 +288,8 @@ mod avx2 {
             unsafe {
                 let (lo, hi) = (_mm256_set1_epi32(lanes.start as i32 - 1), _mm256_set1_epi32(lanes.end as i32));
                 for (h, (v, x)) in self.0.iter_mut().zip(x).enumerate() {
-                    let t = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * h as i32));
+                    let t =
+                        _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * h as i32));
                     let inside = _mm256_and_si256(_mm256_cmpgt_epi32(t, lo), _mm256_cmpgt_epi32(hi, t));
                     *v = _mm256_blendv_ps(*v, x, _mm256_castsi256_ps(inside));
                 }
@@ -285,7 +312,14 @@ mod avx2 {
 /// # Safety
 /// The CPU runs `R`'s instructions.
 #[inline(always)]
-unsafe fn fill<R: Row>(g: &Conv2d, taps: &[TapColumns], planes: &[f32], cols: Range<usize>, pc: usize, out: &mut [f32]) {
+unsafe fn fill<R: Row>(
+    g: &Conv2d,
+    taps: &[TapColumns],
+    planes: &[f32],
+    cols: Range<usize>,
+    pc: usize,
+    out: &mut [f32],
+) {
     let [kh, kw] = g.kernel;
     let (plane, kc) = (g.height * g.width, KC.min(g.depth() - pc));
     let out_w = g.out_size[1];
@@ -294,7 +328,11 @@ unsafe fn fill<R: Row>(g: &Conv2d, taps: &[TapColumns], planes: &[f32], cols: Ra
     // plane), and for each kernel column the panel columns it reaches (lo..hi) and the
     // input column of panel column 0 (as if the run went on to the left).
     // (Inline: a panel spans at most NR runs, and short kernels fit 64 rows and columns.)
-    let (mut runs, mut rows, mut columns) = (SmallVec::<[Run; NR]>::new(), SmallVec::<[Option<isize>; 64]>::new(), SmallVec::<[(Range<usize>, isize); 64]>::new());
+    let (mut runs, mut rows, mut columns) = (
+        SmallVec::<[Run; NR]>::new(),
+        SmallVec::<[Option<isize>; 64]>::new(),
+        SmallVec::<[(Range<usize>, isize); 64]>::new(),
+    );
     for (q0, panel) in cols.clone().step_by(NR).zip(out.chunks_exact_mut(kc * NR)) {
         runs.clear();
         let end = cols.end.min(q0 + NR);
@@ -309,13 +347,18 @@ unsafe fn fill<R: Row>(g: &Conv2d, taps: &[TapColumns], planes: &[f32], cols: Ra
         columns.clear();
         for run in &runs {
             rows.extend((0..kh).map(|i| {
-                let ih = (run.oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height);
+                let ih =
+                    (run.oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height);
                 ih.map(|ih| (ih * g.width) as isize)
             }));
             columns.extend(taps.iter().map(|tap| {
                 let (first, last) = (run.ow.max(tap.outputs.start), (run.ow + run.len).min(tap.outputs.end));
                 let shift = (run.ow as isize - run.lo as isize - tap.outputs.start as isize) * stride as isize;
-                if first < last { (run.lo + first - run.ow..run.lo + last - run.ow, tap.first as isize + shift) } else { (0..0, 0) }
+                if first < last {
+                    (run.lo + first - run.ow..run.lo + last - run.ow, tap.first as isize + shift)
+                } else {
+                    (0..0, 0)
+                }
             }));
         }
         // Depth pc is (c, i, j) = (pc / (kh kw), pc / kw % kh, pc % kw); the rows follow.

@@ -19,7 +19,15 @@ use std::sync::Mutex;
 
 /// `out = activation(conv(x, weight) + bias (+ residual))` for one depthwise geometry;
 /// `scratch` holds `g.scratch_len()` floats.
-pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual: Option<&[f32]>, scratch: &mut [f32], out: &mut [f32]) {
+pub fn run(
+    g: &Conv2d,
+    x: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
     let (plane_in, positions, taps) = (g.height * g.width, g.positions(), g.kernel[0] * g.kernel[1]);
     let planes = g.batch * g.out_channels;
     // Output channel o's taps and bias, and output plane p's residual.
@@ -32,7 +40,8 @@ pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual
         // chunks, so that with fewer chunks than channels (the slots at least as many)
         // each has its own; else the lock makes chunks that share one take turns.
         // (Inline: a call allocates nothing.)
-        let slots: smallvec::SmallVec<[Mutex<&mut [f32]>; DEPTHWISE_SLOTS]> = scratch.chunks_exact_mut(kernel.len()).take(DEPTHWISE_SLOTS).map(Mutex::new).collect();
+        let slots: smallvec::SmallVec<[Mutex<&mut [f32]>; DEPTHWISE_SLOTS]> =
+            scratch.chunks_exact_mut(kernel.len()).take(DEPTHWISE_SLOTS).map(Mutex::new).collect();
         return for_items(out, planes, positions, out.len() * taps, &|begin, _, part| {
             let mut slot = slots[begin * slots.len() / planes].lock().unwrap_or_else(|e| e.into_inner());
             kernel.clear(&mut slot);
@@ -63,8 +72,13 @@ pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual
 /// The output planes of a chunk (`part`, from plane `begin` on): each one's index, its
 /// output channel, where its input plane starts in `x`, and the plane; the channels are
 /// counted along (divisions per plane would cost more than a small plane's taps).
-fn chunk_planes<'a>(g: &Conv2d, begin: usize, part: &'a mut [f32]) -> impl Iterator<Item = (usize, usize, usize, &'a mut [f32])> {
-    let (channels, out_channels, multiplier, plane_in) = (g.channels, g.out_channels, g.group_out_channels(), g.height * g.width);
+fn chunk_planes<'a>(
+    g: &Conv2d,
+    begin: usize,
+    part: &'a mut [f32],
+) -> impl Iterator<Item = (usize, usize, usize, &'a mut [f32])> {
+    let (channels, out_channels, multiplier, plane_in) =
+        (g.channels, g.out_channels, g.group_out_channels(), g.height * g.width);
     let (mut n, mut o) = (begin / out_channels, begin % out_channels);
     part.chunks_exact_mut(g.positions()).enumerate().map(move |(i, out)| {
         let input = (n * channels + if multiplier == 1 { o } else { o / multiplier }) * plane_in;
@@ -101,7 +115,10 @@ fn plane_portable(g: &Conv2d, columns: &[TapColumns], input: &[f32], w: &[f32], 
         row.fill(bias);
         for (i, taps) in w.chunks_exact(g.kernel[1]).enumerate() {
             // The input row of kernel row i, when inside the plane.
-            let Some(ih) = (oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height) else { continue };
+            let Some(ih) = (oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height)
+            else {
+                continue;
+            };
             let src = &input[ih * width..][..width];
             for (&tap, cols) in taps.iter().zip(columns) {
                 let dst = &mut row[cols.outputs.clone()];

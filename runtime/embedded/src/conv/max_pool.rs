@@ -19,7 +19,9 @@ pub(super) mod avx2;
 pub unsafe extern "C" fn __aotc_max_pool2d_f32(out: *mut f32, x: *const f32, geometry: *const i64, count: i64) {
     // SAFETY: the generated code passes its geometry list and its length.
     let list = unsafe { std::slice::from_raw_parts(geometry, count.max(0) as usize) };
-    let Some((g, (x_len, _, out_len))) = Conv2d::windows_from_list(list).and_then(|g| Some((g, g.lens()?))) else { return };
+    let Some((g, (x_len, _, out_len))) = Conv2d::windows_from_list(list).and_then(|g| Some((g, g.lens()?))) else {
+        return;
+    };
     if g.channels != g.out_channels || out_len == 0 || x_len == 0 {
         return;
     }
@@ -81,7 +83,11 @@ unsafe fn plane_avx2(g: &Conv2d, columns: &[TapColumns], input: &[f32], out: &mu
 /// `a` or `b`, whichever is larger, NaN winning.
 #[inline(always)]
 pub(super) fn max(a: f32, b: f32) -> f32 {
-    if b > a || b.is_nan() { b } else { a }
+    if b > a || b.is_nan() {
+        b
+    } else {
+        a
+    }
 }
 
 #[inline(always)]
@@ -91,7 +97,10 @@ fn plane_portable(g: &Conv2d, columns: &[TapColumns], input: &[f32], out: &mut [
         row.fill(f32::NEG_INFINITY);
         for i in 0..g.kernel[0] {
             // The input row of kernel row i, when inside the plane.
-            let Some(ih) = (oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height) else { continue };
+            let Some(ih) = (oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height)
+            else {
+                continue;
+            };
             let src = &input[ih * width..][..width];
             for cols in columns {
                 let dst = &mut row[cols.outputs.clone()];

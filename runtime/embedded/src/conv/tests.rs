@@ -38,7 +38,8 @@ fn reference(g: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f64>
                                 if ih < 0 || iw < 0 || ih >= g.height as isize || iw >= g.width as isize {
                                     continue;
                                 }
-                                let xi = ((n * g.channels + group * cg + c) * g.height + ih as usize) * g.width + iw as usize;
+                                let xi = ((n * g.channels + group * cg + c) * g.height + ih as usize) * g.width
+                                    + iw as usize;
                                 let wi = ((o * cg + c) * g.kernel[0] + i) * g.kernel[1] + j;
                                 acc += x[xi] as f64 * w[wi] as f64;
                             }
@@ -54,9 +55,37 @@ fn reference(g: &Conv2d, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f64>
 
 /// A geometry with its output size derived.
 #[allow(clippy::too_many_arguments)]
-fn geometry(batch: usize, channels: usize, hw: [usize; 2], out_channels: usize, kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], dilation: [usize; 2], groups: usize, has_bias: bool) -> Conv2d {
+fn geometry(
+    batch: usize,
+    channels: usize,
+    hw: [usize; 2],
+    out_channels: usize,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+    has_bias: bool,
+) -> Conv2d {
     let out = |d: usize| (hw[d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1;
-    Conv2d { batch, channels, height: hw[0], width: hw[1], out_channels, kernel, out_size: [out(0), out(1)], stride, padding, dilation, groups, has_bias, weight: WeightForm::Rows, residual: false, activation: Activation::None, pool: false }
+    Conv2d {
+        batch,
+        channels,
+        height: hw[0],
+        width: hw[1],
+        out_channels,
+        kernel,
+        out_size: [out(0), out(1)],
+        stride,
+        padding,
+        dilation,
+        groups,
+        has_bias,
+        weight: WeightForm::Rows,
+        residual: false,
+        activation: Activation::None,
+        pool: false,
+    }
 }
 
 fn check(g: Conv2d, threads: usize) {
@@ -66,7 +95,8 @@ fn check(g: Conv2d, threads: usize) {
     let packed: Vec<f32> = (0..g.groups)
         .flat_map(|group| {
             let rows = &w[group * g.group_out_channels() * g.depth()..];
-            aotc_abi::gemm::pack(g.depth(), g.group_out_channels(), aotc_abi::gemm::MR, |p, o| rows[o * g.depth() + p]).unwrap()
+            aotc_abi::gemm::pack(g.depth(), g.group_out_channels(), aotc_abi::gemm::MR, |p, o| rows[o * g.depth() + p])
+                .unwrap()
         })
         .collect();
     let bias = values(g.out_channels, 3);
@@ -74,7 +104,11 @@ fn check(g: Conv2d, threads: usize) {
     let [out_h, out_w] = g.written_size();
     let mut out = vec![f32::NAN; g.batch * g.out_channels * out_h * out_w];
     let mut scratch = vec![f32::NAN; g.scratch_len().unwrap()];
-    let transformed = if g.weight == WeightForm::Winograd { winograd::transform_weight(&w, g.out_channels, g.channels).unwrap() } else { Vec::new() };
+    let transformed = if g.weight == WeightForm::Winograd {
+        winograd::transform_weight(&w, g.out_channels, g.channels).unwrap()
+    } else {
+        Vec::new()
+    };
     let weight = match g.weight {
         WeightForm::Rows => w.as_ptr(),
         WeightForm::Panels => packed.as_ptr(),
@@ -83,10 +117,23 @@ fn check(g: Conv2d, threads: usize) {
     let list = g.to_list();
     // Buffers a kernel takes for the call hold NaN from "earlier calls".
     let spare = crate::spare::Spare::poisoned(8, 1 << 16);
-    crate::spare::lend(&spare, || with_threads(threads, || {
-        // SAFETY: every buffer holds what the geometry describes.
-        unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), weight, bias.as_ptr(), scratch.as_mut_ptr(), residual.as_ptr(), list.as_ptr(), list.len() as i64) }
-    }));
+    crate::spare::lend(&spare, || {
+        with_threads(threads, || {
+            // SAFETY: every buffer holds what the geometry describes.
+            unsafe {
+                __aotc_conv2d_f32(
+                    out.as_mut_ptr(),
+                    x.as_ptr(),
+                    weight,
+                    bias.as_ptr(),
+                    scratch.as_mut_ptr(),
+                    residual.as_ptr(),
+                    list.as_ptr(),
+                    list.len() as i64,
+                )
+            }
+        })
+    });
     let mut want = reference(&g, &x, &w, g.has_bias.then_some(&bias[..]));
     for (w, &r) in want.iter_mut().zip(&residual) {
         *w += if g.residual { r as f64 } else { 0.0 };
@@ -102,7 +149,10 @@ fn check(g: Conv2d, threads: usize) {
     // depth still rounds the bias and residual through it).
     let depth = g.depth() as f64;
     for (i, (&got, &want)) in out.iter().zip(&want).enumerate() {
-        assert!((got as f64 - want).abs() <= 1e-6 * (depth.sqrt() * 4.0).max(1.0), "{g:?} on {threads} threads: element {i} is {got}, expected {want}");
+        assert!(
+            (got as f64 - want).abs() <= 1e-6 * (depth.sqrt() * 4.0).max(1.0),
+            "{g:?} on {threads} threads: element {i} is {got}, expected {want}"
+        );
     }
 }
 
@@ -154,7 +204,10 @@ fn every_algorithm_matches_the_naive_convolution() {
             }
             if g.algorithm().pools() {
                 check(Conv2d { pool: true, activation: Activation::Relu, ..g }, threads);
-                check(Conv2d { pool: true, weight: WeightForm::Panels, activation: Activation::Hardswish, ..g }, threads);
+                check(
+                    Conv2d { pool: true, weight: WeightForm::Panels, activation: Activation::Hardswish, ..g },
+                    threads,
+                );
             }
         }
     }
@@ -184,7 +237,10 @@ fn both_ways_of_cutting_the_windows_match_the_naive_convolution() {
         assert_eq!(g.algorithm(), Algorithm::Columns);
         for threads in [1, 2] {
             check(g, threads);
-            check(Conv2d { weight: WeightForm::Panels, residual: true, activation: Activation::Hardswish, ..g }, threads);
+            check(
+                Conv2d { weight: WeightForm::Panels, residual: true, activation: Activation::Hardswish, ..g },
+                threads,
+            );
             check(Conv2d { weight: WeightForm::Panels, ..g }, threads);
             // Pooled: blocks of row pairs (a last odd row and column dropped), or the
             // whole windows' planes pooled after their GEMM.
@@ -271,10 +327,18 @@ fn depthwise_fast_paths_match_the_naive_convolution() {
         assert_eq!(g.algorithm(), Algorithm::Depthwise);
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            assert!(super::depthwise::avx2::Kernel::new(&g, g.scratch_len().unwrap()).is_some(), "{g:?} takes the fast path");
+            assert!(
+                super::depthwise::avx2::Kernel::new(&g, g.scratch_len().unwrap()).is_some(),
+                "{g:?} takes the fast path"
+            );
         }
         for threads in [1, 2] {
-            for (residual, activation) in [(false, Activation::None), (true, Activation::None), (false, Activation::Relu), (true, Activation::Hardswish)] {
+            for (residual, activation) in [
+                (false, Activation::None),
+                (true, Activation::None),
+                (false, Activation::Relu),
+                (true, Activation::Hardswish),
+            ] {
                 check(Conv2d { residual, activation, ..g }, threads);
                 check(Conv2d { residual, activation, has_bias: false, ..g }, threads);
             }
@@ -286,7 +350,10 @@ fn depthwise_fast_paths_match_the_naive_convolution() {
 #[test]
 fn the_depthwise_relu_keeps_nan() {
     for (k, s) in [(3, 1), (5, 2), (3, 3)] {
-        let g = Conv2d { activation: Activation::Relu, ..geometry(1, 2, [9, 10], 2, [k, k], [s, s], [1, 1], [1, 1], 2, false) };
+        let g = Conv2d {
+            activation: Activation::Relu,
+            ..geometry(1, 2, [9, 10], 2, [k, k], [s, s], [1, 1], [1, 1], 2, false)
+        };
         let mut x = values(g.channels * g.height * g.width, 5);
         x[4 * g.width + 4] = f32::NAN;
         let w = values(g.out_channels * g.depth(), 6);
@@ -294,7 +361,18 @@ fn the_depthwise_relu_keeps_nan() {
         let mut scratch = vec![0.0f32; g.scratch_len().unwrap()];
         let list = g.to_list();
         // SAFETY: every buffer holds what the geometry describes (no bias, no residual).
-        unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), w.as_ptr(), w.as_ptr(), scratch.as_mut_ptr(), x.as_ptr(), list.as_ptr(), list.len() as i64) };
+        unsafe {
+            __aotc_conv2d_f32(
+                out.as_mut_ptr(),
+                x.as_ptr(),
+                w.as_ptr(),
+                w.as_ptr(),
+                scratch.as_mut_ptr(),
+                x.as_ptr(),
+                list.as_ptr(),
+                list.len() as i64,
+            )
+        };
         let (plane0, plane1) = out.split_at(g.positions());
         assert!(plane0.iter().any(|v| v.is_nan()), "{g:?}: the windows over the NaN stay NaN");
         assert!(plane1.iter().all(|v| *v >= 0.0) && plane1.contains(&0.0), "{g:?}: the other plane is clamped");
@@ -309,7 +387,18 @@ fn an_inconsistent_geometry_writes_nothing() {
     let mut out = vec![7.0f32; 32];
     let x = [1.0f32; 32];
     // SAFETY: the buffers are larger than the (refused) geometry's.
-    unsafe { __aotc_conv2d_f32(out.as_mut_ptr(), x.as_ptr(), x.as_ptr(), x.as_ptr(), out.as_mut_ptr(), x.as_ptr(), list.as_ptr(), list.len() as i64) };
+    unsafe {
+        __aotc_conv2d_f32(
+            out.as_mut_ptr(),
+            x.as_ptr(),
+            x.as_ptr(),
+            x.as_ptr(),
+            out.as_mut_ptr(),
+            x.as_ptr(),
+            list.as_ptr(),
+            list.len() as i64,
+        )
+    };
     assert!(out.iter().all(|&v| v == 7.0));
 }
 
@@ -363,7 +452,10 @@ fn max_pool_matches_the_naive_maximum_with_nan_winning() {
                             }
                         }
                     }
-                    assert!(got == want || (got.is_nan() && want.is_nan()), "{g:?}: plane {p} position {q}: {got} vs {want}");
+                    assert!(
+                        got == want || (got.is_nan() && want.is_nan()),
+                        "{g:?}: plane {p} position {q}: {got} vs {want}"
+                    );
                 }
             }
             assert!(out.iter().any(|v| v.is_nan()), "the NaN wins its windows");
@@ -371,4 +463,3 @@ fn max_pool_matches_the_naive_maximum_with_nan_winning() {
     }
     drop(user);
 }
-

@@ -41,12 +41,24 @@ const SLACK: usize = 8;
 /// (one per point) do not all map to the same L1 sets.
 fn point_stride(len: usize) -> usize {
     let stride = len + 16;
-    if stride.is_multiple_of(1024) { stride + 16 } else { stride }
+    if stride.is_multiple_of(1024) {
+        stride + 16
+    } else {
+        stride
+    }
 }
 
 /// `out = activation(conv(x, weight) + bias (+ residual))`, `weight` in
 /// `WeightForm::Winograd`'s layout.
-pub fn run(g: &Conv2d, x: &[f32], weight: &[f32], bias: Option<&[f32]>, residual: Option<&[f32]>, out: &mut [f32], threads: usize) {
+pub fn run(
+    g: &Conv2d,
+    x: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    out: &mut [f32],
+    threads: usize,
+) {
     let plan = Plan::new(g, threads);
     let spare = Handle::current();
     let input = Padded::new(g, plan.tiles, x, spare);
@@ -154,7 +166,8 @@ impl Plan {
         // Multiply-adds: 16 per channel pair per tile of 4 positions.
         let work = g.batch * g.out_channels * g.positions() * g.channels * 4;
         let threads = if work < 2 * crate::gemm::MIN_WORK_PER_THREAD { 1 } else { threads.max(1) };
-        let parts = if blocks >= threads { 1 } else { threads.div_ceil(blocks).min(g.out_channels.div_ceil(2 * MR)).max(1) };
+        let parts =
+            if blocks >= threads { 1 } else { threads.div_ceil(blocks).min(g.out_channels.div_ceil(2 * MR)).max(1) };
         let part_channels = g.out_channels.div_ceil(parts).next_multiple_of(MR);
         let parts = g.out_channels.div_ceil(part_channels).max(1);
         Plan { tiles, rows_per_block, blocks, parts, part_channels, threads }
@@ -196,7 +209,8 @@ impl Job<'_> {
             for c in 0..g.channels {
                 for (i, row) in rows.clone().enumerate() {
                     let (image, ty) = (row / tiles_y, row % tiles_y);
-                    let patch_rows: [&[f32]; PATCH] = std::array::from_fn(|k| self.input.row(g, image, c, TILE * ty + k));
+                    let patch_rows: [&[f32]; PATCH] =
+                        std::array::from_fn(|k| self.input.row(g, image, c, TILE * ty + k));
                     let at = Strided { first: c * n + i * tiles_x, point: v_point, len: tiles_x };
                     transform_input(patch_rows, &mut buffers.v, at, self.simd);
                 }
@@ -209,10 +223,20 @@ impl Job<'_> {
         for xi in 0..POINTS {
             let u = self.weight[xi * point_len..][..point_len].as_ptr();
             let p = Problem {
-                m, k: g.channels, n, alpha: 1.0,
-                a: u, rsa: 0, csa: 0,
-                b: buffers.v[xi * v_point..].as_ptr(), rsb: n as isize, csb: 1,
-                beta: 0.0, c: buffers.m[xi * m_point..].as_mut_ptr(), rsc: n as isize, csc: 1,
+                m,
+                k: g.channels,
+                n,
+                alpha: 1.0,
+                a: u,
+                rsa: 0,
+                csa: 0,
+                b: buffers.v[xi * v_point..].as_ptr(),
+                rsb: n as isize,
+                csb: 1,
+                beta: 0.0,
+                c: buffers.m[xi * m_point..].as_mut_ptr(),
+                rsc: n as isize,
+                csc: 1,
             };
             let a = Packed { data: u, padded: padded_rows, start: channels.start };
             // SAFETY: U[ξ] is packed for all output channels (`weight_len`), read from
@@ -225,7 +249,8 @@ impl Job<'_> {
         for (i, row) in rows.enumerate() {
             let (image, ty) = (row / tiles_y, row % tiles_y);
             // The tile row's output rows, or pooled, its one row (none for a last odd row).
-            let (first_row, out_rows) = if g.pool { (ty, usize::from(ty < out_h)) } else { (TILE * ty, (height - TILE * ty).min(TILE)) };
+            let (first_row, out_rows) =
+                if g.pool { (ty, usize::from(ty < out_h)) } else { (TILE * ty, (height - TILE * ty).min(TILE)) };
             for (j, o) in channels.clone().enumerate() {
                 let first = (image * g.out_channels + o) * out_h * out_w + first_row * out_w;
                 // SAFETY: the tile row's output rows lie in the output (the caller's

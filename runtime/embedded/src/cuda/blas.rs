@@ -6,8 +6,8 @@
 //! already (PyTorch's, from its wheels: `libcublas.so.13` for CUDA 13 builds,
 //! `libcublas.so.12` for CUDA 12 ones); then the system's library path, both sonames.
 
-use super::dynlib::DynLib;
 use super::driver::{CuDevicePtr, CuStream};
+use super::dynlib::DynLib;
 use crate::error::{Error, Result};
 use aotc_abi::cuda::{CudaGemm, GemmOperand};
 use aotc_abi::{status, DType};
@@ -23,8 +23,51 @@ const R_16BF: c_int = 14;
 const COMPUTE_32F: c_int = 68;
 const GEMM_DEFAULT: c_int = -1;
 
-type Gemm<T> = unsafe extern "C" fn(Handle, c_int, c_int, c_int, c_int, c_int, *const T, *const T, c_int, c_longlong, *const T, c_int, c_longlong, *const T, *mut T, c_int, c_longlong, c_int) -> c_int;
-type GemmEx = unsafe extern "C" fn(Handle, c_int, c_int, c_int, c_int, c_int, *const c_void, *const c_void, c_int, c_int, c_longlong, *const c_void, c_int, c_int, c_longlong, *const c_void, *mut c_void, c_int, c_int, c_longlong, c_int, c_int, c_int) -> c_int;
+type Gemm<T> = unsafe extern "C" fn(
+    Handle,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    *const T,
+    *const T,
+    c_int,
+    c_longlong,
+    *const T,
+    c_int,
+    c_longlong,
+    *const T,
+    *mut T,
+    c_int,
+    c_longlong,
+    c_int,
+) -> c_int;
+type GemmEx = unsafe extern "C" fn(
+    Handle,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    *const c_void,
+    *const c_void,
+    c_int,
+    c_int,
+    c_longlong,
+    *const c_void,
+    c_int,
+    c_int,
+    c_longlong,
+    *const c_void,
+    *mut c_void,
+    c_int,
+    c_int,
+    c_longlong,
+    c_int,
+    c_int,
+    c_int,
+) -> c_int;
 
 pub struct Blas {
     _lib: DynLib,
@@ -47,7 +90,8 @@ impl Blas {
                 Ok(none) if none == "none" => return None,
                 Ok(path) => DynLib::open(&[path], false),
                 Err(_) => DynLib::open(&sonames, true).or_else(|_| DynLib::open(&sonames, false)),
-            }.ok()?;
+            }
+            .ok()?;
             Some(Blas {
                 create: lib.get("cublasCreate_v2").ok()?,
                 destroy: lib.get("cublasDestroy_v2").ok()?,
@@ -58,7 +102,8 @@ impl Blas {
                 gemm_ex: lib.get("cublasGemmStridedBatchedEx").ok()?,
                 _lib: lib,
             })
-        }).as_ref()
+        })
+        .as_ref()
     }
 }
 
@@ -116,15 +161,23 @@ impl BlasHandle {
     /// Runs `g` for sizes `syms` on slots `slots`; `Ok(false)` when its layout or sizes do
     /// not suit cuBLAS (the caller launches the PTX GEMM then).
     pub fn gemm(&self, g: &CudaGemm, syms: &[Option<i64>], slots: &[CuDevicePtr], stream: CuStream) -> Result<bool> {
-        let eval = |e: &aotc_abi::sym::SymExpr| e.eval(syms).map_err(|x| Error { code: status::INTERNAL, message: format!("GEMM size {e}: {x}") });
+        let eval = |e: &aotc_abi::sym::SymExpr| {
+            e.eval(syms).map_err(|x| Error { code: status::INTERNAL, message: format!("GEMM size {e}: {x}") })
+        };
         let (batch, m, n, k) = (eval(&g.batch)?, eval(&g.m)?, eval(&g.n)?, eval(&g.k)?);
         if batch == 0 || m == 0 || n == 0 {
             return Ok(true);
         }
-        let operand = |o: &GemmOperand| -> Result<(i64, i64, i64, i64)> { Ok((eval(&o.offset)?, eval(&o.strides[0])?, eval(&o.strides[1])?, eval(&o.strides[2])?)) };
+        let operand = |o: &GemmOperand| -> Result<(i64, i64, i64, i64)> {
+            Ok((eval(&o.offset)?, eval(&o.strides[0])?, eval(&o.strides[1])?, eval(&o.strides[2])?))
+        };
         let (a_off, a_bs, a_rs, a_cs) = operand(&g.a)?;
         let (b_off, b_bs, b_rs, b_cs) = operand(&g.b)?;
-        let (Some((op_a, lda)), Some((op_b, ldb))) = (as_column_major(m, k, a_rs, a_cs), as_column_major(k, n, b_rs, b_cs)) else { return Ok(false) };
+        let (Some((op_a, lda)), Some((op_b, ldb))) =
+            (as_column_major(m, k, a_rs, a_cs), as_column_major(k, n, b_rs, b_cs))
+        else {
+            return Ok(false);
+        };
         let int = |x: i64| c_int::try_from(x).ok();
         let (Some(mi), Some(ni), Some(ki), Some(bi)) = (int(m), int(n), int(k), int(batch)) else { return Ok(false) };
         let elem = g.dtype.size() as i64;
@@ -142,15 +195,80 @@ impl BlasHandle {
         let rc = match g.dtype {
             DType::F32 => {
                 let (alpha, beta) = (g.alpha as f32, beta as f32);
-                unsafe { (self.blas.sgemm)(self.handle, op_b, op_a, ni, mi, ki, &alpha, b as *const f32, ldb, b_bs, a as *const f32, lda, a_bs, &beta, c as *mut f32, ni, m * n, bi) }
+                unsafe {
+                    (self.blas.sgemm)(
+                        self.handle,
+                        op_b,
+                        op_a,
+                        ni,
+                        mi,
+                        ki,
+                        &alpha,
+                        b as *const f32,
+                        ldb,
+                        b_bs,
+                        a as *const f32,
+                        lda,
+                        a_bs,
+                        &beta,
+                        c as *mut f32,
+                        ni,
+                        m * n,
+                        bi,
+                    )
+                }
             }
-            DType::F64 => unsafe { (self.blas.dgemm)(self.handle, op_b, op_a, ni, mi, ki, &g.alpha, b as *const f64, ldb, b_bs, a as *const f64, lda, a_bs, &beta, c as *mut f64, ni, m * n, bi) },
+            DType::F64 => unsafe {
+                (self.blas.dgemm)(
+                    self.handle,
+                    op_b,
+                    op_a,
+                    ni,
+                    mi,
+                    ki,
+                    &g.alpha,
+                    b as *const f64,
+                    ldb,
+                    b_bs,
+                    a as *const f64,
+                    lda,
+                    a_bs,
+                    &beta,
+                    c as *mut f64,
+                    ni,
+                    m * n,
+                    bi,
+                )
+            },
             DType::F16 | DType::BF16 => {
                 let ty = if g.dtype == DType::F16 { R_16F } else { R_16BF };
                 let (alpha, beta) = (g.alpha as f32, beta as f32);
                 unsafe {
-                    (self.blas.gemm_ex)(self.handle, op_b, op_a, ni, mi, ki, (&alpha as *const f32).cast(), b as *const c_void, ty, ldb, b_bs, a as *const c_void, ty, lda, a_bs,
-                        (&beta as *const f32).cast(), c as *mut c_void, ty, ni, m * n, bi, COMPUTE_32F, GEMM_DEFAULT)
+                    (self.blas.gemm_ex)(
+                        self.handle,
+                        op_b,
+                        op_a,
+                        ni,
+                        mi,
+                        ki,
+                        (&alpha as *const f32).cast(),
+                        b as *const c_void,
+                        ty,
+                        ldb,
+                        b_bs,
+                        a as *const c_void,
+                        ty,
+                        lda,
+                        a_bs,
+                        (&beta as *const f32).cast(),
+                        c as *mut c_void,
+                        ty,
+                        ni,
+                        m * n,
+                        bi,
+                        COMPUTE_32F,
+                        GEMM_DEFAULT,
+                    )
                 }
             }
             _ => return Ok(false),

@@ -33,7 +33,8 @@ pub struct Driver {
     pub primary_ctx_release: unsafe extern "C" fn(CuDevice) -> CuResult,
     pub ctx_push: unsafe extern "C" fn(CuContext) -> CuResult,
     pub ctx_pop: unsafe extern "C" fn(*mut CuContext) -> CuResult,
-    pub module_load_data_ex: unsafe extern "C" fn(*mut CuModule, *const c_void, c_uint, *mut c_int, *mut *mut c_void) -> CuResult,
+    pub module_load_data_ex:
+        unsafe extern "C" fn(*mut CuModule, *const c_void, c_uint, *mut c_int, *mut *mut c_void) -> CuResult,
     pub module_get_function: unsafe extern "C" fn(*mut CuFunction, CuModule, *const c_char) -> CuResult,
     pub module_unload: unsafe extern "C" fn(CuModule) -> CuResult,
     pub mem_alloc: unsafe extern "C" fn(*mut CuDevicePtr, usize) -> CuResult,
@@ -43,7 +44,19 @@ pub struct Driver {
     pub memcpy_dtod_async: unsafe extern "C" fn(CuDevicePtr, CuDevicePtr, usize, CuStream) -> CuResult,
     pub memset_d8_async: unsafe extern "C" fn(CuDevicePtr, u8, usize, CuStream) -> CuResult,
     #[allow(clippy::type_complexity)]
-    pub launch_kernel: unsafe extern "C" fn(CuFunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CuStream, *mut *mut c_void, *mut *mut c_void) -> CuResult,
+    pub launch_kernel: unsafe extern "C" fn(
+        CuFunction,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        CuStream,
+        *mut *mut c_void,
+        *mut *mut c_void,
+    ) -> CuResult,
     pub stream_synchronize: unsafe extern "C" fn(CuStream) -> CuResult,
     pub pointer_get_attribute: unsafe extern "C" fn(*mut c_void, c_int, CuDevicePtr) -> CuResult,
     error_name: unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult,
@@ -59,12 +72,15 @@ impl Driver {
     /// is kept and given to every caller.
     pub fn get() -> Result<&'static Driver> {
         static DRIVER: OnceLock<std::result::Result<Driver, String>> = OnceLock::new();
-        DRIVER.get_or_init(|| {
-            let driver = Driver::open()?;
-            // SAFETY: cuInit takes flags 0.
-            driver.check(unsafe { (driver.init)(0) }, "cuInit").map_err(|e| e.message)?;
-            Ok(driver)
-        }).as_ref().map_err(|m| device_error(m.clone()))
+        DRIVER
+            .get_or_init(|| {
+                let driver = Driver::open()?;
+                // SAFETY: cuInit takes flags 0.
+                driver.check(unsafe { (driver.init)(0) }, "cuInit").map_err(|e| e.message)?;
+                Ok(driver)
+            })
+            .as_ref()
+            .map_err(|m| device_error(m.clone()))
     }
 
     fn open() -> std::result::Result<Driver, String> {
@@ -111,7 +127,11 @@ impl Driver {
             // SAFETY: the driver writes a pointer to a static string, or fails.
             let ok = unsafe { f(rc, &mut p) } == CUDA_SUCCESS && !p.is_null();
             // SAFETY: a static NUL-terminated string from the driver.
-            if ok { unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned() } else { format!("error {rc}") }
+            if ok {
+                unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+            } else {
+                format!("error {rc}")
+            }
         };
         Err(device_error(format!("{what} failed: {} ({})", text(self.error_name), text(self.error_string))))
     }

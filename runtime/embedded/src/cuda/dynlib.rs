@@ -18,7 +18,11 @@ unsafe impl Sync for DynLib {}
 fn dlerror() -> String {
     // SAFETY: dlerror returns null or a NUL-terminated string valid until the next call.
     let p = unsafe { libc::dlerror() };
-    if p.is_null() { "unknown error".into() } else { unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned() }
+    if p.is_null() {
+        "unknown error".into()
+    } else {
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
 }
 
 impl DynLib {

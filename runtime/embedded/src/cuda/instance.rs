@@ -8,8 +8,8 @@
 //! state and mutated inputs copied on the device. The call waits for its stream before it
 //! returns, so outputs are ready and a failed check is reported by that call.
 
-use super::driver::{self, CuFunction, CuModule, CuStream, Driver};
 use super::blas::{Blas, BlasHandle};
+use super::driver::{self, CuFunction, CuModule, CuStream, Driver};
 use super::memory::{Current, DeviceBuf};
 use super::Gpu;
 use crate::arena::ArenaPlan;
@@ -50,22 +50,31 @@ pub struct CudaModel {
 }
 
 fn plan(program: &Program) -> Result<&CudaPlan> {
-    program.manifest.cuda.as_ref().ok_or_else(|| Error { code: status::INTERNAL, message: "a CUDA instance of a library without a CUDA plan".into() })
+    program.manifest.cuda.as_ref().ok_or_else(|| Error {
+        code: status::INTERNAL,
+        message: "a CUDA instance of a library without a CUDA plan".into(),
+    })
 }
 
 /// Loads `ptx`, the driver's JIT error log in the message on failure.
 fn load_module(driver: &Driver, ptx: &str) -> Result<CuModule> {
-    let text = CString::new(ptx).map_err(|_| Error { code: status::INTERNAL, message: "the PTX module holds a NUL byte".into() })?;
+    let text = CString::new(ptx)
+        .map_err(|_| Error { code: status::INTERNAL, message: "the PTX module holds a NUL byte".into() })?;
     let mut log = vec![0u8; 16 << 10];
     let mut options = [driver::JIT_ERROR_LOG_BUFFER, driver::JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
     let mut values: [*mut c_void; 2] = [log.as_mut_ptr().cast(), log.len() as *mut c_void];
     let mut module = std::ptr::null_mut();
     // SAFETY: a NUL-terminated image; two options with their values (a buffer of the
     // size given, which the driver writes a NUL-terminated log into).
-    let rc = unsafe { (driver.module_load_data_ex)(&mut module, text.as_ptr().cast(), 2, options.as_mut_ptr(), values.as_mut_ptr()) };
+    let rc = unsafe {
+        (driver.module_load_data_ex)(&mut module, text.as_ptr().cast(), 2, options.as_mut_ptr(), values.as_mut_ptr())
+    };
     driver.check(rc, "cuModuleLoadDataEx (JIT of the library's PTX)").map_err(|e| {
         let log = String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)]).into_owned();
-        Error { code: e.code, message: format!("{}; JIT log: {}", e.message, if log.is_empty() { "(empty)" } else { &log }) }
+        Error {
+            code: e.code,
+            message: format!("{}; JIT log: {}", e.message, if log.is_empty() { "(empty)" } else { &log }),
+        }
     })?;
     Ok(module)
 }
@@ -78,15 +87,32 @@ impl CudaModel {
         let driver = gpu.driver;
         let _current = Current::push(driver, gpu.context)?;
         let module = load_module(driver, &plan.ptx)?;
-        let mut model = CudaModel { program, gpu, module, functions: vec![], weights: vec![], buffers: vec![], arena: ArenaPlan::new(&m.arena, &m.slots), arena_memory: DeviceBuf::empty(driver), scratch: vec![], stream: std::ptr::null_mut(), output_shapes: m.outputs.iter().map(|o| vec![0; o.sizes.len()]).collect(), blas: None };
+        let mut model = CudaModel {
+            program,
+            gpu,
+            module,
+            functions: vec![],
+            weights: vec![],
+            buffers: vec![],
+            arena: ArenaPlan::new(&m.arena, &m.slots),
+            arena_memory: DeviceBuf::empty(driver),
+            scratch: vec![],
+            stream: std::ptr::null_mut(),
+            output_shapes: m.outputs.iter().map(|o| vec![0; o.sizes.len()]).collect(),
+            blas: None,
+        };
         if plan.kernels.iter().any(|k| k.gemm.is_some()) {
             model.blas = Blas::find().map(BlasHandle::new).transpose()?;
         }
         for k in &plan.kernels {
-            let name = CString::new(k.entry.as_str()).map_err(|_| Error { code: status::INTERNAL, message: format!("kernel name {:?}", k.entry) })?;
+            let name = CString::new(k.entry.as_str())
+                .map_err(|_| Error { code: status::INTERNAL, message: format!("kernel name {:?}", k.entry) })?;
             let mut f = std::ptr::null_mut();
             // SAFETY: a loaded module and a NUL-terminated entry name.
-            driver.check(unsafe { (driver.module_get_function)(&mut f, module, name.as_ptr()) }, &format!("cuModuleGetFunction({})", k.entry))?;
+            driver.check(
+                unsafe { (driver.module_get_function)(&mut f, module, name.as_ptr()) },
+                &format!("cuModuleGetFunction({})", k.entry),
+            )?;
             model.functions.push(f);
         }
         model.scratch = m.slots.iter().map(|_| DeviceBuf::empty(driver)).collect();
@@ -110,7 +136,16 @@ impl CudaModel {
         let value = self.download(self.buffers[i].ptr, self.program.buffer_bytes[i])?;
         // SAFETY: `value` holds the buffer's contiguous bytes; dst was checked to match it
         // and is the caller's host memory, apart from `value`.
-        unsafe { strided_copy(value.as_ptr().cast_mut(), view.data, &b.sizes, &view.walk_strides(), b.dtype.size(), Direction::ContiguousToStrided) }
+        unsafe {
+            strided_copy(
+                value.as_ptr().cast_mut(),
+                view.data,
+                &b.sizes,
+                &view.walk_strides(),
+                b.dtype.size(),
+                Direction::ContiguousToStrided,
+            )
+        }
         Ok(())
     }
 
@@ -120,12 +155,24 @@ impl CudaModel {
         let b = &self.program.manifest.buffers[i];
         let mut value = vec![0u8; self.program.buffer_bytes[i]];
         // SAFETY: as in read_buffer, the other way round.
-        unsafe { strided_copy(value.as_mut_ptr(), view.data, &b.sizes, &view.walk_strides(), b.dtype.size(), Direction::StridedToContiguous) }
+        unsafe {
+            strided_copy(
+                value.as_mut_ptr(),
+                view.data,
+                &b.sizes,
+                &view.walk_strides(),
+                b.dtype.size(),
+                Direction::StridedToContiguous,
+            )
+        }
         let driver = self.gpu.driver;
         let _current = Current::push(driver, self.gpu.context)?;
         if !value.is_empty() {
             // SAFETY: the device buffer holds the buffer's bytes; `value` as many.
-            driver.check(unsafe { (driver.memcpy_htod)(self.buffers[i].ptr, value.as_ptr().cast(), value.len()) }, "cuMemcpyHtoD (buffer)")?;
+            driver.check(
+                unsafe { (driver.memcpy_htod)(self.buffers[i].ptr, value.as_ptr().cast(), value.len()) },
+                "cuMemcpyHtoD (buffer)",
+            )?;
         }
         Ok(())
     }
@@ -139,17 +186,29 @@ impl CudaModel {
     fn upload_weights(&mut self, weights: Weights) -> Result<()> {
         let driver = self.gpu.driver;
         let m = &self.program.manifest;
-        self.weights = m.slots.iter().map(|s| match s {
-            Slot::Weight { entry: Some(e), .. } => DeviceBuf::upload(driver, weights.slice(*e)).map(Some),
-            _ => Ok(None),
-        }).collect::<Result<_>>()?;
-        self.buffers = m.buffers.iter().zip(&self.program.buffer_bytes).map(|(b, &bytes)| {
-            let init = b.init_entry.map_or(&[][..], |e| weights.slice(e));
-            if init.len() != bytes {
-                return err(status::INTERNAL, format!("buffer '{}': its initial value holds {} bytes, not {bytes}", b.name, init.len()));
-            }
-            DeviceBuf::upload(driver, init)
-        }).collect::<Result<_>>()?;
+        self.weights = m
+            .slots
+            .iter()
+            .map(|s| match s {
+                Slot::Weight { entry: Some(e), .. } => DeviceBuf::upload(driver, weights.slice(*e)).map(Some),
+                _ => Ok(None),
+            })
+            .collect::<Result<_>>()?;
+        self.buffers = m
+            .buffers
+            .iter()
+            .zip(&self.program.buffer_bytes)
+            .map(|(b, &bytes)| {
+                let init = b.init_entry.map_or(&[][..], |e| weights.slice(e));
+                if init.len() != bytes {
+                    return err(
+                        status::INTERNAL,
+                        format!("buffer '{}': its initial value holds {} bytes, not {bytes}", b.name, init.len()),
+                    );
+                }
+                DeviceBuf::upload(driver, init)
+            })
+            .collect::<Result<_>>()?;
         Ok(())
     }
 
@@ -169,14 +228,40 @@ impl CudaModel {
                 continue;
             }
             if v.strides.is_some() {
-                return err(status::INVALID_ARGUMENT, format!("input {i} ('{}'): a strided CUDA tensor; pass a contiguous one (tensor.contiguous())", spec.name()));
+                return err(
+                    status::INVALID_ARGUMENT,
+                    format!(
+                        "input {i} ('{}'): a strided CUDA tensor; pass a contiguous one (tensor.contiguous())",
+                        spec.name()
+                    ),
+                );
             }
             let (mut kind, mut ordinal): (u32, i32) = (0, -1);
             // SAFETY: out pointers to one value each; the address is the caller's.
-            let rc = unsafe { (driver.pointer_get_attribute)((&mut kind as *mut u32).cast(), driver::POINTER_ATTRIBUTE_MEMORY_TYPE, v.data as u64) };
-            let rc2 = unsafe { (driver.pointer_get_attribute)((&mut ordinal as *mut i32).cast(), driver::POINTER_ATTRIBUTE_DEVICE_ORDINAL, v.data as u64) };
+            let rc = unsafe {
+                (driver.pointer_get_attribute)(
+                    (&mut kind as *mut u32).cast(),
+                    driver::POINTER_ATTRIBUTE_MEMORY_TYPE,
+                    v.data as u64,
+                )
+            };
+            let rc2 = unsafe {
+                (driver.pointer_get_attribute)(
+                    (&mut ordinal as *mut i32).cast(),
+                    driver::POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                    v.data as u64,
+                )
+            };
             if rc != 0 || rc2 != 0 || kind != driver::MEMORYTYPE_DEVICE || ordinal != self.gpu.ordinal {
-                return err(status::DEVICE, format!("input {i} ('{}'): {:p} is not memory of cuda:{} (memory type {kind}, device {ordinal})", spec.name(), v.data, self.gpu.ordinal));
+                return err(
+                    status::DEVICE,
+                    format!(
+                        "input {i} ('{}'): {:p} is not memory of cuda:{} (memory type {kind}, device {ordinal})",
+                        spec.name(),
+                        v.data,
+                        self.gpu.ordinal
+                    ),
+                );
             }
         }
         Ok(())
@@ -190,13 +275,22 @@ impl CudaModel {
         let driver = self.gpu.driver;
         if let crate::model::Outputs::Describe(d) = &outputs {
             if d.len() != m.outputs.len() {
-                return err(status::INVALID_ARGUMENT, format!("expected room for {} outputs, got {}", m.outputs.len(), d.len()));
+                return err(
+                    status::INVALID_ARGUMENT,
+                    format!("expected room for {} outputs, got {}", m.outputs.len(), d.len()),
+                );
             }
         }
         let bound = bind_inputs(m, inputs, place)?;
         let _current = Current::push(driver, self.gpu.context)?;
         self.check_device_memory(&bound.views)?;
-        let owned = |span: &std::ops::Range<usize>| self.scratch.iter().chain(&self.buffers).chain([&self.arena_memory]).any(|b| b.len > 0 && (span.start as u64) < b.ptr + b.len as u64 && b.ptr < span.end as u64);
+        let owned = |span: &std::ops::Range<usize>| {
+            self.scratch
+                .iter()
+                .chain(&self.buffers)
+                .chain([&self.arena_memory])
+                .any(|b| b.len > 0 && (span.start as u64) < b.ptr + b.len as u64 && b.ptr < span.end as u64)
+        };
         let caller = match &outputs {
             crate::model::Outputs::Into(t) => Some(CallerOutputs::check(m, t, place, &bound.views, owned)?),
             crate::model::Outputs::Describe(_) => None,
@@ -211,35 +305,78 @@ impl CudaModel {
             self.bind_slots(stage, &syms, &bound.views, caller.as_ref(), &mut slots)?;
             if let (0, Some(e)) = (stage, &m.index_errors) {
                 // SAFETY: the record's slot holds its bytes on the device.
-                driver.check(unsafe { (driver.memset_d8_async)(slots[e.slot], 0, self.scratch[e.slot].len, self.stream) }, "cuMemsetD8Async")?;
+                driver.check(
+                    unsafe { (driver.memset_d8_async)(slots[e.slot], 0, self.scratch[e.slot].len, self.stream) },
+                    "cuMemsetD8Async",
+                )?;
             }
-            for (k, (kernel, f)) in plan.kernels.iter().zip(&self.functions).enumerate().filter(|(k, _)| m.kernels.get(*k).is_some_and(|i| i.stage == stage)) {
+            for (k, (kernel, f)) in plan
+                .kernels
+                .iter()
+                .zip(&self.functions)
+                .enumerate()
+                .filter(|(k, _)| m.kernels.get(*k).is_some_and(|i| i.stage == stage))
+            {
                 if let (Some(blas), Some(gemm)) = (&self.blas, &kernel.gemm) {
                     if blas.gemm(gemm, &syms, &slots, self.stream)? {
                         continue;
                     }
                 }
-                let Some(launch) = kernel.launch(&syms, &slots).map_err(|msg| Error { code: status::INTERNAL, message: msg })? else { continue };
-                let mut values: Vec<u64> = launch.params.iter().map(|p| match p { ParamValue::Pointer(a) => *a, ParamValue::Int(v) => *v as u64 }).collect();
+                let Some(launch) =
+                    kernel.launch(&syms, &slots).map_err(|msg| Error { code: status::INTERNAL, message: msg })?
+                else {
+                    continue;
+                };
+                let mut values: Vec<u64> = launch
+                    .params
+                    .iter()
+                    .map(|p| match p {
+                        ParamValue::Pointer(a) => *a,
+                        ParamValue::Int(v) => *v as u64,
+                    })
+                    .collect();
                 let mut args: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
                 let [gx, gy, gz] = launch.grid;
                 // SAFETY: a function of the loaded module; one 8-byte value per declared
                 // parameter (.u64 / .s64), alive through the call, which copies them.
-                let rc = unsafe { (driver.launch_kernel)(*f, gx, gy, gz, launch.block, 1, 1, launch.shared_bytes, self.stream, args.as_mut_ptr(), std::ptr::null_mut()) };
+                let rc = unsafe {
+                    (driver.launch_kernel)(
+                        *f,
+                        gx,
+                        gy,
+                        gz,
+                        launch.block,
+                        1,
+                        1,
+                        launch.shared_bytes,
+                        self.stream,
+                        args.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    )
+                };
                 driver.check(rc, &format!("cuLaunchKernel of kernel {k} ({})", kernel.entry))?;
             }
             // SAFETY: the instance's stream.
-            driver.check(unsafe { (driver.stream_synchronize)(self.stream) }, "cuStreamSynchronize (a kernel failed)")?;
+            driver
+                .check(unsafe { (driver.stream_synchronize)(self.stream) }, "cuStreamSynchronize (a kernel failed)")?;
             if let Some(e) = &m.index_errors {
                 // The record: site + 1, index, bound (int64 each).
                 check_index_errors(&self.download(slots[e.slot], 24)?, &e.sites)?;
             }
             for d in m.data_symbols.iter().filter(|d| d.stage == stage) {
                 let bytes = self.download(slots[d.slot], 8)?;
-                let v = i64::from_le_bytes(bytes.as_slice().try_into().map_err(|_| Error { code: status::INTERNAL, message: "data symbol".into() })?);
+                let v = i64::from_le_bytes(
+                    bytes
+                        .as_slice()
+                        .try_into()
+                        .map_err(|_| Error { code: status::INTERNAL, message: "data symbol".into() })?,
+                );
                 let r = &m.symbols[d.sym as usize];
                 if !r.contains(v) {
-                    return err(status::RANGE, format!("{}: the value {v} is outside the range {r} export recorded for {}", d.what, r.name));
+                    return err(
+                        status::RANGE,
+                        format!("{}: the value {v} is outside the range {r} export recorded for {}", d.what, r.name),
+                    );
                 }
                 syms[d.sym as usize] = Some(v);
             }
@@ -266,7 +403,10 @@ impl CudaModel {
                         let (dst, bytes) = c.contiguous_destination(o)?;
                         if dst as u64 != slots[spec.slot] && bytes > 0 {
                             // SAFETY: both hold `bytes` bytes on this device (shapes checked).
-                            driver.check(unsafe { (driver.memcpy_dtod_async)(dst as u64, slots[spec.slot], bytes, self.stream) }, "cuMemcpyDtoDAsync (output)")?;
+                            driver.check(
+                                unsafe { (driver.memcpy_dtod_async)(dst as u64, slots[spec.slot], bytes, self.stream) },
+                                "cuMemcpyDtoDAsync (output)",
+                            )?;
                         }
                     }
                     // SAFETY: the instance's stream.
@@ -279,7 +419,14 @@ impl CudaModel {
 
     /// The slots whose sizes `stage` knows: weights, state, inputs (the caller's device
     /// memory), the caller's outputs written in place, scratch of its own, and the arena.
-    fn bind_slots(&mut self, stage: usize, syms: &[Option<i64>], views: &[View], caller: Option<&CallerOutputs>, slots: &mut [u64]) -> Result<()> {
+    fn bind_slots(
+        &mut self,
+        stage: usize,
+        syms: &[Option<i64>],
+        views: &[View],
+        caller: Option<&CallerOutputs>,
+        slots: &mut [u64],
+    ) -> Result<()> {
         let m = &self.program.manifest;
         let mut scratch_bytes = vec![None; m.slots.len()];
         for (k, slot) in m.slots.iter().enumerate() {
@@ -323,12 +470,18 @@ impl CudaModel {
     fn apply_mutations(&self, slots: &[u64], views: &[View]) -> Result<()> {
         let m = &self.program.manifest;
         let driver = self.gpu.driver;
-        let copies = m.buffer_mutations.iter().map(|&(s, b)| (self.buffers[b].ptr, s, self.program.buffer_bytes[b]))
+        let copies = m
+            .buffer_mutations
+            .iter()
+            .map(|&(s, b)| (self.buffers[b].ptr, s, self.program.buffer_bytes[b]))
             .chain(m.input_mutations.iter().map(|&(s, i)| (views[i].data as u64, s, views[i].bytes)));
         for (dst, slot, bytes) in copies {
             if bytes > 0 {
                 // SAFETY: the slot holds the new value's `bytes` bytes; dst the old value's.
-                driver.check(unsafe { (driver.memcpy_dtod_async)(dst, slots[slot], bytes, self.stream) }, "cuMemcpyDtoDAsync (mutation)")?;
+                driver.check(
+                    unsafe { (driver.memcpy_dtod_async)(dst, slots[slot], bytes, self.stream) },
+                    "cuMemcpyDtoDAsync (mutation)",
+                )?;
             }
         }
         // SAFETY: the instance's stream.

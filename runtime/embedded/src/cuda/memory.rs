@@ -44,7 +44,8 @@ impl DeviceBuf {
             self.release();
             let mut ptr = 0;
             // SAFETY: an out pointer to one device address.
-            self.driver.check(unsafe { (self.driver.mem_alloc)(&mut ptr, len) }, &format!("cuMemAlloc of {len} bytes"))?;
+            self.driver
+                .check(unsafe { (self.driver.mem_alloc)(&mut ptr, len) }, &format!("cuMemAlloc of {len} bytes"))?;
             (self.ptr, self.len) = (ptr, len);
         }
         Ok(self.ptr)

@@ -16,8 +16,8 @@
 //! Cranelift emits no 256-bit vectors, hence this kernel compiled by rustc; runtime
 //! detection picks it ([`available`]) and the whole loop nest is compiled for AVX2 + FMA.
 
-use crate::spare;
 use super::{Bias, Element, Operands, Problem};
+use crate::spare;
 use aotc_abi::gemm::Activation;
 use std::arch::x86_64::*;
 
@@ -104,10 +104,34 @@ macro_rules! simd {
     };
 }
 
-simd!(f32, __m256, 8, (120, 256, 4080, 256),
-    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_add_ps, crate::activation::avx2::lanes8);
-simd!(f64, __m256d, 4, (120, 256, 2040, 128),
-    _mm256_setzero_pd, _mm256_set1_pd, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd, _mm256_mul_pd, _mm256_add_pd, activate_f64);
+simd!(
+    f32,
+    __m256,
+    8,
+    (120, 256, 4080, 256),
+    _mm256_setzero_ps,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_fmadd_ps,
+    _mm256_mul_ps,
+    _mm256_add_ps,
+    crate::activation::avx2::lanes8
+);
+simd!(
+    f64,
+    __m256d,
+    4,
+    (120, 256, 2040, 128),
+    _mm256_setzero_pd,
+    _mm256_set1_pd,
+    _mm256_loadu_pd,
+    _mm256_storeu_pd,
+    _mm256_fmadd_pd,
+    _mm256_mul_pd,
+    _mm256_add_pd,
+    activate_f64
+);
 
 /// [`Simd::activate`] for 4 doubles: ReLU in the vector (the compiler fuses activations
 /// only into float32 products), the others lane by lane.
@@ -150,7 +174,11 @@ pub unsafe fn gemm<T: Simd>(p: Problem<T>) {
 }
 
 // The packed layout is this kernel's own panels.
-const _: () = assert!(<f32 as Simd>::KC == aotc_abi::gemm::KC && MR == aotc_abi::gemm::MR && 2 * <f32 as Simd>::LANES == aotc_abi::gemm::NR);
+const _: () = assert!(
+    <f32 as Simd>::KC == aotc_abi::gemm::KC
+        && MR == aotc_abi::gemm::MR
+        && 2 * <f32 as Simd>::LANES == aotc_abi::gemm::NR
+);
 
 /// The kernel with operands packed at compile time (`super::gemm_packed`).
 ///
@@ -224,7 +252,15 @@ unsafe fn blocked<T: Simd>(p: Problem<T>, packed: Operands) {
 
 /// The `mc` x `kc` block of A at (ic, pc) as panels: the packed A's own, or copied into `buf`.
 #[inline(always)]
-unsafe fn a_panels<T: Simd>(p: &Problem<T>, packed: Operands, buf: *mut T, ic: usize, pc: usize, mc: usize, kc: usize) -> *const T {
+unsafe fn a_panels<T: Simd>(
+    p: &Problem<T>,
+    packed: Operands,
+    buf: *mut T,
+    ic: usize,
+    pc: usize,
+    mc: usize,
+    kc: usize,
+) -> *const T {
     match packed.a {
         Some(a) => a.panels(p.k, pc, ic).cast(),
         None => {
@@ -238,7 +274,15 @@ unsafe fn a_panels<T: Simd>(p: &Problem<T>, packed: Operands, buf: *mut T, ic: u
 /// The `kc` x `nc` block of B at (pc, jc) as panels: the packed B's own, or copied into
 /// `buf`.
 #[inline(always)]
-unsafe fn b_panels<T: Simd>(p: &Problem<T>, packed: Operands, buf: *mut T, pc: usize, jc: usize, kc: usize, nc: usize) -> *const T {
+unsafe fn b_panels<T: Simd>(
+    p: &Problem<T>,
+    packed: Operands,
+    buf: *mut T,
+    pc: usize,
+    jc: usize,
+    kc: usize,
+    nc: usize,
+) -> *const T {
     match packed.b {
         Some(b) => b.panels(p.k, pc, jc).cast(),
         None => {
@@ -255,7 +299,8 @@ unsafe fn b_panels<T: Simd>(p: &Problem<T>, packed: Operands, buf: *mut T, pc: u
 unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
     let nr = 2 * T::LANES;
     let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { T::MC * T::KC.min(p.k) });
-    let mut b_buf = Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NC.min(p.n.next_multiple_of(nr)) });
+    let mut b_buf =
+        Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NC.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
     // Blocks of rows of equal size (whole panels, at most MC): 128 rows as 2 x 66, not
     // 120 + 8, whose last block would run short tiles.
@@ -275,7 +320,15 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
                 let a_block = unsafe { a_panels(&p, packed, a_pack, ic, pc, mc, kc) };
                 for jr in (0..nc).step_by(nr) {
                     let c = unsafe { p.c.offset(ic as isize * p.rsc + (jc + jr) as isize * p.csc) };
-                    let out = Out { c, rsc: p.rsc, csc: p.csc, cols: nr.min(nc - jr), alpha: p.alpha, beta, pass: pass(&p, packed, pc, kc, ic, jc + jr) };
+                    let out = Out {
+                        c,
+                        rsc: p.rsc,
+                        csc: p.csc,
+                        cols: nr.min(nc - jr),
+                        alpha: p.alpha,
+                        beta,
+                        pass: pass(&p, packed, pc, kc, ic, jc + jr),
+                    };
                     unsafe { panel(mc, kc, a_block, b_block.add(jr * kc), nr as isize, out) };
                 }
             }
@@ -298,10 +351,18 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
 unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
     let nr = 2 * T::LANES;
     let rows = p.m.next_multiple_of(MR);
-    let columns_outer = packed.b.is_none() && p.m * p.n * size_of::<T>() > C_IN_CACHE && rows * p.k * size_of::<T>() <= C_IN_CACHE;
-    let a_len = if packed.a.is_some() { 0 } else if columns_outer { rows * p.k } else { rows * T::KC.min(p.k) };
+    let columns_outer =
+        packed.b.is_none() && p.m * p.n * size_of::<T>() > C_IN_CACHE && rows * p.k * size_of::<T>() <= C_IN_CACHE;
+    let a_len = if packed.a.is_some() {
+        0
+    } else if columns_outer {
+        rows * p.k
+    } else {
+        rows * T::KC.min(p.k)
+    };
     let mut a_buf = Buffer::<T>::new(a_len);
-    let mut b_buf = Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)) });
+    let mut b_buf =
+        Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
     let direct = packed.b.is_none() && p.m <= MR && p.csb == 1;
     // B packed here from contiguous rows: the next block's rows are fetched into L2 while
@@ -309,7 +370,13 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
     let fetch = packed.b.is_none() && !direct && p.csb == 1;
     let (depths, columns) = (p.k.div_ceil(T::KC), p.n.div_ceil(T::NS));
     // The blocks (depth, columns) in order.
-    let block = |i: usize| if columns_outer { (i % depths * T::KC, i / depths * T::NS) } else { (i / columns * T::KC, i % columns * T::NS) };
+    let block = |i: usize| {
+        if columns_outer {
+            (i % depths * T::KC, i / depths * T::NS)
+        } else {
+            (i / columns * T::KC, i % columns * T::NS)
+        }
+    };
     // SAFETY (every block below): as in `tall`.
     for i in 0..depths * columns {
         let (pc, jc) = block(i);
@@ -344,7 +411,15 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
                 (b_pack.cast_const(), nr as isize)
             };
             let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
-            let out = Out { c, rsc: p.rsc, csc: p.csc, cols, alpha: p.alpha, beta, pass: pass(&p, packed, pc, kc, 0, jc + jr) };
+            let out = Out {
+                c,
+                rsc: p.rsc,
+                csc: p.csc,
+                cols,
+                alpha: p.alpha,
+                beta,
+                pass: pass(&p, packed, pc, kc, 0, jc + jr),
+            };
             unsafe { panel(p.m, kc, a_block, b, brs, out) };
         }
     }
@@ -630,7 +705,13 @@ unsafe fn tile_rows<T: Simd>(rows: usize, kc: usize, a: *const T, b: *const T, b
 /// row of the B panel `b` (kc rows of 2 * LANES contiguous elements, `brs` apart), written
 /// to `out` (at most W * LANES columns); depth p accumulates in set p % S.
 #[inline(always)]
-unsafe fn tile<T: Simd, const R: usize, const S: usize, const W: usize>(kc: usize, a: *const T, b: *const T, brs: isize, out: Out<T>) {
+unsafe fn tile<T: Simd, const R: usize, const S: usize, const W: usize>(
+    kc: usize,
+    a: *const T,
+    b: *const T,
+    brs: isize,
+    out: Out<T>,
+) {
     let l = T::LANES;
     // SAFETY: a holds kc * MR elements and b kc rows; out's R x cols elements are inside C.
     unsafe {

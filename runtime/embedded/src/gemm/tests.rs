@@ -82,8 +82,20 @@ fn check<T: Element + Into<f64>>(case: &Case, to_t: fn(f64) -> T, eps: f64) {
     let (ta, tb): (Vec<T>, Vec<T>) = (a.iter().map(|&x| to_t(x)).collect(), b.iter().map(|&x| to_t(x)).collect());
     let mut tc: Vec<T> = c0.iter().map(|&x| to_t(x)).collect();
     let p = Problem {
-        m, k, n, alpha: to_t(alpha), a: ta.as_ptr(), rsa, csa, b: tb.as_ptr(), rsb, csb,
-        beta: to_t(beta), c: tc.as_mut_ptr(), rsc, csc,
+        m,
+        k,
+        n,
+        alpha: to_t(alpha),
+        a: ta.as_ptr(),
+        rsa,
+        csa,
+        b: tb.as_ptr(),
+        rsb,
+        csb,
+        beta: to_t(beta),
+        c: tc.as_mut_ptr(),
+        rsc,
+        csc,
     };
     // SAFETY: the vectors hold the matrices the strides describe, and C's strides are
     // those of a dense layout.
@@ -113,7 +125,9 @@ fn check_both(case: Case) {
 fn tiny_products_match_the_naive_sum() {
     // Within `tiny`'s bounds (one and two vectors of columns, the deepest and tallest) and
     // just past them, A either way round, B's rows contiguous.
-    for (m, k, n) in [(8, 8, 8), (1, 1, 1), (32, 64, 16), (5, 3, 9), (7, 64, 1), (3, 17, 4), (33, 8, 8), (8, 65, 8), (4, 4, 17)] {
+    for (m, k, n) in
+        [(8, 8, 8), (1, 1, 1), (32, 64, 16), (5, 3, 9), (7, 64, 1), (3, 17, 4), (33, 8, 8), (8, 65, 8), (4, 4, 17)]
+    {
         for (a, beta) in [(Layout::Rows, 0.0), (Layout::Cols, 1.0), (Layout::RowBroadcast, -0.5)] {
             check_both(Case { m, k, n, a, b: Layout::Rows, c: Layout::Rows, alpha: 0.5, beta, threads: 1 });
         }
@@ -153,11 +167,31 @@ fn blocks_split_across_threads() {
         }
     }
     // Past the block of 4080 columns for many rows.
-    check_both(Case { m: 127, k: 8, n: 4100, a: Layout::Rows, b: Layout::Rows, c: Layout::Rows, alpha: 1.0, beta: 1.0, threads: 1 });
+    check_both(Case {
+        m: 127,
+        k: 8,
+        n: 4100,
+        a: Layout::Rows,
+        b: Layout::Rows,
+        c: Layout::Rows,
+        alpha: 1.0,
+        beta: 1.0,
+        threads: 1,
+    });
     // Few rows and a C larger than the cache (640 KiB in f32): the columns outermost, A
     // packed whole, three depth blocks, a last partial block of columns.
     for threads in 1..=2 {
-        check_both(Case { m: 40, k: 600, n: 4100, a: Layout::Rows, b: Layout::Rows, c: Layout::Rows, alpha: 0.5, beta: 2.0, threads });
+        check_both(Case {
+            m: 40,
+            k: 600,
+            n: 4100,
+            a: Layout::Rows,
+            b: Layout::Rows,
+            c: Layout::Rows,
+            alpha: 0.5,
+            beta: 2.0,
+            threads,
+        });
     }
 }
 
@@ -165,9 +199,39 @@ fn blocks_split_across_threads() {
 fn strided_c_broadcast_operands_and_scaling() {
     for (m, k, n) in [(7, 64, 129), (129, 7, 64), (64, 129, 7), (13, 0, 17)] {
         for threads in [1, 2] {
-            check_both(Case { m, k, n, a: Layout::Rows, b: Layout::Rows, c: Layout::Cols, alpha: 1.5, beta: -0.5, threads });
-            check_both(Case { m, k, n, a: Layout::RowBroadcast, b: Layout::ColBroadcast, c: Layout::Rows, alpha: 2.0, beta: 0.0, threads });
-            check_both(Case { m, k, n, a: Layout::ColBroadcast, b: Layout::RowBroadcast, c: Layout::Rows, alpha: -1.0, beta: 1.0, threads });
+            check_both(Case {
+                m,
+                k,
+                n,
+                a: Layout::Rows,
+                b: Layout::Rows,
+                c: Layout::Cols,
+                alpha: 1.5,
+                beta: -0.5,
+                threads,
+            });
+            check_both(Case {
+                m,
+                k,
+                n,
+                a: Layout::RowBroadcast,
+                b: Layout::ColBroadcast,
+                c: Layout::Rows,
+                alpha: 2.0,
+                beta: 0.0,
+                threads,
+            });
+            check_both(Case {
+                m,
+                k,
+                n,
+                a: Layout::ColBroadcast,
+                b: Layout::RowBroadcast,
+                c: Layout::Rows,
+                alpha: -1.0,
+                beta: 1.0,
+                threads,
+            });
         }
     }
 }
@@ -180,8 +244,20 @@ fn portable_kernel_agrees() {
     let (mut c1, mut c2) = (vec![f64::NAN; m * n], vec![f64::NAN; m * n]);
     for (c, kernel) in [(&mut c1, f64::PORTABLE), (&mut c2, f64::best().0)] {
         let p = Problem {
-            m, k, n, alpha: 1.0, a: a.as_ptr(), rsa: k as isize, csa: 1, b: b.as_ptr(), rsb: n as isize, csb: 1,
-            beta: 0.0, c: c.as_mut_ptr(), rsc: n as isize, csc: 1,
+            m,
+            k,
+            n,
+            alpha: 1.0,
+            a: a.as_ptr(),
+            rsa: k as isize,
+            csa: 1,
+            b: b.as_ptr(),
+            rsb: n as isize,
+            csb: 1,
+            beta: 0.0,
+            c: c.as_mut_ptr(),
+            rsc: n as isize,
+            csc: 1,
         };
         // SAFETY: row-major matrices in the vectors.
         unsafe { p.run(kernel, (8, 8), 2, &parallel_for) };
@@ -194,23 +270,46 @@ fn portable_kernel_agrees() {
 /// `C = activation(alpha * A @ B + beta * C + bias)` with A and B packed as the compiler
 /// packs weights or strided, by the fastest kernel on `threads` threads or by the portable
 /// one, against the naive sum.
-fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, pack_b): (bool, bool), threads: usize, portable: bool) {
+fn check_packed(
+    m: usize,
+    k: usize,
+    n: usize,
+    beta: f32,
+    (pack_a, pack_b): (bool, bool),
+    threads: usize,
+    portable: bool,
+) {
     use aotc_abi::gemm::{pack, MR, NR};
     let (a, b) = (values(m * k, 1), values(k * n, 2));
-    let (a32, b32): (Vec<f32>, Vec<f32>) = (a.iter().map(|&x| x as f32).collect(), b.iter().map(|&x| x as f32).collect());
+    let (a32, b32): (Vec<f32>, Vec<f32>) =
+        (a.iter().map(|&x| x as f32).collect(), b.iter().map(|&x| x as f32).collect());
     let packed_a = pack(k, m, MR, |p, i| a32[i * k + p]).unwrap();
     let packed_b = pack(k, n, NR, |p, j| b32[p * n + j]).unwrap();
-    let c0: Vec<f32> = if beta == 0.0 { vec![f32::NAN; m * n] } else { values(m * n, 3).iter().map(|&x| x as f32).collect() };
+    let c0: Vec<f32> =
+        if beta == 0.0 { vec![f32::NAN; m * n] } else { values(m * n, 3).iter().map(|&x| x as f32).collect() };
     let mut c = c0.clone();
     // The unpacked pointers of a packed operand are never read: null says so.
     let p = Problem {
-        m, k, n, alpha: 0.5,
-        a: if pack_a { std::ptr::null() } else { a32.as_ptr() }, rsa: k as isize, csa: 1,
-        b: if pack_b { std::ptr::null() } else { b32.as_ptr() }, rsb: n as isize, csb: 1,
-        beta, c: c.as_mut_ptr(), rsc: n as isize, csc: 1,
+        m,
+        k,
+        n,
+        alpha: 0.5,
+        a: if pack_a { std::ptr::null() } else { a32.as_ptr() },
+        rsa: k as isize,
+        csa: 1,
+        b: if pack_b { std::ptr::null() } else { b32.as_ptr() },
+        rsb: n as isize,
+        csb: 1,
+        beta,
+        c: c.as_mut_ptr(),
+        rsc: n as isize,
+        csc: 1,
     };
     // Every output pass, each with one of the ways of giving the operands.
-    let (row_bias, col_bias) = (values(m, 4).iter().map(|&x| x as f32).collect::<Vec<_>>(), values(n, 5).iter().map(|&x| x as f32).collect::<Vec<_>>());
+    let (row_bias, col_bias) = (
+        values(m, 4).iter().map(|&x| x as f32).collect::<Vec<_>>(),
+        values(n, 5).iter().map(|&x| x as f32).collect::<Vec<_>>(),
+    );
     let (bias, activation) = match (pack_a, pack_b) {
         (false, true) => (Bias::Cols(col_bias.as_ptr()), Activation::Gelu),
         (true, true) => (Bias::Cols(col_bias.as_ptr()), Activation::Relu),
@@ -257,7 +356,16 @@ fn packed_operands_match_the_naive_product() {
     // Few and many rows, partial panels, two depth blocks, an empty depth; blocks of C
     // split across threads at whole panels (rows for 250 x 300 x 40, columns otherwise).
     // (40 x 600 x 4100: C larger than the cache, the columns outermost.)
-    for (m, k, n) in [(1, 7, 5), (6, 300, 33), (64, 513, 100), (130, 257, 47), (7, 0, 9), (250, 40, 300), (300, 70, 250), (40, 600, 4100)] {
+    for (m, k, n) in [
+        (1, 7, 5),
+        (6, 300, 33),
+        (64, 513, 100),
+        (130, 257, 47),
+        (7, 0, 9),
+        (250, 40, 300),
+        (300, 70, 250),
+        (40, 600, 4100),
+    ] {
         for beta in [0.0, 1.0] {
             for packed in [(false, true), (true, false), (true, true), (false, false)] {
                 for threads in 1..=3 {
@@ -273,13 +381,43 @@ fn packed_operands_match_the_naive_product() {
 fn narrow_last_panels_match_the_naive_product() {
     // n % 16 in 1..=8 (the f32 kernel's narrow tile; for f64, n % 8 in 1..=4) and past it,
     // with few and many rows, every row count of a tile, two depth blocks.
-    let shapes = [(130, 300, 49), (6, 40, 56), (5, 513, 24), (4, 9, 8), (3, 20, 20), (2, 7, 1), (1, 33, 41), (13, 64, 23), (250, 33, 57)];
+    let shapes = [
+        (130, 300, 49),
+        (6, 40, 56),
+        (5, 513, 24),
+        (4, 9, 8),
+        (3, 20, 20),
+        (2, 7, 1),
+        (1, 33, 41),
+        (13, 64, 23),
+        (250, 33, 57),
+    ];
     for (s, &(m, k, n)) in shapes.iter().enumerate() {
         for threads in [1, 2] {
             let b = [Layout::Rows, Layout::Cols][s % 2];
-            check_both(Case { m, k, n, a: Layout::Rows, b, c: Layout::Rows, alpha: 1.5, beta: [0.0, 1.0][s % 2], threads });
+            check_both(Case {
+                m,
+                k,
+                n,
+                a: Layout::Rows,
+                b,
+                c: Layout::Rows,
+                alpha: 1.5,
+                beta: [0.0, 1.0][s % 2],
+                threads,
+            });
             // A strided C: the partial store path.
-            check_both(Case { m, k, n, a: Layout::Cols, b: Layout::Rows, c: Layout::Cols, alpha: 1.0, beta: -0.5, threads });
+            check_both(Case {
+                m,
+                k,
+                n,
+                a: Layout::Cols,
+                b: Layout::Rows,
+                c: Layout::Cols,
+                alpha: 1.0,
+                beta: -0.5,
+                threads,
+            });
             for beta in [0.0, 1.0] {
                 // Each output pass: packed or unpacked operands, bias by rows or columns,
                 // each activation.

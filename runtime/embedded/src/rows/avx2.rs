@@ -41,7 +41,12 @@ unsafe fn store(out: &mut [f32], i: usize, v: __m256) {
 #[inline(always)]
 unsafe fn add_f64(acc: __m256d, v: __m256) -> __m256d {
     // SAFETY: AVX.
-    unsafe { _mm256_add_pd(acc, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v)))) }
+    unsafe {
+        _mm256_add_pd(
+            acc,
+            _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v))),
+        )
+    }
 }
 
 #[inline(always)]
@@ -67,7 +72,8 @@ pub unsafe fn softmax_row(x: &[f32], out: &mut [f32], log: bool) {
         }
         let mut m = [0f32; 8];
         _mm256_storeu_ps(m.as_mut_ptr(), vmax);
-        let max = if _mm256_movemask_ps(nan) != 0 { f32::NAN } else { m.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) };
+        let max =
+            if _mm256_movemask_ps(nan) != 0 { f32::NAN } else { m.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) };
         let vmax = _mm256_set1_ps(max);
         let mut sum = _mm256_setzero_pd();
         for i in (0..x.len()).step_by(8) {
@@ -127,7 +133,13 @@ pub unsafe fn softmax_short_rows(x: &[f32], out: &mut [f32], len: usize, log: bo
         if rows >= 8 {
             for first in (0..rows).step_by(8) {
                 let first = first.min(rows - 8);
-                softmax_8_rows(&x[first * len..][..8 * len], &mut out[first * len..][..8 * len], len, log, &mut scratch);
+                softmax_8_rows(
+                    &x[first * len..][..8 * len],
+                    &mut out[first * len..][..8 * len],
+                    len,
+                    log,
+                    &mut scratch,
+                );
             }
         } else {
             let (mut padded, mut results) = ([0f32; 8 * N], [0f32; 8 * N]);
@@ -145,7 +157,13 @@ pub unsafe fn softmax_short_rows(x: &[f32], out: &mut [f32], len: usize, log: bo
 /// multiple of 8), which measured faster than gathers; shorter rows through gathers
 /// with stride `len` in and out (from the results, to whole vectors of `out`).
 #[inline(always)]
-unsafe fn softmax_8_rows(x: &[f32], out: &mut [f32], len: usize, log: bool, scratch: &mut [MaybeUninit<__m256>; 2 * super::SHORT_ROW]) {
+unsafe fn softmax_8_rows(
+    x: &[f32],
+    out: &mut [f32],
+    len: usize,
+    log: bool,
+    scratch: &mut [MaybeUninit<__m256>; 2 * super::SHORT_ROW],
+) {
     const N: usize = super::SHORT_ROW;
     assert!(len <= N && x.len() == 8 * len && out.len() == 8 * len);
     let (v, y) = scratch.split_at_mut(N);
@@ -205,7 +223,8 @@ unsafe fn softmax_8_rows(x: &[f32], out: &mut [f32], len: usize, log: bool, scra
             }
         } else {
             let one = _mm256_set1_pd(1.0);
-            let inverse = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(one, hi)), _mm256_cvtpd_ps(_mm256_div_pd(one, lo)));
+            let inverse =
+                _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(one, hi)), _mm256_cvtpd_ps(_mm256_div_pd(one, lo)));
             for y in y.iter_mut() {
                 *y = _mm256_mul_ps(*y, inverse);
             }
@@ -227,7 +246,10 @@ unsafe fn softmax_8_rows(x: &[f32], out: &mut [f32], len: usize, log: bool, scra
             for k in 0..len {
                 let p = _mm256_add_epi32(p, _mm256_set1_epi32(8 * k as i32));
                 // p < 64: the float quotient, nudged up by half, truncates exactly.
-                let r = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_add_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(0.5)), inverse_len));
+                let r = _mm256_cvttps_epi32(_mm256_mul_ps(
+                    _mm256_add_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(0.5)),
+                    inverse_len,
+                ));
                 let j = _mm256_sub_epi32(p, _mm256_mullo_epi32(r, _mm256_set1_epi32(len as i32)));
                 let index = _mm256_add_epi32(_mm256_slli_epi32::<3>(j), r);
                 _mm256_storeu_ps(out.as_mut_ptr().add(8 * k), _mm256_i32gather_ps::<4>(y.as_ptr().cast(), index));
@@ -289,7 +311,10 @@ pub unsafe fn layer_norm_row(x: &[f32], out: &mut [f32], weight: Option<&[f32]>,
         let (vmean, mut squares) = (_mm256_set1_pd(mean), _mm256_setzero_pd());
         for i in (0..x.len()).step_by(8) {
             let (v, valid) = lanes(x, i, 0.0);
-            for half in [_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v)].into_iter().zip([_mm256_castps256_ps128(valid), _mm256_extractf128_ps::<1>(valid)]) {
+            for half in [_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v)]
+                .into_iter()
+                .zip([_mm256_castps256_ps128(valid), _mm256_extractf128_ps::<1>(valid)])
+            {
                 let d = _mm256_sub_pd(_mm256_cvtps_pd(half.0), vmean);
                 let d = _mm256_and_pd(d, _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(half.1))));
                 squares = _mm256_fmadd_pd(d, d, squares);

@@ -19,9 +19,7 @@ pub extern "C" fn cuInit(flags: c_uint) -> CuResult {
 
 #[no_mangle]
 pub extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CuResult {
-    guarded("cuDeviceGetCount", |state| {
-        write_out(count, state.device_count()?, "count")
-    })
+    guarded("cuDeviceGetCount", |state| write_out(count, state.device_count()?, "count"))
 }
 
 #[no_mangle]

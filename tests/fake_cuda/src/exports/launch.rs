@@ -19,10 +19,7 @@ fn read_arg(params: *mut *mut c_void, index: usize, name: &str, ty: &str) -> Out
     // SAFETY: the caller's contract: one pointer per declared parameter.
     let value = unsafe { params.add(index).read_unaligned() };
     if value.is_null() {
-        return fail(
-            status::INVALID_VALUE,
-            format!("kernelParams[{index}] (`{name}`) is null"),
-        );
+        return fail(status::INVALID_VALUE, format!("kernelParams[{index}] (`{name}`) is null"));
     }
     // SAFETY: the caller's contract: each pointer addresses a value of its parameter's type.
     let arg = unsafe {
@@ -54,10 +51,7 @@ fn launch(
 ) -> Outcome {
     state.current_device()?;
     let Some(function) = state.functions.get(&(function as usize)) else {
-        return fail(
-            status::INVALID_HANDLE,
-            format!("{function:p} is not a function of a loaded module"),
-        );
+        return fail(status::INVALID_HANDLE, format!("{function:p} is not a function of a loaded module"));
     };
     if geometry.shared_bytes != 0 {
         let message = format!(
@@ -67,10 +61,7 @@ fn launch(
         return fail(status::INVALID_VALUE, message);
     }
     if !extra.is_null() {
-        return fail(
-            status::INVALID_VALUE,
-            "`extra` is not supported: pass the arguments in kernelParams",
-        );
+        return fail(status::INVALID_VALUE, "`extra` is not supported: pass the arguments in kernelParams");
     }
     let module = &state.modules[&function.module];
     let entry = function.entry.as_str();
@@ -78,10 +69,7 @@ fn launch(
         return fail(status::INVALID_HANDLE, format!("the module has no entry `{entry}`"));
     };
     if params.is_null() && !declared.is_empty() {
-        return fail(
-            status::INVALID_VALUE,
-            format!("kernelParams is null, `{entry}` takes {}", declared.len()),
-        );
+        return fail(status::INVALID_VALUE, format!("kernelParams is null, `{entry}` takes {}", declared.len()));
     }
     let args = declared
         .iter()
@@ -103,10 +91,7 @@ fn launch(
         Err(error) => {
             let message = error.to_string();
             state.pending_failure = Some(message.clone());
-            Err(Failure {
-                code: status::LAUNCH_FAILED,
-                message,
-            })
+            Err(Failure { code: status::LAUNCH_FAILED, message })
         }
     }
 }
@@ -126,14 +111,8 @@ pub extern "C" fn cuLaunchKernel(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> CuResult {
-    let geometry = Geometry {
-        grid: [grid_x, grid_y, grid_z],
-        block: [block_x, block_y, block_z],
-        shared_bytes,
-    };
-    guarded("cuLaunchKernel", |state| {
-        launch(state, function, geometry, params, extra)
-    })
+    let geometry = Geometry { grid: [grid_x, grid_y, grid_z], block: [block_x, block_y, block_z], shared_bytes };
+    guarded("cuLaunchKernel", |state| launch(state, function, geometry, params, extra))
 }
 
 /// Reports (once) the execution error of an earlier launch; otherwise there is nothing to

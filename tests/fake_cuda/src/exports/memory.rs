@@ -13,10 +13,7 @@ use std::ffi::{c_int, c_void};
 pub const DEVICE_MEMORY_BYTES: u64 = 4 << 30;
 
 fn invalid(error: MemoryError) -> Failure {
-    Failure {
-        code: status::INVALID_VALUE,
-        message: error.to_string(),
-    }
+    Failure { code: status::INVALID_VALUE, message: error.to_string() }
 }
 
 /// `bytes` bytes of host memory at `host`, for reading.
@@ -38,19 +35,16 @@ pub extern "C" fn cuMemAlloc_v2(out: *mut CuDevicePtr, bytes: usize) -> CuResult
             return fail(status::INVALID_VALUE, "an allocation of 0 bytes");
         }
         if bytes > DEVICE_MEMORY_BYTES - state.live_bytes {
-            let message = format!(
-                "{bytes} bytes requested, {} of {DEVICE_MEMORY_BYTES} in use",
-                state.live_bytes
-            );
+            let message = format!("{bytes} bytes requested, {} of {DEVICE_MEMORY_BYTES} in use", state.live_bytes);
             return fail(status::OUT_OF_MEMORY, message);
         }
         if out.is_null() {
             return fail(status::INVALID_VALUE, "the out pointer is null");
         }
-        let address = state.memory.alloc(bytes, 256).map_err(|e| Failure {
-            code: status::OUT_OF_MEMORY,
-            message: e.to_string(),
-        })?;
+        let address = state
+            .memory
+            .alloc(bytes, 256)
+            .map_err(|e| Failure { code: status::OUT_OF_MEMORY, message: e.to_string() })?;
         state.owners.insert(address, device);
         state.live_bytes += bytes;
         write_out(out, address, "out")
@@ -70,15 +64,9 @@ pub extern "C" fn cuMemFree_v2(address: CuDevicePtr) -> CuResult {
 
 /// `[address, address + bytes)` must lie in one allocation.
 fn check_range(state: &State, address: CuDevicePtr, bytes: usize) -> Outcome {
-    let inside = state
-        .memory
-        .allocation(address)
-        .is_some_and(|(base, len)| bytes as u64 <= base + len - address);
+    let inside = state.memory.allocation(address).is_some_and(|(base, len)| bytes as u64 <= base + len - address);
     if !inside {
-        return Err(invalid(MemoryError::OutOfBounds {
-            address,
-            len: bytes as u64,
-        }));
+        return Err(invalid(MemoryError::OutOfBounds { address, len: bytes as u64 }));
     }
     Ok(())
 }
@@ -144,15 +132,9 @@ pub extern "C" fn cuMemsetD8Async(dst: CuDevicePtr, value: u8, count: usize, _st
         }
         // The range first: the fill is built in host memory, and a wild count must fail
         // as an error, not as a failed host allocation.
-        let inside = state
-            .memory
-            .allocation(dst)
-            .is_some_and(|(base, len)| count as u64 <= base + len - dst);
+        let inside = state.memory.allocation(dst).is_some_and(|(base, len)| count as u64 <= base + len - dst);
         if !inside {
-            return Err(invalid(MemoryError::OutOfBounds {
-                address: dst,
-                len: count as u64,
-            }));
+            return Err(invalid(MemoryError::OutOfBounds { address: dst, len: count as u64 }));
         }
         let data = vec![value; count];
         host_to_device(state, dst, data.as_ptr().cast(), count)
@@ -167,18 +149,12 @@ pub extern "C" fn cuPointerGetAttribute(data: *mut c_void, attribute: c_int, add
     guarded("cuPointerGetAttribute", |state| {
         state.device_count()?;
         let Some((base, _)) = state.memory.allocation(address) else {
-            return fail(
-                status::INVALID_VALUE,
-                format!("{address:#x} is not inside a device allocation"),
-            );
+            return fail(status::INVALID_VALUE, format!("{address:#x} is not inside a device allocation"));
         };
         match attribute {
             status::POINTER_ATTRIBUTE_MEMORY_TYPE => write_out(data.cast::<u32>(), status::MEMORYTYPE_DEVICE, "data"),
             status::POINTER_ATTRIBUTE_DEVICE_ORDINAL => write_out(data.cast::<i32>(), state.owners[&base], "data"),
-            _ => fail(
-                status::INVALID_VALUE,
-                format!("attribute {attribute} is not supported by the fake driver"),
-            ),
+            _ => fail(status::INVALID_VALUE, format!("attribute {attribute} is not supported by the fake driver")),
         }
     })
 }

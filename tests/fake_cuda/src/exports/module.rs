@@ -37,11 +37,9 @@ impl ErrorLog {
             }
         }
         Ok(match (buffer, size) {
-            (Some(buffer), Some((size, size_slot))) if !buffer.is_null() && size > 0 => Some(ErrorLog {
-                buffer,
-                size,
-                size_slot,
-            }),
+            (Some(buffer), Some((size, size_slot))) if !buffer.is_null() && size > 0 => {
+                Some(ErrorLog { buffer, size, size_slot })
+            }
             _ => None,
         })
     }
@@ -83,10 +81,7 @@ pub extern "C" fn cuModuleLoadDataEx(
             if let Some(log) = &log {
                 log.write(&message);
             }
-            Failure {
-                code: status::INVALID_PTX,
-                message,
-            }
+            Failure { code: status::INVALID_PTX, message }
         })?;
         if let Some(log) = &log {
             log.write("");
@@ -113,13 +108,7 @@ pub extern "C" fn cuModuleGetFunction(out: *mut CuFunction, module: CuModule, na
             return fail(status::NOT_FOUND, format!("the module has no entry `{name}`"));
         }
         let handle = state.new_handle();
-        state.functions.insert(
-            handle,
-            Function {
-                module: module as usize,
-                entry: name,
-            },
-        );
+        state.functions.insert(handle, Function { module: module as usize, entry: name });
         write_out(out, handle as CuFunction, "out")
     })
 }

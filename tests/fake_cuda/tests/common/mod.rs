@@ -29,10 +29,7 @@ pub fn session() -> Session {
     let device = DEVICE.get_or_init(|| Device::open(&driver_path()).unwrap());
     // SAFETY: the device's retained primary context.
     assert_eq!(unsafe { (device.api().ctx_push)(device.context()) }, 0);
-    Session {
-        device,
-        _serial: serial,
-    }
+    Session { device, _serial: serial }
 }
 
 impl Drop for Session {
@@ -66,18 +63,11 @@ impl Session {
             )
         };
         if code == 0 {
-            assert_eq!(
-                (log[0], values[1] as usize),
-                (0, 0),
-                "a successful load leaves an empty log"
-            );
+            assert_eq!((log[0], values[1] as usize), (0, 0), "a successful load leaves an empty log");
             return Ok(module);
         }
         let end = log.iter().position(|&b| b == 0).expect("the log is NUL-terminated");
-        assert_eq!(
-            values[1] as usize, end,
-            "the size option comes back as the bytes written"
-        );
+        assert_eq!(values[1] as usize, end, "the size option comes back as the bytes written");
         Err((code, String::from_utf8(log[..end].to_vec()).unwrap()))
     }
 
@@ -131,13 +121,6 @@ pub fn rerun_with(name: &str, env: &[(&str, &str)]) {
         .envs(env.iter().copied())
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        output.status.success() && text.contains("1 passed"),
-        "{name} with {env:?}:\n{text}"
-    );
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success() && text.contains("1 passed"), "{name} with {env:?}:\n{text}");
 }

@@ -30,9 +30,7 @@ fn is_vector(tokens: &[Token]) -> bool {
 
 fn mov(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op, ParseError> {
     let ty = mods.take_last()?;
-    let bits = type_bits(ty)
-        .filter(|&b| b >= 16 || ty == "pred")
-        .ok_or_else(|| mods.error("bad mov type"))?;
+    let bits = type_bits(ty).filter(|&b| b >= 16 || ty == "pred").ok_or_else(|| mods.error("bad mov type"))?;
     let (dest, source) = two(mods, operands)?;
     if is_vector(dest) || is_vector(source) {
         if !ty.starts_with('b') || bits < 32 {
@@ -43,22 +41,12 @@ fn mov(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op, 
             let [lo, hi] = d.vector(dest, mods)?[..] else {
                 return Err(mods.error("unpack needs two halves"));
             };
-            Ok(Op::Unpack {
-                lo,
-                hi,
-                a: d.src(source, Imm::Bits(bits), mods)?,
-                half_bits,
-            })
+            Ok(Op::Unpack { lo, hi, a: d.src(source, Imm::Bits(bits), mods)?, half_bits })
         } else {
             let [lo, hi] = d.vector(source, mods)?[..] else {
                 return Err(mods.error("pack needs two halves"));
             };
-            Ok(Op::Pack {
-                d: d.dst(dest, mods)?,
-                lo,
-                hi,
-                half_bits,
-            })
+            Ok(Op::Pack { d: d.dst(dest, mods)?, lo, hi, half_bits })
         };
     }
     let imm = match ty {
@@ -66,10 +54,7 @@ fn mov(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op, 
         "f64" => Imm::F64,
         _ => Imm::Bits(bits),
     };
-    Ok(Op::Mov {
-        d: d.dst(dest, mods)?,
-        a: d.src(source, imm, mods)?,
-    })
+    Ok(Op::Mov { d: d.dst(dest, mods)?, a: d.src(source, imm, mods)? })
 }
 
 fn space(mods: &mut Mods) -> Result<Space, ParseError> {
@@ -106,11 +91,7 @@ fn load(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op,
         if offset.checked_add(ty.bytes as u32).is_none_or(|end| end > param_end) {
             return Err(mods.error("ld.param reads past the parameters"));
         }
-        return Ok(Op::LdParam {
-            d: d.dst(dest, mods)?,
-            offset,
-            ty,
-        });
+        return Ok(Op::LdParam { d: d.dst(dest, mods)?, offset, ty });
     }
     let space = space(mods)?;
     if space == Space::Global {
@@ -124,14 +105,7 @@ fn load(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op,
     let (Base::Slot(addr), offset) = d.address(address, mods)? else {
         return Err(mods.error("a parameter address outside ld.param"));
     };
-    Ok(Op::Ld {
-        space,
-        ty,
-        d: slots4(&slots),
-        count,
-        addr,
-        offset,
-    })
+    Ok(Op::Ld { space, ty, d: slots4(&slots), count, addr, offset })
 }
 
 fn store(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op, ParseError> {
@@ -156,14 +130,7 @@ fn store(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op
     let (Base::Slot(addr), offset) = d.address(address, mods)? else {
         return Err(mods.error("st.param is not supported"));
     };
-    Ok(Op::St {
-        space,
-        bytes: ty.bytes,
-        src: slots4(&slots),
-        count,
-        addr,
-        offset,
-    })
+    Ok(Op::St { space, bytes: ty.bytes, src: slots4(&slots), count, addr, offset })
 }
 
 /// Generic and state-space addresses are the same numbers in the interpreter: a move.
@@ -173,13 +140,9 @@ fn cvta(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op,
         return Err(mods.error("cvta is .u64 or .u32"));
     }
     mods.flag("to");
-    mods.take(&["global", "shared"])
-        .ok_or_else(|| mods.error("cvta needs .global or .shared"))?;
+    mods.take(&["global", "shared"]).ok_or_else(|| mods.error("cvta needs .global or .shared"))?;
     let (dest, source) = two(mods, operands)?;
-    Ok(Op::Mov {
-        d: d.dst(dest, mods)?,
-        a: d.src(source, Imm::Bits(64), mods)?,
-    })
+    Ok(Op::Mov { d: d.dst(dest, mods)?, a: d.src(source, Imm::Bits(64), mods)? })
 }
 
 fn is_float(ty: NumTy) -> bool {
@@ -242,15 +205,7 @@ fn cvt(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op, 
         NumTy::F16 | NumTy::Bf16 => Imm::Bits(16),
         NumTy::Int(ty) => Imm::Bits(ty.bits()),
     };
-    Ok(Op::Cvt {
-        to,
-        from,
-        rnd,
-        sat,
-        ftz,
-        d: d.dst(dest, mods)?,
-        a: d.src(source, imm, mods)?,
-    })
+    Ok(Op::Cvt { to, from, rnd, sat, ftz, d: d.dst(dest, mods)?, a: d.src(source, imm, mods)? })
 }
 
 fn atom(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op, ParseError> {
@@ -294,13 +249,5 @@ fn atom(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op,
         Some(c) => d.src(c, imm, mods)?,
         None => b,
     };
-    Ok(Op::Atom {
-        op,
-        ty,
-        d: d.dst(dest, mods)?,
-        addr,
-        offset,
-        b,
-        c,
-    })
+    Ok(Op::Atom { op, ty, d: d.dst(dest, mods)?, addr, offset, b, c })
 }

@@ -68,25 +68,11 @@ fn float(d: &mut Decoder, mods: &mut Mods, ty: FloatTy, operands: &[Vec<Token>])
     };
     let binary = |op, rnd, d: &mut Decoder, mods: &Mods| {
         let (dest, [a, b]) = operands_n(d, mods, operands, [imm; 2])?;
-        Ok(Op::FloatBin {
-            op,
-            ty,
-            rnd,
-            ftz,
-            d: dest,
-            a,
-            b,
-        })
+        Ok(Op::FloatBin { op, ty, rnd, ftz, d: dest, a, b })
     };
     let unary = |op, d: &mut Decoder, mods: &Mods| {
         let (dest, [a]) = operands_n(d, mods, operands, [imm])?;
-        Ok(Op::FloatUn {
-            op,
-            ty,
-            ftz,
-            d: dest,
-            a,
-        })
+        Ok(Op::FloatUn { op, ty, ftz, d: dest, a })
     };
     // What each instruction allows of rounding (`rounding`) and `.approx`.
     let exact = |mods: &Mods| match (rounding, approx) {
@@ -140,26 +126,11 @@ fn float(d: &mut Decoder, mods: &mut Mods, ty: FloatTy, operands: &[Vec<Token>])
         "fma" | "mad" => {
             exact(mods)?;
             let (dest, [a, b, c]) = operands_n(d, mods, operands, [imm; 3])?;
-            Ok(Op::Fma {
-                ty,
-                ftz,
-                d: dest,
-                a,
-                b,
-                c,
-            })
+            Ok(Op::Fma { ty, ftz, d: dest, a, b, c })
         }
         "neg" | "abs" => {
             plain(mods)?;
-            unary(
-                if mods.name == "neg" {
-                    FloatUnOp::Neg
-                } else {
-                    FloatUnOp::Abs
-                },
-                d,
-                mods,
-            )
+            unary(if mods.name == "neg" { FloatUnOp::Neg } else { FloatUnOp::Abs }, d, mods)
         }
         "sqrt" | "rcp" => {
             if !approx {
@@ -167,15 +138,7 @@ fn float(d: &mut Decoder, mods: &mut Mods, ty: FloatTy, operands: &[Vec<Token>])
             } else {
                 approximate(mods)?;
             }
-            unary(
-                if mods.name == "sqrt" {
-                    FloatUnOp::Sqrt
-                } else {
-                    FloatUnOp::Rcp
-                },
-                d,
-                mods,
-            )
+            unary(if mods.name == "sqrt" { FloatUnOp::Sqrt } else { FloatUnOp::Rcp }, d, mods)
         }
         "rsqrt" | "ex2" | "lg2" | "sin" | "cos" | "tanh" => {
             approximate(mods)?;
@@ -201,23 +164,12 @@ fn predicate(d: &mut Decoder, mods: &mut Mods, operands: &[Vec<Token>]) -> Resul
         "xor" => IntBinOp::Xor,
         "not" => {
             let (dest, [a]) = operands_n(d, mods, operands, [Imm::Bits(1)])?;
-            return Ok(Op::IntUn {
-                op: IntUnOp::Cnot,
-                ty: IntTy::U64,
-                d: dest,
-                a,
-            });
+            return Ok(Op::IntUn { op: IntUnOp::Cnot, ty: IntTy::U64, d: dest, a });
         }
         _ => return Err(mods.error("not a predicate instruction")),
     };
     let (dest, [a, b]) = operands_n(d, mods, operands, bits)?;
-    Ok(Op::IntBin {
-        op,
-        ty: IntTy::U64,
-        d: dest,
-        a,
-        b,
-    })
+    Ok(Op::IntBin { op, ty: IntTy::U64, d: dest, a, b })
 }
 
 fn integer(d: &mut Decoder, mods: &mut Mods, ty_name: &str, operands: &[Vec<Token>]) -> Result<Op, ParseError> {
@@ -266,19 +218,12 @@ fn integer(d: &mut Decoder, mods: &mut Mods, ty_name: &str, operands: &[Vec<Toke
     };
     if let Some((op, allowed)) = bin {
         allowed?;
-        let b_imm = if matches!(op, IntBinOp::Shl | IntBinOp::Shr) {
-            Imm::Bits(32)
-        } else {
-            imm
-        };
+        let b_imm = if matches!(op, IntBinOp::Shl | IntBinOp::Shr) { Imm::Bits(32) } else { imm };
         let (dest, [a, b]) = operands_n(d, mods, operands, [imm, b_imm])?;
         return Ok(Op::IntBin { op, ty, d: dest, a, b });
     }
     let un = match mods.name {
-        "neg" | "abs" => Some((
-            if mods.name == "neg" { IntUnOp::Neg } else { IntUnOp::Abs },
-            arithmetic(mods),
-        )),
+        "neg" | "abs" => Some((if mods.name == "neg" { IntUnOp::Neg } else { IntUnOp::Abs }, arithmetic(mods))),
         "not" => Some((IntUnOp::Not, logic(mods))),
         "cnot" => Some((IntUnOp::Cnot, logic(mods))),
         "popc" | "clz" | "brev" if ty.bits() >= 32 => {
@@ -305,35 +250,16 @@ fn integer(d: &mut Decoder, mods: &mut Mods, ty_name: &str, operands: &[Vec<Toke
         }
         ("mul", Some(MulPart::Lo)) => {
             let (dest, [a, b]) = operands_n(d, mods, operands, [imm; 2])?;
-            Ok(Op::IntBin {
-                op: IntBinOp::MulLo,
-                ty,
-                d: dest,
-                a,
-                b,
-            })
+            Ok(Op::IntBin { op: IntBinOp::MulLo, ty, d: dest, a, b })
         }
         ("mul", Some(MulPart::Hi)) => {
             let (dest, [a, b]) = operands_n(d, mods, operands, [imm; 2])?;
-            Ok(Op::IntBin {
-                op: IntBinOp::MulHi,
-                ty,
-                d: dest,
-                a,
-                b,
-            })
+            Ok(Op::IntBin { op: IntBinOp::MulHi, ty, d: dest, a, b })
         }
         ("mad", Some(part)) if part != MulPart::Wide || ty.bits() <= 32 => {
             let c_imm = if part == MulPart::Wide { wide_imm } else { imm };
             let (dest, [a, b, c]) = operands_n(d, mods, operands, [imm, imm, c_imm])?;
-            Ok(Op::Mad {
-                ty,
-                part,
-                d: dest,
-                a,
-                b,
-                c,
-            })
+            Ok(Op::Mad { ty, part, d: dest, a, b, c })
         }
         _ => Err(mods.error("not in the supported subset")),
     }
@@ -425,33 +351,18 @@ fn setp(d: &mut Decoder, mods: &mut Mods, ty_name: &str, operands: &[Vec<Token>]
                 [bang, rest @ ..] if bang.is('!') => (true, rest),
                 all => (false, all),
             };
-            Some(Combine {
-                op,
-                pred: d.src(pred, Imm::Bits(1), mods)?,
-                negate,
-            })
+            Some(Combine { op, pred: d.src(pred, Imm::Bits(1), mods)?, negate })
         }
         None => None,
     };
-    Ok(Op::Setp {
-        cmp,
-        ty,
-        d: dest,
-        a,
-        b,
-        combine,
-    })
+    Ok(Op::Setp { cmp, ty, d: dest, a, b, combine })
 }
 
 fn selp(d: &mut Decoder, mods: &mut Mods, ty: &str, operands: &[Vec<Token>]) -> Result<Op, ParseError> {
     let imm = match ty {
         "f32" => Imm::F32,
         "f64" => Imm::F64,
-        _ => Imm::Bits(
-            type_bits(ty)
-                .filter(|&b| b >= 16)
-                .ok_or_else(|| mods.error("bad selp type"))?,
-        ),
+        _ => Imm::Bits(type_bits(ty).filter(|&b| b >= 16).ok_or_else(|| mods.error("bad selp type"))?),
     };
     let (dest, [a, b, p]) = operands_n(d, mods, operands, [imm, imm, Imm::Bits(1)])?;
     Ok(Op::Selp { d: dest, a, b, p })
@@ -459,15 +370,7 @@ fn selp(d: &mut Decoder, mods: &mut Mods, ty: &str, operands: &[Vec<Token>]) -> 
 
 fn testp(d: &mut Decoder, mods: &mut Mods, ty: &str, operands: &[Vec<Token>]) -> Result<Op, ParseError> {
     let ty = mods.float_ty(ty)?;
-    let class = match mods.take(&[
-        "nan",
-        "notanumber",
-        "number",
-        "finite",
-        "infinite",
-        "normal",
-        "subnormal",
-    ]) {
+    let class = match mods.take(&["nan", "notanumber", "number", "finite", "infinite", "normal", "subnormal"]) {
         Some("nan") | Some("notanumber") => TestClass::NotANumber,
         Some("number") => TestClass::Number,
         Some("finite") => TestClass::Finite,

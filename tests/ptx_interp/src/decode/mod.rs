@@ -74,11 +74,7 @@ pub(crate) fn decode_entry(entry: &EntryDecl) -> Result<Kernel, ParseError> {
             texts.push(statement.text.clone());
         }
     }
-    let Decoder {
-        slot_names,
-        initial_values,
-        ..
-    } = decoder;
+    let Decoder { slot_names, initial_values, .. } = decoder;
     let mut initially_written = vec![false; slot_names.len()];
     initially_written[..special::COUNT as usize].fill(true);
     initially_written[first_constant..].fill(true);
@@ -108,19 +104,10 @@ fn layout_params(entry: &EntryDecl) -> Result<(Vec<Param>, u32), ParseError> {
             _ => ParamKind::Int,
         };
         if params.iter().any(|p| p.name == decl.name) {
-            return Err(ParseError {
-                line: entry.line,
-                message: format!("parameter `{}` declared twice", decl.name),
-            });
+            return Err(ParseError { line: entry.line, message: format!("parameter `{}` declared twice", decl.name) });
         }
         offset = offset.next_multiple_of(bytes);
-        params.push(Param {
-            name: decl.name.clone(),
-            ty: decl.ty.clone(),
-            kind,
-            bytes,
-            offset,
-        });
+        params.push(Param { name: decl.name.clone(), ty: decl.ty.clone(), kind, bytes, offset });
         offset += bytes;
     }
     Ok((params, offset))
@@ -161,12 +148,9 @@ impl<'a> Decoder<'a> {
     }
 
     fn declare_registers(&mut self) -> Result<(), ParseError> {
-        for (dim, base) in [
-            ("tid", special::TID),
-            ("ntid", special::NTID),
-            ("ctaid", special::CTAID),
-            ("nctaid", special::NCTAID),
-        ] {
+        for (dim, base) in
+            [("tid", special::TID), ("ntid", special::NTID), ("ctaid", special::CTAID), ("nctaid", special::NCTAID)]
+        {
             for (i, axis) in ["x", "y", "z"].iter().enumerate() {
                 let name = format!("%{dim}.{axis}");
                 self.registers.insert(name.clone(), base + i as u32);
@@ -204,10 +188,7 @@ impl<'a> Decoder<'a> {
             match item {
                 BodyItem::Label(name, line) => {
                     if self.labels.insert(name, pc).is_some() {
-                        return Err(ParseError {
-                            line: *line,
-                            message: format!("label `{name}` defined twice"),
-                        });
+                        return Err(ParseError { line: *line, message: format!("label `{name}` defined twice") });
                     }
                 }
                 BodyItem::Instruction(_) => pc += 1,
@@ -231,11 +212,7 @@ impl<'a> Decoder<'a> {
             _ => math::decode(self, &mut mods, operands)?,
         };
         mods.finish()?;
-        Ok(Inst {
-            op,
-            guard,
-            guard_negated,
-        })
+        Ok(Inst { op, guard, guard_negated })
     }
 
     fn control(&mut self, mods: &mut Mods, operands: &[Vec<Token>]) -> Result<Op, ParseError> {
@@ -246,10 +223,7 @@ impl<'a> Decoder<'a> {
                     return Err(mods.error("bra takes one label"));
                 };
                 let name = single_word(label).ok_or_else(|| mods.error("bra takes one label"))?;
-                let target = *self
-                    .labels
-                    .get(name)
-                    .ok_or_else(|| mods.error(format!("no label `{name}`")))?;
+                let target = *self.labels.get(name).ok_or_else(|| mods.error(format!("no label `{name}`")))?;
                 Op::Bra { target }
             }
             "ret" | "exit" if operands.is_empty() => Op::Exit,
@@ -269,14 +243,12 @@ impl<'a> Decoder<'a> {
             }
             "shfl" => self.shfl(mods, operands)?,
             "membar" => {
-                mods.take(&["cta", "gl", "sys"])
-                    .ok_or_else(|| mods.error("membar needs a scope"))?;
+                mods.take(&["cta", "gl", "sys"]).ok_or_else(|| mods.error("membar needs a scope"))?;
                 Op::Nop
             }
             "fence" => {
                 mods.take(&["sc", "acq_rel"]);
-                mods.take(&["cta", "gpu", "sys"])
-                    .ok_or_else(|| mods.error("fence needs a scope"))?;
+                mods.take(&["cta", "gpu", "sys"]).ok_or_else(|| mods.error("fence needs a scope"))?;
                 Op::Nop
             }
             _ => return Err(mods.error("unexpected operands")),
@@ -319,10 +291,7 @@ impl<'a> Decoder<'a> {
 
     /// A declared register or special register by name.
     fn register(&self, name: &str, mods: &Mods) -> Result<Slot, ParseError> {
-        self.registers
-            .get(name)
-            .copied()
-            .ok_or_else(|| mods.error(format!("`{name}` is not a declared register")))
+        self.registers.get(name).copied().ok_or_else(|| mods.error(format!("`{name}` is not a declared register")))
     }
 
     /// A destination: a declared register (not a special register or immediate).
@@ -371,32 +340,22 @@ impl<'a> Decoder<'a> {
         let (base, offset) = match inner {
             [base] => (base, 0i64),
             [base, sign, value] if sign.is('+') || sign.is('-') => {
-                let value = value
-                    .word()
-                    .and_then(parse_u64)
-                    .and_then(|v| i64::try_from(v).ok())
-                    .ok_or_else(bad)?;
+                let value = value.word().and_then(parse_u64).and_then(|v| i64::try_from(v).ok()).ok_or_else(bad)?;
                 (base, if sign.is('-') { -value } else { value })
             }
             [base, plus, minus, value] if plus.is('+') && minus.is('-') => {
-                let value = value
-                    .word()
-                    .and_then(parse_u64)
-                    .and_then(|v| i64::try_from(v).ok())
-                    .ok_or_else(bad)?;
+                let value = value.word().and_then(parse_u64).and_then(|v| i64::try_from(v).ok()).ok_or_else(bad)?;
                 (base, -value)
             }
             _ => return Err(bad()),
         };
         let name = base.word().ok_or_else(bad)?;
         if let Some(param) = self.params.get(name) {
-            let offset = (param.offset as i64).checked_add(offset).and_then(|o| u32::try_from(o).ok()).ok_or_else(bad)?;
+            let offset =
+                (param.offset as i64).checked_add(offset).and_then(|o| u32::try_from(o).ok()).ok_or_else(bad)?;
             return Ok((Base::Param(offset), 0));
         }
-        Ok((
-            Base::Slot(self.src(std::slice::from_ref(base), Imm::Bits(64), mods)?),
-            offset,
-        ))
+        Ok((Base::Slot(self.src(std::slice::from_ref(base), Imm::Bits(64), mods)?), offset))
     }
 
     /// The registers of a `{a, b, ...}` vector operand, or of a single register.
@@ -431,12 +390,8 @@ pub(crate) fn single_word(tokens: &[Token]) -> Option<&str> {
 /// An immediate's bits: integers (masked to the width), `0f`/`0d` float bit patterns.
 fn immediate(word: &str, negative: bool, imm: Imm) -> Option<u64> {
     let hex_float = |prefix: &str, digits: usize| {
-        let hex = word
-            .strip_prefix(prefix)
-            .or_else(|| word.strip_prefix(&prefix.to_uppercase()))?;
-        (hex.len() == digits && !negative)
-            .then(|| u64::from_str_radix(hex, 16).ok())
-            .flatten()
+        let hex = word.strip_prefix(prefix).or_else(|| word.strip_prefix(&prefix.to_uppercase()))?;
+        (hex.len() == digits && !negative).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
     };
     match imm {
         Imm::F32 => hex_float("0f", 8),
@@ -450,11 +405,7 @@ fn immediate(word: &str, negative: bool, imm: Imm) -> Option<u64> {
             }
             let magnitude = parse_u64(word)?;
             let value = if negative { magnitude.wrapping_neg() } else { magnitude };
-            Some(if bits >= 64 {
-                value
-            } else {
-                value & ((1u64 << bits) - 1)
-            })
+            Some(if bits >= 64 { value } else { value & ((1u64 << bits) - 1) })
         }
     }
 }

@@ -15,19 +15,11 @@ impl<'a> Mods<'a> {
     pub(crate) fn new(opcode: &'a str, line: u32, text: &'a str) -> Mods<'a> {
         let mut parts = opcode.split('.');
         let name = parts.next().unwrap_or("");
-        Mods {
-            name,
-            parts: parts.collect(),
-            line,
-            text,
-        }
+        Mods { name, parts: parts.collect(), line, text }
     }
 
     pub(crate) fn error(&self, why: impl std::fmt::Display) -> ParseError {
-        ParseError {
-            line: self.line,
-            message: format!("unsupported instruction `{}`: {why}", self.text),
-        }
+        ParseError { line: self.line, message: format!("unsupported instruction `{}`: {why}", self.text) }
     }
 
     /// Removes and returns the first modifier that is one of `options`.

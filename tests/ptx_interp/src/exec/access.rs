@@ -52,19 +52,9 @@ impl Env<'_> {
         };
         let other_wrote = conflict.other_wrote;
         if shared {
-            ErrorKind::SharedRace {
-                address,
-                other_cta,
-                other_thread,
-                other_wrote,
-            }
+            ErrorKind::SharedRace { address, other_cta, other_thread, other_wrote }
         } else {
-            ErrorKind::GlobalRace {
-                address,
-                other_cta,
-                other_thread,
-                other_wrote,
-            }
+            ErrorKind::GlobalRace { address, other_cta, other_thread, other_wrote }
         }
     }
 
@@ -72,10 +62,8 @@ impl Env<'_> {
     #[inline(always)]
     fn global(&mut self, address: u64, bytes: u64, thread: u32, write: bool) -> Result<(usize, usize), ErrorKind> {
         check_alignment(address, bytes)?;
-        let (index, offset) = self
-            .memory
-            .locate(address, bytes)
-            .map_err(|_| ErrorKind::OutOfBounds { address, bytes })?;
+        let (index, offset) =
+            self.memory.locate(address, bytes).map_err(|_| ErrorKind::OutOfBounds { address, bytes })?;
         if let Some(races) = self.races.as_mut() {
             let len = self.memory.allocation_len(index);
             let id = self.first_global_thread + thread;
@@ -93,11 +81,7 @@ impl Env<'_> {
         check_alignment(address, bytes)?;
         let shared_bytes = self.shared.len() as u64;
         if address.checked_add(bytes).is_none_or(|end| end > shared_bytes) {
-            return Err(ErrorKind::SharedOutOfBounds {
-                address,
-                bytes,
-                shared_bytes,
-            });
+            return Err(ErrorKind::SharedOutOfBounds { address, bytes, shared_bytes });
         }
         if let Some(races) = self.races.as_mut() {
             if let Err(conflict) = races.shared.access(address as usize, bytes as usize, thread, write) {
@@ -170,18 +154,10 @@ impl Env<'_> {
             AtomTy::Int(int) => int.bits() as u64 / 8,
         };
         check_alignment(address, size)?;
-        let (index, offset) = self
-            .memory
-            .locate(address, size)
-            .map_err(|_| ErrorKind::OutOfBounds { address, bytes: size })?;
+        let (index, offset) =
+            self.memory.locate(address, size).map_err(|_| ErrorKind::OutOfBounds { address, bytes: size })?;
         let cell = &mut self.memory.allocation_mut(index)[offset..offset + size as usize];
-        let old = decode(
-            cell,
-            MemTy {
-                bytes: size as u8,
-                signed: false,
-            },
-        );
+        let old = decode(cell, MemTy { bytes: size as u8, signed: false });
         let new = match (ty, op) {
             (_, AtomOp::Exch) => b,
             (_, AtomOp::Cas) => {

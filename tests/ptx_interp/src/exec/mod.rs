@@ -69,9 +69,7 @@ impl Registers<'_> {
     pub(crate) fn get(&self, slot: Slot, kernel: &Kernel) -> Result<u64, ErrorKind> {
         let index = slot as usize;
         if !self.written[index] {
-            return Err(ErrorKind::Uninitialised {
-                register: kernel.slot_name(slot).to_string(),
-            });
+            return Err(ErrorKind::Uninitialised { register: kernel.slot_name(slot).to_string() });
         }
         Ok(self.values[index])
     }
@@ -143,36 +141,14 @@ fn run_inner(
                 let value = attempt!(int::binary(op, ty, get!(a), get!(b)).ok_or(ErrorKind::DivisionByZero));
                 regs.set(d, value);
             }
-            Op::FloatBin {
-                op,
-                ty: FloatTy::F32,
-                rnd,
-                ftz,
-                d,
-                a,
-                b,
-            } => regs.set(
-                d,
-                float::f32_binary(op, rnd, ftz, get!(a) as u32, get!(b) as u32) as u64,
-            ),
-            Op::FloatBin {
-                op,
-                ty: FloatTy::F64,
-                rnd,
-                d,
-                a,
-                b,
-                ..
-            } => regs.set(d, float::f64_binary(op, rnd, get!(a), get!(b))),
+            Op::FloatBin { op, ty: FloatTy::F32, rnd, ftz, d, a, b } => {
+                regs.set(d, float::f32_binary(op, rnd, ftz, get!(a) as u32, get!(b) as u32) as u64)
+            }
+            Op::FloatBin { op, ty: FloatTy::F64, rnd, d, a, b, .. } => {
+                regs.set(d, float::f64_binary(op, rnd, get!(a), get!(b)))
+            }
             Op::Fma { ty, ftz, d, a, b, c } => regs.set(d, float::fma(ty, ftz, get!(a), get!(b), get!(c))),
-            Op::Ld {
-                space,
-                ty,
-                d,
-                count,
-                addr,
-                offset,
-            } => {
+            Op::Ld { space, ty, d, count, addr, offset } => {
                 let address = get!(addr).wrapping_add(offset as u64);
                 let mut values = [0u64; 4];
                 let values = &mut values[..count as usize];
@@ -181,35 +157,15 @@ fn run_inner(
                     regs.set(slot, value);
                 }
             }
-            Op::St {
-                space,
-                bytes,
-                src,
-                count,
-                addr,
-                offset,
-            } => {
+            Op::St { space, bytes, src, count, addr, offset } => {
                 let address = get!(addr).wrapping_add(offset as u64);
                 let mut values = [0u64; 4];
                 for (value, &slot) in values.iter_mut().zip(&src[..count as usize]) {
                     *value = get!(slot);
                 }
-                attempt!(env.store(
-                    space == Space::Shared,
-                    address,
-                    bytes as usize,
-                    &values[..count as usize],
-                    thread
-                ));
+                attempt!(env.store(space == Space::Shared, address, bytes as usize, &values[..count as usize], thread));
             }
-            Op::Setp {
-                cmp,
-                ty,
-                d,
-                a,
-                b,
-                combine,
-            } => {
+            Op::Setp { cmp, ty, d, a, b, combine } => {
                 let (x, y) = (get!(a), get!(b));
                 let mut result = match ty {
                     CmpTy::Int(int) => compare_int(cmp, int.extend(x), int.extend(y)),
@@ -244,29 +200,11 @@ fn run_inner(
             Op::Mad { ty, part, d, a, b, c } => regs.set(d, int::mad(ty, part, get!(a), get!(b), get!(c))),
             Op::MulWide { ty, d, a, b } => regs.set(d, int::mul_wide(ty, get!(a), get!(b))),
             Op::IntUn { op, ty, d, a } => regs.set(d, int::unary(op, ty, get!(a))),
-            Op::FloatUn {
-                op,
-                ty: FloatTy::F32,
-                ftz,
-                d,
-                a,
-            } => regs.set(d, float::f32_unary(op, ftz, get!(a) as u32) as u64),
-            Op::FloatUn {
-                op,
-                ty: FloatTy::F64,
-                d,
-                a,
-                ..
-            } => regs.set(d, float::f64_unary(op, get!(a))),
-            Op::Cvt {
-                to,
-                from,
-                rnd,
-                sat,
-                ftz,
-                d,
-                a,
-            } => regs.set(d, cvt::cvt(to, from, rnd, sat, ftz, get!(a))),
+            Op::FloatUn { op, ty: FloatTy::F32, ftz, d, a } => {
+                regs.set(d, float::f32_unary(op, ftz, get!(a) as u32) as u64)
+            }
+            Op::FloatUn { op, ty: FloatTy::F64, d, a, .. } => regs.set(d, float::f64_unary(op, get!(a))),
+            Op::Cvt { to, from, rnd, sat, ftz, d, a } => regs.set(d, cvt::cvt(to, from, rnd, sat, ftz, get!(a))),
             Op::Testp { class, ty, d, a } => regs.set(d, float::testp(class, ty, get!(a)) as u64),
             Op::Pack { d, lo, hi, half_bits } => {
                 let mask = (1u64 << half_bits) - 1;
@@ -278,15 +216,7 @@ fn run_inner(
                 regs.set(lo, value & mask);
                 regs.set(hi, (value >> half_bits) & mask);
             }
-            Op::Atom {
-                op,
-                ty,
-                d,
-                addr,
-                offset,
-                b,
-                c,
-            } => {
+            Op::Atom { op, ty, d, addr, offset, b, c } => {
                 let address = get!(addr).wrapping_add(offset as u64);
                 let old = attempt!(env.atomic(op, ty, address, get!(b), get!(c)));
                 regs.set(d, old);

@@ -109,14 +109,7 @@ mod tests {
     use Rounding::*;
 
     fn f32_to(ty: crate::inst::IntTy, mode: Rounding, x: f32) -> u64 {
-        cvt(
-            NumTy::Int(ty),
-            NumTy::F32,
-            Integral(mode),
-            false,
-            false,
-            x.to_bits() as u64,
-        )
+        cvt(NumTy::Int(ty), NumTy::F32, Integral(mode), false, false, x.to_bits() as u64)
     }
 
     #[test]
@@ -148,36 +141,15 @@ mod tests {
 
     #[test]
     fn float_conversions() {
-        let f16 = cvt(
-            NumTy::F16,
-            NumTy::F32,
-            Float(Nearest),
-            false,
-            false,
-            1.0f32.to_bits() as u64,
-        );
+        let f16 = cvt(NumTy::F16, NumTy::F32, Float(Nearest), false, false, 1.0f32.to_bits() as u64);
         assert_eq!(f16, 0x3c00);
         let back = cvt(NumTy::F32, NumTy::F16, None, false, false, 0x3c00);
         assert_eq!(back, 1.0f32.to_bits() as u64);
-        let bf16 = cvt(
-            NumTy::Bf16,
-            NumTy::F32,
-            Float(Nearest),
-            false,
-            false,
-            1.0f32.to_bits() as u64,
-        );
+        let bf16 = cvt(NumTy::Bf16, NumTy::F32, Float(Nearest), false, false, 1.0f32.to_bits() as u64);
         assert_eq!(bf16, 0x3f80);
         let narrowed = cvt(NumTy::F32, NumTy::F64, Float(Zero), false, false, 0.1f64.to_bits());
         assert_eq!(narrowed, 0x3dcc_cccc); // 0.1 rounds up to 0x3dcccccd, so toward zero is below
-        let integral = cvt(
-            NumTy::F32,
-            NumTy::F32,
-            Integral(Nearest),
-            false,
-            false,
-            2.5f32.to_bits() as u64,
-        );
+        let integral = cvt(NumTy::F32, NumTy::F32, Integral(Nearest), false, false, 2.5f32.to_bits() as u64);
         assert_eq!(f32::from_bits(integral as u32), 2.0);
         let saturated = cvt(NumTy::F32, NumTy::F32, None, true, false, 7.0f32.to_bits() as u64);
         assert_eq!(f32::from_bits(saturated as u32), 1.0);

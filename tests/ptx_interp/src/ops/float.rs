@@ -137,11 +137,7 @@ pub(crate) fn f64_binary(op: FloatBinOp, rnd: Rounding, a: u64, b: u64) -> u64 {
 }
 
 pub(crate) fn f32_unary(op: FloatUnOp, ftz: bool, a: u32) -> u32 {
-    let x = if ftz {
-        flush(f32::from_bits(a))
-    } else {
-        f32::from_bits(a)
-    };
+    let x = if ftz { flush(f32::from_bits(a)) } else { f32::from_bits(a) };
     // The approximate functions are computed in f64 and rounded once (SUBSET.md).
     let wide = x as f64;
     let result = match op {
@@ -180,9 +176,7 @@ pub(crate) fn f64_unary(op: FloatUnOp, a: u64) -> u64 {
 pub(crate) fn fma(ty: FloatTy, ftz: bool, a: u64, b: u64, c: u64) -> u64 {
     match ty {
         FloatTy::F32 => {
-            let [x, y, z] = [a, b, c]
-                .map(|bits| f32::from_bits(bits as u32))
-                .map(|v| if ftz { flush(v) } else { v });
+            let [x, y, z] = [a, b, c].map(|bits| f32::from_bits(bits as u32)).map(|v| if ftz { flush(v) } else { v });
             let result = x.mul_add(y, z);
             canonical32(if ftz { flush(result) } else { result }) as u64
         }
@@ -248,10 +242,7 @@ mod tests {
         assert_eq!(f32op(Add, Nearest, false, 1.0, 1e-10), 1.0);
         assert_eq!(f32op(Add, Up, false, 1.0, 1e-10), 1.0f32.next_up());
         assert_eq!(f32op(Sub, Zero, false, 1.0, 1e-10), 1.0f32.next_down());
-        assert_eq!(
-            f32op(Mul, Down, false, 0.1, 0.1),
-            f32op(Mul, Up, false, 0.1, 0.1).next_down()
-        );
+        assert_eq!(f32op(Mul, Down, false, 0.1, 0.1), f32op(Mul, Up, false, 0.1, 0.1).next_down());
         assert_eq!(f32op(Mul, Zero, false, f32::MAX, 2.0), f32::MAX);
         let tiny = f32::from_bits(1);
         assert_eq!(f32op(Add, Nearest, false, tiny, tiny).to_bits(), 2);
@@ -268,20 +259,11 @@ mod tests {
     fn min_max_nan_and_zero_rules() {
         assert_eq!(f32op(Min, Nearest, false, f32::NAN, 2.0), 2.0);
         assert_eq!(f32op(Max, Nearest, false, 1.0, f32::NAN), 1.0);
-        assert_eq!(
-            f32op(MaxNan, Nearest, false, 1.0, f32::NAN).to_bits(),
-            F32_CANONICAL_NAN
-        );
-        assert_eq!(
-            f32op(Min, Nearest, false, f32::NAN, f32::NAN).to_bits(),
-            F32_CANONICAL_NAN
-        );
+        assert_eq!(f32op(MaxNan, Nearest, false, 1.0, f32::NAN).to_bits(), F32_CANONICAL_NAN);
+        assert_eq!(f32op(Min, Nearest, false, f32::NAN, f32::NAN).to_bits(), F32_CANONICAL_NAN);
         assert_eq!(f32op(Min, Nearest, false, 0.0, -0.0).to_bits(), 0x8000_0000);
         assert_eq!(f32op(Max, Nearest, false, -0.0, 0.0).to_bits(), 0);
-        assert_eq!(
-            f32op(Add, Nearest, false, f32::INFINITY, f32::NEG_INFINITY).to_bits(),
-            F32_CANONICAL_NAN
-        );
+        assert_eq!(f32op(Add, Nearest, false, f32::INFINITY, f32::NEG_INFINITY).to_bits(), F32_CANONICAL_NAN);
         assert_eq!(f32op(Copysign, Nearest, false, -1.0, 2.0), -2.0);
     }
 

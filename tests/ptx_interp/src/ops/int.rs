@@ -110,10 +110,7 @@ mod tests {
         assert_eq!(binary(Div, S32, (-7i32) as u32 as u64, 2), Some((-3i32) as u32 as u64));
         assert_eq!(binary(Rem, S32, (-7i32) as u32 as u64, 2), Some((-1i32) as u32 as u64));
         assert_eq!(binary(Div, U32, (-7i32) as u32 as u64, 2), Some(0x7fff_fffc));
-        assert_eq!(
-            binary(Div, S32, i32::MIN as u32 as u64, u32::MAX as u64),
-            Some(i32::MIN as u32 as u64)
-        );
+        assert_eq!(binary(Div, S32, i32::MIN as u32 as u64, u32::MAX as u64), Some(i32::MIN as u32 as u64));
         assert_eq!(binary(Div, U64, 1, 0), None);
         assert_eq!(binary(Shl, U32, 1, 32), Some(0));
         assert_eq!(binary(Shl, U32, 1, 31), Some(0x8000_0000));

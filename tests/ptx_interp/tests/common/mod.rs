@@ -12,9 +12,7 @@ use std::sync::Once;
 use aotc_ptx_interp::Module;
 
 pub fn kernel_source(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/kernels")
-        .join(format!("{name}.ptx"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kernels").join(format!("{name}.ptx"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -27,29 +25,15 @@ pub fn assemble(label: &str, source: &str) {
         return;
     };
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let unique = format!(
-        "aotc-ptx-interp-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
+    let unique = format!("aotc-ptx-interp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
     let dir = std::env::temp_dir();
     let ptx = dir.join(format!("{unique}.ptx"));
     let cubin = dir.join(format!("{unique}.cubin"));
     std::fs::write(&ptx, source).unwrap();
-    let output = Command::new(&ptxas)
-        .arg("-arch=sm_80")
-        .arg(&ptx)
-        .arg("-o")
-        .arg(&cubin)
-        .output()
-        .unwrap();
+    let output = Command::new(&ptxas).arg("-arch=sm_80").arg(&ptx).arg("-o").arg(&cubin).output().unwrap();
     let _ = std::fs::remove_file(&ptx);
     let _ = std::fs::remove_file(&cubin);
-    assert!(
-        output.status.success(),
-        "ptxas rejects {label}:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "ptxas rejects {label}:\n{}", String::from_utf8_lossy(&output.stderr));
 }
 
 /// The kernel file `name`, assembled (if possible) and parsed.
@@ -97,16 +81,8 @@ pub struct Half {
     pub max_finite: u16,
 }
 
-pub const F16: Half = Half {
-    mantissa_bits: 10,
-    bias: 15,
-    max_finite: 0x7bff,
-};
-pub const BF16: Half = Half {
-    mantissa_bits: 7,
-    bias: 127,
-    max_finite: 0x7f7f,
-};
+pub const F16: Half = Half { mantissa_bits: 10, bias: 15, max_finite: 0x7bff };
+pub const BF16: Half = Half { mantissa_bits: 7, bias: 127, max_finite: 0x7f7f };
 
 impl Half {
     /// The value of finite bits (sign ignored: `magnitude`).
@@ -126,11 +102,7 @@ impl Half {
         let magnitude = bits & 0x7fff;
         if magnitude > self.max_finite {
             let infinity = self.max_finite + 1;
-            return if magnitude == infinity {
-                sign as f32 * f32::INFINITY
-            } else {
-                f32::NAN
-            };
+            return if magnitude == infinity { sign as f32 * f32::INFINITY } else { f32::NAN };
         }
         (sign * self.magnitude(magnitude)) as f32
     }
@@ -168,11 +140,7 @@ impl Half {
         }
         let above = below + 1;
         let (down, up) = (target - value(below), value(above) - target);
-        let chosen = if down < up || (down == up && below % 2 == 0) {
-            below
-        } else {
-            above
-        };
+        let chosen = if down < up || (down == up && below % 2 == 0) { below } else { above };
         sign | chosen
     }
 }

@@ -13,7 +13,9 @@
 
 use aotc_abi::layout::contiguous_strides;
 use aotc_abi::manifest::{ConstValue, InputSpec, Manifest};
-use aotc_abi::{fn_types as ft, status, symbols, AotcModel, AotcTensor, AotcValueInfo, DLDataType, DLDevice, DType, DL_CPU};
+use aotc_abi::{
+    fn_types as ft, status, symbols, AotcModel, AotcTensor, AotcValueInfo, DLDataType, DLDevice, DType, DL_CPU,
+};
 use std::ffi::{c_char, CStr};
 use std::process::ExitCode;
 
@@ -44,7 +46,8 @@ struct Abi {
 impl Abi {
     fn load(path: &str) -> Result<Abi, String> {
         // SAFETY: loading runs the library's initialisers; an aotc .so has none beyond libc's.
-        let lib = unsafe { libloading::Library::new(std::path::Path::new(".").join(path)) }.map_err(|e| format!("{path}: {e}"))?;
+        let lib = unsafe { libloading::Library::new(std::path::Path::new(".").join(path)) }
+            .map_err(|e| format!("{path}: {e}"))?;
         fn get<T: Copy>(lib: &libloading::Library, name: &str) -> Result<T, String> {
             // SAFETY: T is the type aotc.h declares for `name`.
             unsafe { lib.get::<T>(name.as_bytes()).map(|f| *f) }.map_err(|e| format!("missing {name}: {e}"))
@@ -73,7 +76,11 @@ impl Abi {
     fn message(&self) -> String {
         // SAFETY: aotc_last_error returns a valid C string (or null, handled).
         let p = unsafe { (self.last_error)() };
-        if p.is_null() { String::new() } else { unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned() }
+        if p.is_null() {
+            String::new()
+        } else {
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
     }
 
     fn manifest(&self) -> Result<Manifest, String> {
@@ -106,7 +113,15 @@ impl Abi {
 }
 
 fn placeholder() -> AotcTensor {
-    AotcTensor { data: std::ptr::null_mut(), device: CPU, ndim: 0, dtype: DType::F32.to_dlpack(), shape: std::ptr::null_mut(), strides: std::ptr::null_mut(), byte_offset: 0 }
+    AotcTensor {
+        data: std::ptr::null_mut(),
+        device: CPU,
+        ndim: 0,
+        dtype: DType::F32.to_dlpack(),
+        shape: std::ptr::null_mut(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    }
 }
 
 const CPU: DLDevice = DLDevice { device_type: DL_CPU, device_id: 0 };
@@ -135,7 +150,8 @@ impl Tally {
     fn expect_refused(&mut self, abi: &Abi, what: &str, rc: i32) {
         self.calls += 1;
         let msg = abi.message();
-        let names_the_problem = rc != status::OK && rc != status::INTERNAL && status::name(rc) != status::name(status::INTERNAL);
+        let names_the_problem =
+            rc != status::OK && rc != status::INTERNAL && status::name(rc) != status::name(status::INTERNAL);
         if !names_the_problem {
             self.unexpected.push(format!("{what}: expected an error status, got {rc} ({}: {msg})", status::name(rc)));
         } else if msg.trim().is_empty() {
@@ -146,7 +162,11 @@ impl Tally {
     }
 
     fn expect(&mut self, abi: &Abi, what: &str, valid: bool, rc: i32) {
-        if valid { self.expect_ok(abi, what, rc) } else { self.expect_refused(abi, what, rc) }
+        if valid {
+            self.expect_ok(abi, what, rc)
+        } else {
+            self.expect_refused(abi, what, rc)
+        }
     }
 
     fn fail(&mut self, what: String) {
@@ -202,7 +222,15 @@ impl Owned {
     }
 
     fn raw(&mut self) -> AotcTensor {
-        AotcTensor { data: self.data.as_mut_ptr().cast(), device: CPU, ndim: self.shape.len() as i32, dtype: self.dtype.to_dlpack(), shape: self.shape.as_mut_ptr(), strides: std::ptr::null_mut(), byte_offset: 0 }
+        AotcTensor {
+            data: self.data.as_mut_ptr().cast(),
+            device: CPU,
+            ndim: self.shape.len() as i32,
+            dtype: self.dtype.to_dlpack(),
+            shape: self.shape.as_mut_ptr(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        }
     }
 }
 
@@ -223,19 +251,44 @@ struct Variant {
 
 impl Variant {
     fn new(what: impl Into<String>, valid: bool) -> Variant {
-        Variant { what: what.into(), valid, ndim: None, shape: None, null_shape: false, strides: None, byte_offset: 0, null_data: false, dtype: None, device: None }
+        Variant {
+            what: what.into(),
+            valid,
+            ndim: None,
+            shape: None,
+            null_shape: false,
+            strides: None,
+            byte_offset: 0,
+            null_data: false,
+            dtype: None,
+            device: None,
+        }
     }
 
     /// The descriptor: `base` with this variant's fields; it points into `self`.
     fn apply(&mut self, base: AotcTensor) -> AotcTensor {
         let mut t = base;
-        if let Some(n) = self.ndim { t.ndim = n }
-        if let Some(s) = &mut self.shape { t.shape = s.as_mut_ptr() }
-        if self.null_shape { t.shape = std::ptr::null_mut() }
-        if let Some(s) = &mut self.strides { t.strides = s.as_mut_ptr() }
-        if self.null_data { t.data = std::ptr::null_mut() }
-        if let Some(d) = self.dtype { t.dtype = d }
-        if let Some(d) = self.device { t.device = d }
+        if let Some(n) = self.ndim {
+            t.ndim = n
+        }
+        if let Some(s) = &mut self.shape {
+            t.shape = s.as_mut_ptr()
+        }
+        if self.null_shape {
+            t.shape = std::ptr::null_mut()
+        }
+        if let Some(s) = &mut self.strides {
+            t.strides = s.as_mut_ptr()
+        }
+        if self.null_data {
+            t.data = std::ptr::null_mut()
+        }
+        if let Some(d) = self.dtype {
+            t.dtype = d
+        }
+        if let Some(d) = self.device {
+            t.device = d
+        }
         t.byte_offset = self.byte_offset;
         t
     }
@@ -261,7 +314,10 @@ fn variants(shape: &[i64], dtype: DType, wrong_dtype: Option<DType>) -> Vec<Vari
     for (what, device) in [("device CUDA", 2), ("device 0", 0), ("device -1", -1)] {
         v.push(with(what.into(), false, &|x| x.device = Some(DLDevice { device_type: device, device_id: 0 })));
     }
-    for (what, d) in [("dtype code 99", DLDataType { code: 99, bits: 7, lanes: 1 }), ("dtype float32x4", DLDataType { code: 2, bits: 32, lanes: 4 })] {
+    for (what, d) in [
+        ("dtype code 99", DLDataType { code: 99, bits: 7, lanes: 1 }),
+        ("dtype float32x4", DLDataType { code: 2, bits: 32, lanes: 4 }),
+    ] {
         v.push(with(what.into(), false, &|x| x.dtype = Some(d)));
     }
     if let Some(w) = wrong_dtype {
@@ -308,7 +364,11 @@ fn variants(shape: &[i64], dtype: DType, wrong_dtype: Option<DType>) -> Vec<Vari
 
 /// A dtype the value does not have, to be refused.
 fn other_dtype(dtype: DType) -> DType {
-    if dtype == DType::F64 { DType::F32 } else { DType::F64 }
+    if dtype == DType::F64 {
+        DType::F32
+    } else {
+        DType::F64
+    }
 }
 
 /// One library: valid inputs and buffers from its manifest.
@@ -320,14 +380,23 @@ struct Subject<'a> {
 
 impl Subject<'_> {
     fn valid_inputs(m: &Manifest) -> Result<Vec<Owned>, String> {
-        let syms: Vec<Option<i64>> = m.symbols.iter().map(|s| Some(2.max(s.min).min(s.max.unwrap_or(i64::MAX)))).collect();
-        m.inputs.iter().map(|i| match i {
-            InputSpec::Tensor(t) => {
-                let shape = t.sizes.iter().map(|e| e.eval(&syms)).collect::<Result<Vec<_>, _>>().map_err(|e| format!("input '{}': {e}", t.name))?;
-                Ok(Owned::new(t.dtype, &shape))
-            }
-            InputSpec::Constant { value, .. } => Ok(Owned::scalar(value)),
-        }).collect()
+        let syms: Vec<Option<i64>> =
+            m.symbols.iter().map(|s| Some(2.max(s.min).min(s.max.unwrap_or(i64::MAX)))).collect();
+        m.inputs
+            .iter()
+            .map(|i| match i {
+                InputSpec::Tensor(t) => {
+                    let shape = t
+                        .sizes
+                        .iter()
+                        .map(|e| e.eval(&syms))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| format!("input '{}': {e}", t.name))?;
+                    Ok(Owned::new(t.dtype, &shape))
+                }
+                InputSpec::Constant { value, .. } => Ok(Owned::scalar(value)),
+            })
+            .collect()
     }
 
     fn n_outputs(&self) -> usize {
@@ -396,7 +465,11 @@ impl Subject<'_> {
                 tally.expect_refused(abi, "run: one input too few", (abi.run)(m, raw.as_ptr(), n_in - 1, o, n_out));
             }
             if n_out > 0 {
-                tally.expect_refused(abi, "run: null outputs", (abi.run)(m, raw.as_ptr(), n_in, std::ptr::null_mut(), n_out));
+                tally.expect_refused(
+                    abi,
+                    "run: null outputs",
+                    (abi.run)(m, raw.as_ptr(), n_in, std::ptr::null_mut(), n_out),
+                );
                 tally.expect_refused(abi, "run: one output too few", (abi.run)(m, raw.as_ptr(), n_in, o, n_out - 1));
             }
             tally.expect_refused(abi, "run: one output too many", (abi.run)(m, raw.as_ptr(), n_in, o, n_out + 1));
@@ -408,13 +481,25 @@ impl Subject<'_> {
             tally.expect_refused(abi, "run: one input too many", (abi.run)(m, raw.as_ptr(), n_in + 1, o, n_out));
             // One array as both inputs and outputs: valid, the outputs overwrite it.
             raw.resize(raw.len().max(self.n_outputs()), placeholder());
-            tally.expect_ok(abi, "run: inputs array reused for outputs", (abi.run)(m, raw.as_ptr(), n_in, raw.as_mut_ptr(), n_out));
+            tally.expect_ok(
+                abi,
+                "run: inputs array reused for outputs",
+                (abi.run)(m, raw.as_ptr(), n_in, raw.as_mut_ptr(), n_out),
+            );
 
             let mut value = Owned::new(DType::F32, &[1]);
             let t = value.raw();
             for (what, name) in [("unknown", c"no.such.buffer"), ("non-UTF-8", c"\xff"), ("empty", c"")] {
-                tally.expect_refused(abi, &format!("buffer_read: {what} name"), (abi.buffer_read)(m, name.as_ptr(), &t));
-                tally.expect_refused(abi, &format!("buffer_write: {what} name"), (abi.buffer_write)(m, name.as_ptr(), &t));
+                tally.expect_refused(
+                    abi,
+                    &format!("buffer_read: {what} name"),
+                    (abi.buffer_read)(m, name.as_ptr(), &t),
+                );
+                tally.expect_refused(
+                    abi,
+                    &format!("buffer_write: {what} name"),
+                    (abi.buffer_write)(m, name.as_ptr(), &t),
+                );
             }
             let name = self.manifest.buffers.first().map(|b| b.name.clone()).unwrap_or_default();
             let name = std::ffi::CString::new(name).unwrap_or_default();
@@ -422,15 +507,26 @@ impl Subject<'_> {
             tally.expect_refused(abi, "buffer_write: null model", (abi.buffer_write)(null, name.as_ptr(), &t));
             tally.expect_refused(abi, "buffer_read: null name", (abi.buffer_read)(m, std::ptr::null(), &t));
             tally.expect_refused(abi, "buffer_write: null name", (abi.buffer_write)(m, std::ptr::null(), &t));
-            tally.expect_refused(abi, "buffer_read: null tensor", (abi.buffer_read)(m, name.as_ptr(), std::ptr::null()));
-            tally.expect_refused(abi, "buffer_write: null tensor", (abi.buffer_write)(m, name.as_ptr(), std::ptr::null()));
+            tally.expect_refused(
+                abi,
+                "buffer_read: null tensor",
+                (abi.buffer_read)(m, name.as_ptr(), std::ptr::null()),
+            );
+            tally.expect_refused(
+                abi,
+                "buffer_write: null tensor",
+                (abi.buffer_write)(m, name.as_ptr(), std::ptr::null()),
+            );
         }
     }
 
     /// Each input in turn described every way `variants` knows, the others valid.
     fn input_variants(&self, tally: &mut Tally, m: *mut AotcModel) {
         for (i, spec) in self.manifest.inputs.iter().enumerate() {
-            let wrong = match spec { InputSpec::Tensor(t) => Some(other_dtype(t.dtype)), InputSpec::Constant { .. } => None };
+            let wrong = match spec {
+                InputSpec::Tensor(t) => Some(other_dtype(t.dtype)),
+                InputSpec::Constant { .. } => None,
+            };
             for mut variant in variants(&self.inputs[i].shape, self.inputs[i].dtype, wrong) {
                 let mut inputs = self.fresh_inputs();
                 let mut raw: Vec<AotcTensor> = inputs.iter_mut().map(Owned::raw).collect();
@@ -449,7 +545,9 @@ impl Subject<'_> {
             for mut variant in variants(&b.sizes, b.dtype, Some(other_dtype(b.dtype))) {
                 let t = variant.apply(value.raw());
                 // SAFETY: a valid model and name; t is valid or malformed as the variant says.
-                let (read, write) = unsafe { ((self.abi.buffer_read)(m, name.as_ptr(), &t), (self.abi.buffer_write)(m, name.as_ptr(), &t)) };
+                let (read, write) = unsafe {
+                    ((self.abi.buffer_read)(m, name.as_ptr(), &t), (self.abi.buffer_write)(m, name.as_ptr(), &t))
+                };
                 tally.expect(self.abi, &format!("buffer_read '{}': {}", b.name, variant.what), variant.valid, read);
                 tally.expect(self.abi, &format!("buffer_write '{}': {}", b.name, variant.what), variant.valid, write);
             }
@@ -470,7 +568,11 @@ impl Subject<'_> {
             let mut raw_b: Vec<AotcTensor> = ins_b.iter_mut().map(Owned::raw).collect();
             let mut fed = vec![];
             for (i, input) in self.inputs.iter().enumerate() {
-                let Some(o) = copies.iter().position(|c| c.dtype == input.dtype && c.shape == input.shape && !c.shape.is_empty()) else { continue };
+                let Some(o) =
+                    copies.iter().position(|c| c.dtype == input.dtype && c.shape == input.shape && !c.shape.is_empty())
+                else {
+                    continue;
+                };
                 if !all && !fed.is_empty() {
                     break;
                 }
@@ -479,7 +581,11 @@ impl Subject<'_> {
                 fed.push(o);
             }
             let held: Vec<AotcTensor> = fed.iter().map(|&o| outs_a[o]).collect();
-            let what = format!("feed back ({}) round {round}: {} output(s) as inputs", if all { "all" } else { "one" }, fed.len());
+            let what = format!(
+                "feed back ({}) round {round}: {} output(s) as inputs",
+                if all { "all" } else { "one" },
+                fed.len()
+            );
             let (rc_a, next_a) = self.abi.run(a, &raw_a, self.n_outputs());
             let (rc_b, next_b) = self.abi.run(b, &raw_b, self.n_outputs());
             tally.expect_ok(self.abi, &what, rc_a);
@@ -487,15 +593,21 @@ impl Subject<'_> {
             if rc_a != status::OK || rc_b != status::OK {
                 break;
             }
-            let same_outputs = next_a.iter().zip(&next_b).all(|(x, y)| copy_output(x).bytes() == copy_output(y).bytes());
+            let same_outputs =
+                next_a.iter().zip(&next_b).all(|(x, y)| copy_output(x).bytes() == copy_output(y).bytes());
             let same_fed = held.iter().zip(&fed).all(|(h, &o)| copy_output(h).bytes() == copies[o].bytes());
             if !same_outputs || !same_fed {
-                tally.fail(format!("{what}: outputs equal {same_outputs}, fed inputs equal {same_fed}, compared with fresh copies"));
+                tally.fail(format!(
+                    "{what}: outputs equal {same_outputs}, fed inputs equal {same_fed}, compared with fresh copies"
+                ));
             }
             (outs_a, outs_b) = (next_a, next_b);
         }
         // SAFETY: created above, destroyed once.
-        unsafe { (self.abi.destroy)(a); (self.abi.destroy)(b) };
+        unsafe {
+            (self.abi.destroy)(a);
+            (self.abi.destroy)(b)
+        };
         Ok(())
     }
 }
@@ -504,11 +616,16 @@ impl Subject<'_> {
 fn copy_output(t: &AotcTensor) -> Owned {
     let dtype = DType::from_dlpack(t.dtype).expect("outputs have known dtypes");
     // SAFETY: a successful call's output has ndim sizes at shape and its elements at data.
-    let shape = if t.ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(t.shape, t.ndim as usize) }.to_vec() };
+    let shape =
+        if t.ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(t.shape, t.ndim as usize) }.to_vec() };
     let mut copy = Owned::new(dtype, &shape);
     let n = copy.bytes().len();
     // SAFETY: as above: n bytes of contiguous data.
-    copy.bytes_mut().copy_from_slice(if n == 0 { &[] } else { unsafe { std::slice::from_raw_parts(t.data as *const u8, n) } });
+    copy.bytes_mut().copy_from_slice(if n == 0 {
+        &[]
+    } else {
+        unsafe { std::slice::from_raw_parts(t.data as *const u8, n) }
+    });
     copy
 }
 
@@ -546,12 +663,28 @@ fn profile_reads(abi: &Abi, tally: &mut Tally, m: *mut AotcModel) {
             tally.fail(format!("profile_read: {calls} calls (expected 3), {call_ns} ns, kernels {times:?}"));
         }
         use std::ptr::null_mut as null;
-        tally.expect_refused(abi, "profile_read: null model", (abi.profile_read)(null(), &mut calls, &mut call_ns, times.as_mut_ptr(), n));
-        tally.expect_refused(abi, "profile_read: null calls", (abi.profile_read)(m, null(), &mut call_ns, times.as_mut_ptr(), n));
+        tally.expect_refused(
+            abi,
+            "profile_read: null model",
+            (abi.profile_read)(null(), &mut calls, &mut call_ns, times.as_mut_ptr(), n),
+        );
+        tally.expect_refused(
+            abi,
+            "profile_read: null calls",
+            (abi.profile_read)(m, null(), &mut call_ns, times.as_mut_ptr(), n),
+        );
         if n > 0 {
-            tally.expect_refused(abi, "profile_read: null kernel_ns", (abi.profile_read)(m, &mut calls, &mut call_ns, null(), n));
+            tally.expect_refused(
+                abi,
+                "profile_read: null kernel_ns",
+                (abi.profile_read)(m, &mut calls, &mut call_ns, null(), n),
+            );
         }
-        tally.expect_refused(abi, "profile_read: too small", (abi.profile_read)(m, &mut calls, &mut call_ns, times.as_mut_ptr(), n - 1));
+        tally.expect_refused(
+            abi,
+            "profile_read: too small",
+            (abi.profile_read)(m, &mut calls, &mut call_ns, times.as_mut_ptr(), n - 1),
+        );
         tally.expect_refused(abi, "profile_enable: null model", (abi.profile_enable)(null(), 0));
     }
 }
@@ -568,7 +701,13 @@ fn main() -> ExitCode {
         if let Err(e) = check_library(lib, &mut tally) {
             tally.fail(format!("{lib}: {e}"));
         }
-        println!("{lib}: {} calls, {} refused, {} ok, {} unexpected", tally.calls, tally.refused, tally.ok, tally.unexpected.len());
+        println!(
+            "{lib}: {} calls, {} refused, {} ok, {} unexpected",
+            tally.calls,
+            tally.refused,
+            tally.ok,
+            tally.unexpected.len()
+        );
         for u in &tally.unexpected {
             println!("  UNEXPECTED {u}");
         }
@@ -577,6 +716,16 @@ fn main() -> ExitCode {
         total.ok += tally.ok;
         total.unexpected.extend(tally.unexpected);
     }
-    println!("abi-misuse: {} calls, {} refused with a clear error, {} ok, {} unexpected", total.calls, total.refused, total.ok, total.unexpected.len());
-    if total.unexpected.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    println!(
+        "abi-misuse: {} calls, {} refused with a clear error, {} ok, {} unexpected",
+        total.calls,
+        total.refused,
+        total.ok,
+        total.unexpected.len()
+    );
+    if total.unexpected.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

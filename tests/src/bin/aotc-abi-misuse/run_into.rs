@@ -13,14 +13,19 @@ impl Subject<'_> {
         let ranks: Vec<usize> = self.manifest.outputs.iter().map(|o| o.sizes.len()).collect();
         let mut dims = vec![0i64; ranks.iter().sum()];
         // SAFETY: valid inputs; dims holds every output's dimensions.
-        let rc = unsafe { (self.abi.output_shapes)(m, raw.as_ptr(), raw.len() as i64, dims.as_mut_ptr(), dims.len() as i64) };
+        let rc = unsafe {
+            (self.abi.output_shapes)(m, raw.as_ptr(), raw.len() as i64, dims.as_mut_ptr(), dims.len() as i64)
+        };
         tally.expect_ok(self.abi, "output_shapes", rc);
         let mut rest = dims.as_slice();
-        let shapes: Vec<Vec<i64>> = ranks.iter().map(|&r| {
-            let (shape, tail) = rest.split_at(r);
-            rest = tail;
-            shape.to_vec()
-        }).collect();
+        let shapes: Vec<Vec<i64>> = ranks
+            .iter()
+            .map(|&r| {
+                let (shape, tail) = rest.split_at(r);
+                rest = tail;
+                shape.to_vec()
+            })
+            .collect();
         (rc == status::OK && shapes.iter().flatten().all(|&n| n >= 0)).then_some(shapes)
     }
 
@@ -42,12 +47,16 @@ impl Subject<'_> {
         let (a, b) = (self.abi.instance()?, self.abi.instance()?);
         let Some(shapes) = self.valid_output_shapes(tally, a) else {
             // SAFETY: created above, destroyed once.
-            unsafe { (self.abi.destroy)(a); (self.abi.destroy)(b) };
+            unsafe {
+                (self.abi.destroy)(a);
+                (self.abi.destroy)(b)
+            };
             return Ok(());
         };
         // Same history on both instances: the outputs must be the same bytes.
         for round in 0..2 {
-            let want: Vec<Owned> = self.run_valid(tally, a, &format!("run, round {round}")).iter().map(copy_output).collect();
+            let want: Vec<Owned> =
+                self.run_valid(tally, a, &format!("run, round {round}")).iter().map(copy_output).collect();
             let mut got = self.output_tensors(&shapes);
             let raw: Vec<AotcTensor> = got.iter_mut().map(Owned::raw).collect();
             tally.expect_ok(self.abi, &format!("run_into, round {round}"), self.run_into(b, &raw));
@@ -60,7 +69,12 @@ impl Subject<'_> {
                 let mut outs = self.output_tensors(&shapes);
                 let mut raw: Vec<AotcTensor> = outs.iter_mut().map(Owned::raw).collect();
                 raw[o] = variant.apply(raw[o]);
-                tally.expect(self.abi, &format!("run_into output {o} ('{}'): {}", spec.name, variant.what), variant.valid, self.run_into(b, &raw));
+                tally.expect(
+                    self.abi,
+                    &format!("run_into output {o} ('{}'): {}", spec.name, variant.what),
+                    variant.valid,
+                    self.run_into(b, &raw),
+                );
             }
         }
         let mut outs = self.output_tensors(&shapes);
@@ -74,22 +88,71 @@ impl Subject<'_> {
         // SAFETY (this block): each call passes null or bad arguments the library checks,
         // and otherwise valid arrays of the stated lengths.
         unsafe {
-            tally.expect_refused(self.abi, "run_into: null model", (self.abi.run_into)(null, ins.as_ptr(), ins.len() as i64, raw.as_ptr(), n));
-            tally.expect_refused(self.abi, "run_into: -1 outputs", (self.abi.run_into)(b, ins.as_ptr(), ins.len() as i64, raw.as_ptr(), -1));
-            tally.expect_refused(self.abi, "run_into: one output too many", (self.abi.run_into)(b, ins.as_ptr(), ins.len() as i64, { raw.push(raw.first().copied().unwrap_or_else(super::placeholder)); raw.as_ptr() }, n + 1));
+            tally.expect_refused(
+                self.abi,
+                "run_into: null model",
+                (self.abi.run_into)(null, ins.as_ptr(), ins.len() as i64, raw.as_ptr(), n),
+            );
+            tally.expect_refused(
+                self.abi,
+                "run_into: -1 outputs",
+                (self.abi.run_into)(b, ins.as_ptr(), ins.len() as i64, raw.as_ptr(), -1),
+            );
+            tally.expect_refused(
+                self.abi,
+                "run_into: one output too many",
+                (self.abi.run_into)(
+                    b,
+                    ins.as_ptr(),
+                    ins.len() as i64,
+                    {
+                        raw.push(raw.first().copied().unwrap_or_else(super::placeholder));
+                        raw.as_ptr()
+                    },
+                    n + 1,
+                ),
+            );
             if n > 0 {
-                tally.expect_refused(self.abi, "run_into: null outputs", (self.abi.run_into)(b, ins.as_ptr(), ins.len() as i64, std::ptr::null(), n));
-                tally.expect_refused(self.abi, "run_into: one output too few", (self.abi.run_into)(b, ins.as_ptr(), ins.len() as i64, raw.as_ptr(), n - 1));
+                tally.expect_refused(
+                    self.abi,
+                    "run_into: null outputs",
+                    (self.abi.run_into)(b, ins.as_ptr(), ins.len() as i64, std::ptr::null(), n),
+                );
+                tally.expect_refused(
+                    self.abi,
+                    "run_into: one output too few",
+                    (self.abi.run_into)(b, ins.as_ptr(), ins.len() as i64, raw.as_ptr(), n - 1),
+                );
             }
             if !ins.is_empty() {
-                tally.expect_refused(self.abi, "output_shapes: null inputs", (self.abi.output_shapes)(b, std::ptr::null(), ins.len() as i64, dims.as_mut_ptr(), n_dims));
+                tally.expect_refused(
+                    self.abi,
+                    "output_shapes: null inputs",
+                    (self.abi.output_shapes)(b, std::ptr::null(), ins.len() as i64, dims.as_mut_ptr(), n_dims),
+                );
             }
-            tally.expect_refused(self.abi, "output_shapes: null model", (self.abi.output_shapes)(null, ins.as_ptr(), ins.len() as i64, dims.as_mut_ptr(), n_dims));
+            tally.expect_refused(
+                self.abi,
+                "output_shapes: null model",
+                (self.abi.output_shapes)(null, ins.as_ptr(), ins.len() as i64, dims.as_mut_ptr(), n_dims),
+            );
             if n_dims > 0 {
-                tally.expect_refused(self.abi, "output_shapes: null shapes", (self.abi.output_shapes)(b, ins.as_ptr(), ins.len() as i64, std::ptr::null_mut(), n_dims));
-                tally.expect_refused(self.abi, "output_shapes: too small", (self.abi.output_shapes)(b, ins.as_ptr(), ins.len() as i64, dims.as_mut_ptr(), n_dims - 1));
+                tally.expect_refused(
+                    self.abi,
+                    "output_shapes: null shapes",
+                    (self.abi.output_shapes)(b, ins.as_ptr(), ins.len() as i64, std::ptr::null_mut(), n_dims),
+                );
+                tally.expect_refused(
+                    self.abi,
+                    "output_shapes: too small",
+                    (self.abi.output_shapes)(b, ins.as_ptr(), ins.len() as i64, dims.as_mut_ptr(), n_dims - 1),
+                );
             }
-            tally.expect_ok(self.abi, "output_shapes: room to spare", (self.abi.output_shapes)(b, ins.as_ptr(), ins.len() as i64, dims.as_mut_ptr(), n_dims + 1));
+            tally.expect_ok(
+                self.abi,
+                "output_shapes: room to spare",
+                (self.abi.output_shapes)(b, ins.as_ptr(), ins.len() as i64, dims.as_mut_ptr(), n_dims + 1),
+            );
             (self.abi.destroy)(a);
             (self.abi.destroy)(b);
         }

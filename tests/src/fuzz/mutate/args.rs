@@ -7,19 +7,30 @@ use super::super::rng::Rng;
 use super::Mutator;
 use serde_json::{json, Value};
 
-pub const MUTATORS: &[(usize, Mutator)] = &[
-    (8, arg_value),
-    (5, index_arg),
-    (3, arg_kind),
-    (2, arg_remove),
-    (2, arg_rename),
-];
+pub const MUTATORS: &[(usize, Mutator)] =
+    &[(8, arg_value), (5, index_arg), (3, arg_kind), (2, arg_remove), (2, arg_rename)];
 
 /// Arguments that index into a tensor's dimensions or memory without changing the
 /// recorded output shape, so a bad value gets past the shape check to the lowering.
 const INDEX_ARGS: &[&str] = &[
-    "dim", "dims", "dim0", "dim1", "dim2", "index", "start", "end", "step", "stride", "storage_offset",
-    "length", "offset", "chunks", "split_size", "padding_idx", "diagonal", "shifts",
+    "dim",
+    "dims",
+    "dim0",
+    "dim1",
+    "dim2",
+    "index",
+    "start",
+    "end",
+    "step",
+    "stride",
+    "storage_offset",
+    "length",
+    "offset",
+    "chunks",
+    "split_size",
+    "padding_idx",
+    "diagonal",
+    "shifts",
 ];
 
 const INDEX_VALUES: &[i64] = &[-1, -5, -9, 0, 4, 5, 8, 64, 1000, -1000, 1 << 31, 1 << 62, i64::MIN, i64::MAX];
@@ -51,7 +62,13 @@ fn arg_value(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
         }
         "as_float" => interesting::float_json(rng),
         "as_floats" => json!([interesting::float_json(rng)]),
-        "as_bool" => if rng.chance(1, 2) { json!(!old.as_bool().unwrap_or(false)) } else { json!(2) },
+        "as_bool" => {
+            if rng.chance(1, 2) {
+                json!(!old.as_bool().unwrap_or(false))
+            } else {
+                json!(2)
+            }
+        }
         "as_string" => json!(interesting::string(rng)),
         "as_scalar_type" | "as_layout" | "as_memory_format" => interesting::dtype_code(rng),
         "as_device" => json!({"type": *rng.pick(&["cuda", "meta", "bogus"]), "index": interesting::int(rng, None)}),
@@ -64,7 +81,13 @@ fn arg_value(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
             }
             Value::Array(list)
         }
-        "as_sym_int" => if rng.chance(1, 2) { json!({"as_name": "no_such_symint"}) } else { json!({"as_int": interesting::int(rng, None)}) },
+        "as_sym_int" => {
+            if rng.chance(1, 2) {
+                json!({"as_name": "no_such_symint"})
+            } else {
+                json!({"as_int": interesting::int(rng, None)})
+            }
+        }
         _ => interesting::any_value(rng),
     };
     let description = format!("{label}: {kind} {} -> {}", short(&old), short(&new));

@@ -80,7 +80,15 @@ fn replace_number(bytes: &mut Vec<u8>, at: usize, rng: &mut Rng) -> String {
         return "no number to replace".into();
     };
     let end = bytes[start..].iter().position(|b| !b.is_ascii_digit()).map_or(bytes.len(), |p| p + start);
-    let new = *rng.pick(&["-1", "0", "99999999999999999999", "9223372036854775807", "-9223372036854775809", "1e400", "2147483648"]);
+    let new = *rng.pick(&[
+        "-1",
+        "0",
+        "99999999999999999999",
+        "9223372036854775807",
+        "-9223372036854775809",
+        "1e400",
+        "2147483648",
+    ]);
     bytes.splice(start..end, new.bytes());
     format!("number at byte {start} -> {new}")
 }
@@ -94,15 +102,28 @@ struct ZipRecord {
 
 const ZIP_RECORDS: &[ZipRecord] = &[
     ZipRecord { name: "local header", signature: b"PK\x03\x04", fields: &[(18, 4), (22, 4), (26, 2), (28, 2)] },
-    ZipRecord { name: "central directory entry", signature: b"PK\x01\x02", fields: &[(20, 4), (24, 4), (28, 2), (30, 2), (42, 4)] },
-    ZipRecord { name: "end of central directory", signature: b"PK\x05\x06", fields: &[(8, 2), (10, 2), (12, 4), (16, 4)] },
+    ZipRecord {
+        name: "central directory entry",
+        signature: b"PK\x01\x02",
+        fields: &[(20, 4), (24, 4), (28, 2), (30, 2), (42, 4)],
+    },
+    ZipRecord {
+        name: "end of central directory",
+        signature: b"PK\x05\x06",
+        fields: &[(8, 2), (10, 2), (12, 4), (16, 4)],
+    },
 ];
 
 /// A size, offset or count field of the zip record nearest after `at` gets an edge value.
 fn zip_field(bytes: &mut [u8], at: usize, rng: &mut Rng) -> String {
     let ZipRecord { name: record_name, signature, fields } = rng.pick(ZIP_RECORDS);
-    let Some(record) = bytes.windows(4).skip(at).position(|w| w == *signature).map(|p| p + at)
-        .or_else(|| bytes.windows(4).position(|w| w == *signature)) else {
+    let Some(record) = bytes
+        .windows(4)
+        .skip(at)
+        .position(|w| w == *signature)
+        .map(|p| p + at)
+        .or_else(|| bytes.windows(4).position(|w| w == *signature))
+    else {
         return "no zip record to damage".into();
     };
     let (offset, width) = *rng.pick(fields);

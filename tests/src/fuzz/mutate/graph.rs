@@ -20,16 +20,38 @@ pub const MUTATORS: &[(usize, Mutator)] = &[
 
 /// Targets other programs use, ops that index memory, and names that are no op at all.
 const TARGETS: &[&str] = &[
-    "torch.ops.aten.view.default", "torch.ops.aten.as_strided.default", "torch.ops.aten.split_with_sizes.default",
-    "torch.ops.aten.expand.default", "torch.ops.aten.full.default", "torch.ops.aten.slice.Tensor",
-    "torch.ops.aten.select.int", "torch.ops.aten.permute.default", "torch.ops.aten.addmm.default",
-    "torch.ops.aten.bmm.default", "torch.ops.aten.mm.default", "torch.ops.aten.gather.default",
-    "torch.ops.aten.embedding.default", "torch.ops.aten.index_select.default", "torch.ops.aten.cat.default",
-    "torch.ops.aten._softmax.default", "torch.ops.aten.native_layer_norm.default", "torch.ops.aten.sum.dim_IntList",
-    "torch.ops.aten.arange.start_step", "torch.ops.aten.unsqueeze.default", "torch.ops.aten.where.self",
-    "torch.ops.aten.sym_size.int", "_operator.add", "_operator.floordiv", "<built-in function getitem>",
-    "torch.ops.aten._assert_tensor_metadata.default", "torch.ops.aten.copy_.default",
-    "torch.ops.higher_order.cond", "torch.ops.aten.bogus.default", "torch.ops.aten.view", "", "view",
+    "torch.ops.aten.view.default",
+    "torch.ops.aten.as_strided.default",
+    "torch.ops.aten.split_with_sizes.default",
+    "torch.ops.aten.expand.default",
+    "torch.ops.aten.full.default",
+    "torch.ops.aten.slice.Tensor",
+    "torch.ops.aten.select.int",
+    "torch.ops.aten.permute.default",
+    "torch.ops.aten.addmm.default",
+    "torch.ops.aten.bmm.default",
+    "torch.ops.aten.mm.default",
+    "torch.ops.aten.gather.default",
+    "torch.ops.aten.embedding.default",
+    "torch.ops.aten.index_select.default",
+    "torch.ops.aten.cat.default",
+    "torch.ops.aten._softmax.default",
+    "torch.ops.aten.native_layer_norm.default",
+    "torch.ops.aten.sum.dim_IntList",
+    "torch.ops.aten.arange.start_step",
+    "torch.ops.aten.unsqueeze.default",
+    "torch.ops.aten.where.self",
+    "torch.ops.aten.sym_size.int",
+    "_operator.add",
+    "_operator.floordiv",
+    "<built-in function getitem>",
+    "torch.ops.aten._assert_tensor_metadata.default",
+    "torch.ops.aten.copy_.default",
+    "torch.ops.higher_order.cond",
+    "torch.ops.aten.bogus.default",
+    "torch.ops.aten.view",
+    "",
+    "view",
 ];
 
 /// A recorded size, stride or storage offset becomes an edge value.
@@ -56,7 +78,11 @@ fn tensor_meta_rank(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
             list.pop()?;
         }
     }
-    Some(format!("tensor_values[{name}]: {} a dimension of {}", if grow { "added" } else { "removed" }, fields.join(" and ")))
+    Some(format!(
+        "tensor_values[{name}]: {} a dimension of {}",
+        if grow { "added" } else { "removed" },
+        fields.join(" and ")
+    ))
 }
 
 fn tensor_meta_dtype(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
@@ -69,8 +95,10 @@ fn tensor_meta_dtype(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
 
 /// A node calls another op (one with other arguments and shape rules) or no op at all.
 fn node_target(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
-    let seen: Vec<String> = array_at(&mut m.program, NODES)?.iter().filter_map(|n| n["target"].as_str().map(String::from)).collect();
-    let new = if rng.chance(1, 2) && !seen.is_empty() { rng.pick(&seen).clone() } else { rng.pick(TARGETS).to_string() };
+    let seen: Vec<String> =
+        array_at(&mut m.program, NODES)?.iter().filter_map(|n| n["target"].as_str().map(String::from)).collect();
+    let new =
+        if rng.chance(1, 2) && !seen.is_empty() { rng.pick(&seen).clone() } else { rng.pick(TARGETS).to_string() };
     let (i, node) = pick_node(&mut m.program, rng)?;
     let label = node_label(i, node);
     node["target"] = json!(new);
@@ -96,7 +124,8 @@ fn tensor_reference(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
     let known: Vec<String> = object_at(&mut m.program, TENSOR_VALUES)?.keys().cloned().collect();
     let nodes = array_at(&mut m.program, NODES)?;
     let i = rng.below(nodes.len().max(1));
-    let later: Vec<String> = nodes.iter().skip(i).filter_map(|n| n["outputs"][0]["as_tensor"]["name"].as_str().map(String::from)).collect();
+    let later: Vec<String> =
+        nodes.iter().skip(i).filter_map(|n| n["outputs"][0]["as_tensor"]["name"].as_str().map(String::from)).collect();
     let node = nodes.get_mut(i)?;
     let refs = tensor_arguments(node);
     if refs.is_empty() {
@@ -131,7 +160,12 @@ fn node_outputs(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
         1 if !outputs.is_empty() => outputs.push(outputs[0].clone()),
         2 => *outputs = vec![json!({"as_tensor": {"name": rng.pick(&known)}})],
         3 => *outputs = vec![json!({"as_tensor": {"name": "fuzz_fresh_name"}})],
-        _ => *outputs = vec![json!({"as_tensors": [{"name": rng.pick(&known)}, {"name": "fuzz_fresh_name"}]}), json!({"as_none": true})],
+        _ => {
+            *outputs = vec![
+                json!({"as_tensors": [{"name": rng.pick(&known)}, {"name": "fuzz_fresh_name"}]}),
+                json!({"as_none": true}),
+            ]
+        }
     }
     Some(format!("{label}: outputs {old} -> {}", short(&Value::Array(outputs.clone()))))
 }

@@ -13,7 +13,10 @@ pub const MUTATORS: &[(usize, Mutator)] = &[(4, reshape), (2, retype), (3, conte
 /// Keeps rewritten inputs small enough to allocate (and to run under valgrind).
 const MAX_ELEMENTS: i64 = 1 << 22;
 
-fn edit_inputs(m: &mut Mutant, edit: impl FnOnce(&mut Vec<StTensor>, &mut Metadata) -> Option<String>) -> Option<String> {
+fn edit_inputs(
+    m: &mut Mutant,
+    edit: impl FnOnce(&mut Vec<StTensor>, &mut Metadata) -> Option<String>,
+) -> Option<String> {
     m.edit_first_inputs(edit).map(|d| format!("inputs_0: {d}"))
 }
 
@@ -51,7 +54,12 @@ fn reshape(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
         if !lie {
             fit_data(t, rng);
         }
-        Some(format!("tensor '{}' shape {old:?} -> {:?}{}", t.name, t.shape, if lie { " (data left as is)" } else { "" }))
+        Some(format!(
+            "tensor '{}' shape {old:?} -> {:?}{}",
+            t.name,
+            t.shape,
+            if lie { " (data left as is)" } else { "" }
+        ))
     })
 }
 
@@ -71,7 +79,10 @@ fn contents(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
         let size = dtype_size(&t.dtype);
         let value: Vec<u8> = match size {
             8 => interesting::int(rng, None).to_le_bytes().to_vec(),
-            4 => rng.pick(&[f32::NAN.to_bits(), f32::INFINITY.to_bits(), 0x7fff_ffff, 0x8000_0000]).to_le_bytes().to_vec(),
+            4 => rng
+                .pick(&[f32::NAN.to_bits(), f32::INFINITY.to_bits(), 0x7fff_ffff, 0x8000_0000])
+                .to_le_bytes()
+                .to_vec(),
             2 => vec![0xff, 0x7f],
             _ => vec![*rng.pick(&[0xff, 2, 0x80])],
         };

@@ -65,7 +65,15 @@ const STAGES: &[(usize, Stage)] = &[
 
 fn mutators(stage: Stage) -> Vec<(usize, Mutator)> {
     match stage {
-        Stage::Program => [graph::MUTATORS, args::MUTATORS, shapes::MUTATORS, symbolic::MUTATORS, signature::MUTATORS, generic::MUTATORS].concat(),
+        Stage::Program => [
+            graph::MUTATORS,
+            args::MUTATORS,
+            shapes::MUTATORS,
+            symbolic::MUTATORS,
+            signature::MUTATORS,
+            generic::MUTATORS,
+        ]
+        .concat(),
         Stage::Weights => weights::MUTATORS.to_vec(),
         Stage::WeightsFile => weights_file::MUTATORS.to_vec(),
         Stage::Inputs => inputs::MUTATORS.to_vec(),

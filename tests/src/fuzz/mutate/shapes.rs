@@ -4,7 +4,9 @@
 //! overflow) stands between the lie and an out-of-bounds access.
 
 use super::super::interesting;
-use super::super::json::{array_at, as_int_list, node_label, object_at, short, sym_ints, NODES, SIGNATURE, TENSOR_VALUES};
+use super::super::json::{
+    array_at, as_int_list, node_label, object_at, short, sym_ints, NODES, SIGNATURE, TENSOR_VALUES,
+};
 use super::super::mutant::Mutant;
 use super::super::rng::Rng;
 use super::{inputs, Mutator};
@@ -14,10 +16,20 @@ pub const MUTATORS: &[(usize, Mutator)] = &[(8, shape_argument), (6, split_sizes
 
 /// (target substring, argument): ops whose result shape is that int-list argument.
 const SHAPE_ARGUMENTS: &[(&str, &str)] = &[
-    ("aten.view.", "size"), ("aten._unsafe_view.", "size"), ("aten.reshape.", "shape"), ("aten.expand.", "size"),
-    ("aten.full.", "size"), ("aten.zeros.", "size"), ("aten.ones.", "size"), ("aten.empty.", "size"),
-    ("aten.new_full.", "size"), ("aten.new_zeros.", "size"), ("aten.new_ones.", "size"), ("aten.new_empty.", "size"),
-    ("aten.as_strided.", "size"), ("aten.empty_strided.", "size"),
+    ("aten.view.", "size"),
+    ("aten._unsafe_view.", "size"),
+    ("aten.reshape.", "shape"),
+    ("aten.expand.", "size"),
+    ("aten.full.", "size"),
+    ("aten.zeros.", "size"),
+    ("aten.ones.", "size"),
+    ("aten.empty.", "size"),
+    ("aten.new_full.", "size"),
+    ("aten.new_zeros.", "size"),
+    ("aten.new_ones.", "size"),
+    ("aten.new_empty.", "size"),
+    ("aten.as_strided.", "size"),
+    ("aten.empty_strided.", "size"),
 ];
 
 /// Nodes matching `wanted`, as (node index, argument index).
@@ -60,7 +72,11 @@ fn shape_argument(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
         Some(name) if rng.chance(3, 4) => record_sizes(m, &name, &new).is_some(),
         _ => false,
     };
-    Some(format!("{label}: size {old:?} -> {}{}", short(&Value::Array(new)), if recorded { ", recorded result shape too" } else { "" }))
+    Some(format!(
+        "{label}: size {old:?} -> {}{}",
+        short(&Value::Array(new)),
+        if recorded { ", recorded result shape too" } else { "" }
+    ))
 }
 
 /// split_with_sizes: the sizes stop summing to the dimension (or still do, through a
@@ -78,7 +94,12 @@ fn split_sizes(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
     if old.is_empty() {
         return None;
     }
-    let dim = node["inputs"].as_array()?.iter().find(|a| a["name"] == "dim").and_then(|a| a["arg"]["as_int"].as_i64()).unwrap_or(0);
+    let dim = node["inputs"]
+        .as_array()?
+        .iter()
+        .find(|a| a["name"] == "dim")
+        .and_then(|a| a["arg"]["as_int"].as_i64())
+        .unwrap_or(0);
     let delta = *rng.pick(&[1, 16, 1 << 31, 1 << 62, i64::MAX]);
     let (a, b) = (rng.below(old.len()), rng.below(old.len()));
     let mut new = old.clone();
@@ -88,8 +109,12 @@ fn split_sizes(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
         new[b] = new[b].wrapping_sub(delta);
     }
     node["inputs"][k]["arg"]["as_ints"] = json!(new);
-    let parts: Vec<String> = node["outputs"][0]["as_tensors"].as_array().into_iter().flatten()
-        .filter_map(|t| t["name"].as_str().map(String::from)).collect();
+    let parts: Vec<String> = node["outputs"][0]["as_tensors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(String::from))
+        .collect();
     for (part, &size) in parts.iter().zip(&new) {
         let meta = object_at(&mut m.program, TENSOR_VALUES)?.get_mut(part)?;
         let mut sizes = sym_ints(&meta["sizes"]);
@@ -99,7 +124,10 @@ fn split_sizes(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
         }
         meta["sizes"] = as_int_list(&sizes);
     }
-    Some(format!("{label}: split sizes {old:?} -> {new:?}{}, recorded parts follow", if keep_sum { " (same sum)" } else { "" }))
+    Some(format!(
+        "{label}: split sizes {old:?} -> {new:?}{}, recorded parts follow",
+        if keep_sum { " (same sum)" } else { "" }
+    ))
 }
 
 /// A view-like op reads another, smaller tensor of the same dtype that is defined before
@@ -109,22 +137,35 @@ fn view_source(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
     let values = object_at(&mut m.program, TENSOR_VALUES)?.clone();
     let numel = |name: &str| values.get(name).map(|v| sym_ints(&v["sizes"]).iter().product::<i64>());
     let dtype = |name: &str| values.get(name).map(|v| v["dtype"].clone());
-    let mut defined: Vec<String> = m.program["graph_module"]["graph"]["inputs"].as_array().into_iter().flatten()
-        .filter_map(|a| a["as_tensor"]["name"].as_str().map(String::from)).collect();
+    let mut defined: Vec<String> = m.program["graph_module"]["graph"]["inputs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["as_tensor"]["name"].as_str().map(String::from))
+        .collect();
     let nodes = array_at(&mut m.program, NODES)?;
     let mut candidates = Vec::new();
     for (i, node) in nodes.iter().enumerate() {
         let target = node["target"].as_str().unwrap_or("");
         let result = node["outputs"][0]["as_tensor"]["name"].as_str().unwrap_or("");
-        let source = node["inputs"].as_array().into_iter().flatten().position(|a| a["name"] == "self" && a["arg"].get("as_tensor").is_some());
+        let source = node["inputs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .position(|a| a["name"] == "self" && a["arg"].get("as_tensor").is_some());
         if let (Some(k), true) = (source, SHAPE_ARGUMENTS.iter().any(|(t, _)| target.contains(t))) {
-            let smaller: Vec<String> = defined.iter().filter(|d| dtype(d) == dtype(result) && numel(d) < numel(result)).cloned().collect();
+            let smaller: Vec<String> =
+                defined.iter().filter(|d| dtype(d) == dtype(result) && numel(d) < numel(result)).cloned().collect();
             if !smaller.is_empty() {
                 candidates.push((i, k, smaller));
             }
         }
         for output in node["outputs"].as_array().into_iter().flatten() {
-            let names = output.get("as_tensors").and_then(Value::as_array).cloned().unwrap_or_else(|| vec![output["as_tensor"].clone()]);
+            let names = output
+                .get("as_tensors")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_else(|| vec![output["as_tensor"].clone()]);
             defined.extend(names.iter().filter_map(|t| t["name"].as_str().map(String::from)));
         }
     }
@@ -142,8 +183,13 @@ fn view_source(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
 /// shape comes from their arguments (views, reshapes) keep their recorded shapes, so only
 /// their element-count checks stop them from reading past the end of the smaller input.
 fn input_shrink(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
-    let users: Vec<String> = m.program.pointer(&format!("{SIGNATURE}/input_specs"))?.as_array()?.iter()
-        .filter_map(|s| s["user_input"]["arg"]["as_tensor"]["name"].as_str().map(String::from)).collect();
+    let users: Vec<String> = m
+        .program
+        .pointer(&format!("{SIGNATURE}/input_specs"))?
+        .as_array()?
+        .iter()
+        .filter_map(|s| s["user_input"]["arg"]["as_tensor"]["name"].as_str().map(String::from))
+        .collect();
     if users.is_empty() {
         return None;
     }
@@ -169,5 +215,8 @@ fn input_shrink(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
         inputs::fit_data(t, rng);
         Some(String::new())
     })?;
-    Some(format!("user input {name:?} (flat input {flat}) dimension {d}: {old} -> {} in the program and inputs_0", shape[d]))
+    Some(format!(
+        "user input {name:?} (flat input {flat}) dimension {d}: {old} -> {} in the program and inputs_0",
+        shape[d]
+    ))
 }

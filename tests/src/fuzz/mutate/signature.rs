@@ -8,14 +8,8 @@ use super::super::rng::Rng;
 use super::Mutator;
 use serde_json::{json, Value};
 
-pub const MUTATORS: &[(usize, Mutator)] = &[
-    (3, spec_kind),
-    (3, spec_name),
-    (2, spec_list),
-    (3, graph_inputs_outputs),
-    (3, call_spec),
-    (1, schema_version),
-];
+pub const MUTATORS: &[(usize, Mutator)] =
+    &[(3, spec_kind), (3, spec_name), (2, spec_list), (3, graph_inputs_outputs), (3, call_spec), (1, schema_version)];
 
 /// "input_specs" or "output_specs", with a random spec index.
 fn pick_spec<'v>(m: &'v mut Mutant, rng: &mut Rng) -> Option<(String, &'v mut Vec<Value>, usize)> {
@@ -41,7 +35,9 @@ fn spec_kind(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
     let new = if list == "input_specs" {
         match rng.below(8) {
             0 => json!({"parameter": {"arg": {"name": name}, "parameter_name": "fuzz.weight"}}),
-            1 => json!({"buffer": {"arg": {"name": name}, "buffer_name": "fuzz.buffer", "persistent": rng.chance(1, 2)}}),
+            1 => {
+                json!({"buffer": {"arg": {"name": name}, "buffer_name": "fuzz.buffer", "persistent": rng.chance(1, 2)}})
+            }
             2 => json!({"tensor_constant": {"arg": {"name": name}, "tensor_constant_name": "fuzz_constant"}}),
             3 => json!({"user_input": {"arg": {"as_tensor": {"name": name}}}}),
             4 => json!({"user_input": {"arg": {"as_int": interesting::int(rng, None)}}}),

@@ -16,8 +16,13 @@ fn symbol(name: &str) -> String {
 
 /// Symbols the program declares (range_constraints keys), or a made-up one.
 fn symbols(program: &Value) -> Vec<String> {
-    let declared: Vec<String> = program["range_constraints"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
-    if declared.is_empty() { vec!["s0".into()] } else { declared }
+    let declared: Vec<String> =
+        program["range_constraints"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+    if declared.is_empty() {
+        vec!["s0".into()]
+    } else {
+        declared
+    }
 }
 
 /// A hostile sympy srepr string and a short label for it (the string may be megabytes).
@@ -35,8 +40,18 @@ fn expression(rng: &mut Rng, symbols: &[String]) -> (String, String) {
         }
         3 => {
             const GARBAGE: &[&str] = &[
-                "", "Symbol(", "Add(Integer(1)", "Mul(,)", "Symbol('s0')) trailing", "Integer(99999999999999999999999999)",
-                "Integer(-)", "Symbol(''s0'', positive=True)", "\u{0}", "Add()", "Mul(Integer(2))", "s0 + 1",
+                "",
+                "Symbol(",
+                "Add(Integer(1)",
+                "Mul(,)",
+                "Symbol('s0')) trailing",
+                "Integer(99999999999999999999999999)",
+                "Integer(-)",
+                "Symbol(''s0'', positive=True)",
+                "\u{0}",
+                "Add()",
+                "Mul(Integer(2))",
+                "s0 + 1",
             ];
             let text = rng.pick(GARBAGE).to_string();
             (text.clone(), format!("{text:?}"))

@@ -96,7 +96,10 @@ fn meta_consistent(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
         recorded["sizes"] = as_int_list(&sizes);
         recorded["strides"] = as_int_list(&strides);
     }
-    Some(format!("{group}[{fqn}] sizes -> {sizes:?} in its tensor_meta{}", if name.is_some() { " and the program" } else { "" }))
+    Some(format!(
+        "{group}[{fqn}] sizes -> {sizes:?} in its tensor_meta{}",
+        if name.is_some() { " and the program" } else { "" }
+    ))
 }
 
 /// Strides (and offset) that overflow, go negative, or overlap, keeping the sizes.

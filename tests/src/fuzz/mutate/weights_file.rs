@@ -32,10 +32,13 @@ fn safetensors_dtype(torch_code: i64) -> &'static str {
 /// The archive's weights as (FQN, safetensors dtype, sizes).
 fn archive_weights(m: &Mutant) -> Vec<(String, &'static str, Vec<i64>)> {
     let Some(config) = m.weights_config.as_ref().and_then(|c| c["config"].as_object()) else { return Vec::new() };
-    config.iter().map(|(fqn, entry)| {
-        let meta = &entry["tensor_meta"];
-        (fqn.clone(), safetensors_dtype(meta["dtype"].as_i64().unwrap_or(7)), sym_ints(&meta["sizes"]))
-    }).collect()
+    config
+        .iter()
+        .map(|(fqn, entry)| {
+            let meta = &entry["tensor_meta"];
+            (fqn.clone(), safetensors_dtype(meta["dtype"].as_i64().unwrap_or(7)), sym_ints(&meta["sizes"]))
+        })
+        .collect()
 }
 
 fn tensor(rng: &mut Rng, name: String, dtype: &str, shape: Vec<i64>) -> StTensor {
@@ -62,7 +65,9 @@ fn by_name(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
             2 | 3 => {
                 let mut shape = sizes.clone();
                 match (rng.below(3), shape.len()) {
-                    (0, n) if n > 0 => shape[rng.below(n)] = interesting::int(rng, Some(sizes[0])).clamp(0, MAX_ELEMENTS),
+                    (0, n) if n > 0 => {
+                        shape[rng.below(n)] = interesting::int(rng, Some(sizes[0])).clamp(0, MAX_ELEMENTS)
+                    }
                     (1, _) => shape.push(2),
                     _ => shape.reverse(),
                 }
@@ -82,7 +87,10 @@ fn by_name(m: &mut Mutant, rng: &mut Rng) -> Option<String> {
         tensors.push(tensor(rng, "fuzz.unknown".into(), "F32", vec![3]));
     }
     m.weights_file = Some(encode(&tensors, None));
-    Some(format!("--weights with the archive's names: {}", if changes.is_empty() { "all matching".into() } else { changes.join("; ") }))
+    Some(format!(
+        "--weights with the archive's names: {}",
+        if changes.is_empty() { "all matching".into() } else { changes.join("; ") }
+    ))
 }
 
 /// A safetensors file whose header contradicts its data, or that is no safetensors at all.

@@ -113,7 +113,11 @@ pub fn log(m: &mut M, x: Reg, base: Base) -> Reg {
         Base::E | Base::Ten => {
             let low = m.fma(e, k(LN2_LO), log_m);
             let ln = m.fma(e, k(LN2_HI), low);
-            if base == Base::Ten { m.mul(ln, k(std::f64::consts::LOG10_E)) } else { ln }
+            if base == Base::Ten {
+                m.mul(ln, k(std::f64::consts::LOG10_E))
+            } else {
+                ln
+            }
         }
         // Exact for powers of two.
         Base::Two => m.fma(log_m, k(std::f64::consts::LOG2_E), e),

@@ -128,11 +128,13 @@ impl M<'_> {
 /// alternating in sign when `alternate`: Taylor coefficients.
 pub(super) fn taylor(from: u32, count: usize, step: u32, alternate: bool) -> Vec<f64> {
     let fact = |n: u32| (1..=n).fold(1.0f64, |a, i| a * i as f64);
-    (0..count).map(|i| {
-        let n = from + step * i as u32;
-        let sign = if alternate && i % 2 == 1 { -1.0 } else { 1.0 };
-        sign / fact(n)
-    }).collect()
+    (0..count)
+        .map(|i| {
+            let n = from + step * i as u32;
+            let sign = if alternate && i % 2 == 1 { -1.0 } else { 1.0 };
+            sign / fact(n)
+        })
+        .collect()
 }
 
 /// sin and cos of an f64 `x`, sharing one range reduction.

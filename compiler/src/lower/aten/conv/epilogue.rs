@@ -7,10 +7,12 @@
 //! Nothing folds after the pool.
 
 use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, StridedRef};
+use crate::lower::aten::pool::window::Windows;
 use crate::lower::tensor::{contiguous_strides, Repr, TensorValue};
 use crate::lower::Lowerer;
-use crate::lower::aten::pool::window::Windows;
-use aotc_abi::conv::{Algorithm, ARG_BIAS, ARG_GEOMETRY, ARG_RESIDUAL, ARG_WEIGHT, ACTIVATION, HAS_BIAS, POOL, RESIDUAL, SYMBOL};
+use aotc_abi::conv::{
+    Algorithm, ACTIVATION, ARG_BIAS, ARG_GEOMETRY, ARG_RESIDUAL, ARG_WEIGHT, HAS_BIAS, POOL, RESIDUAL, SYMBOL,
+};
 use aotc_abi::gemm::Activation;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
@@ -38,7 +40,8 @@ fn convolution_of(lw: &Lowerer, v: &TensorValue) -> Option<(BufId, usize)> {
 /// The buffer `v` is, when `v` is a float32 view of all of it in order.
 fn whole_buffer(lw: &Lowerer, v: &TensorValue) -> Option<BufId> {
     let Repr::View(StridedRef { buf, offset, strides }) = &v.repr else { return None };
-    let whole = v.dtype == DType::F32 && !v.complex && *offset == SymExpr::Int(0) && *strides == contiguous_strides(&v.sizes);
+    let whole =
+        v.dtype == DType::F32 && !v.complex && *offset == SymExpr::Int(0) && *strides == contiguous_strides(&v.sizes);
     (whole && lw.prog.buffers[*buf].sizes == v.sizes).then_some(*buf)
 }
 
@@ -80,11 +83,17 @@ pub fn fold_batch_norm(lw: &mut Lowerer, x: &TensorValue, bn: &BatchNorm) -> Opt
     if flag(call, RESIDUAL)? || flag(call, ACTIVATION)? {
         return None;
     }
-    let (&ExternArg::Buf(weight), &ExternArg::Buf(bias)) = (&call.args[ARG_WEIGHT], &call.args[ARG_BIAS]) else { return None };
+    let (&ExternArg::Buf(weight), &ExternArg::Buf(bias)) = (&call.args[ARG_WEIGHT], &call.args[ARG_BIAS]) else {
+        return None;
+    };
     let has_bias = flag(call, HAS_BIAS)?;
     let out_channels = usize::try_from(x.sizes.get(1)?.as_int()?).ok()?;
     let weights = lw.constant_f32(&TensorValue::view_of(weight, DType::F32, lw.prog.buffers[weight].sizes.clone()))?;
-    let conv_bias = if has_bias { lw.constant_f32(&TensorValue::view_of(bias, DType::F32, vec![SymExpr::Int(out_channels as i64)]))? } else { vec![0.0; out_channels] };
+    let conv_bias = if has_bias {
+        lw.constant_f32(&TensorValue::view_of(bias, DType::F32, vec![SymExpr::Int(out_channels as i64)]))?
+    } else {
+        vec![0.0; out_channels]
+    };
     let per_channel = |v: Option<&TensorValue>, default: f32| match v {
         Some(v) => lw.constant_f32(v).filter(|c| c.len() == out_channels),
         None => Some(vec![default; out_channels]),
@@ -98,11 +107,13 @@ pub fn fold_batch_norm(lw: &mut Lowerer, x: &TensorValue, bn: &BatchNorm) -> Opt
     let scale: Vec<f32> = (0..out_channels).map(|o| gamma[o] / (var[o] + bn.eps as f32).sqrt()).collect();
     let row = weights.len() / out_channels;
     let folded: Vec<u8> = weights.iter().enumerate().flat_map(|(i, &w)| (w * scale[i / row]).to_le_bytes()).collect();
-    let shift: Vec<u8> = (0..out_channels).flat_map(|o| ((conv_bias[o] - mean[o]) * scale[o] + beta[o]).to_le_bytes()).collect();
+    let shift: Vec<u8> =
+        (0..out_channels).flat_map(|o| ((conv_bias[o] - mean[o]) * scale[o] + beta[o]).to_le_bytes()).collect();
     let name = lw.prog.buffers[out].name.clone();
     let weight_sizes = lw.prog.buffers[weight].sizes.clone();
     let new_weight = lw.add_constant(&format!("{name}.folded_weight"), DType::F32, weight_sizes, folded);
-    let new_bias = lw.add_constant(&format!("{name}.folded_bias"), DType::F32, vec![SymExpr::Int(out_channels as i64)], shift);
+    let new_bias =
+        lw.add_constant(&format!("{name}.folded_bias"), DType::F32, vec![SymExpr::Int(out_channels as i64)], shift);
     let call = call_mut(lw, index);
     call.args[ARG_WEIGHT] = ExternArg::Buf(new_weight);
     call.args[ARG_BIAS] = ExternArg::Buf(new_bias);

@@ -9,8 +9,8 @@ use super::{float_binary, one, R};
 use crate::frontend::schema::Argument;
 use crate::ir::expr::{binary, constant, select, unary, E};
 use crate::ir::{Prim, Scalar};
-use crate::lower::aten::promote::{map, operand, result_type};
 use crate::lower::args::Args;
+use crate::lower::aten::promote::{map, operand, result_type};
 use crate::lower::Lowerer;
 
 /// div.Tensor, div.Scalar and their `_mode` overloads.
@@ -19,7 +19,9 @@ pub fn div(lw: &mut Lowerer, a: &Args) -> R {
         None => float_binary(lw, a, Prim::Div),
         Some("trunc") => combine(lw, a, truncating_div),
         Some("floor") => combine(lw, a, floor_div),
-        Some(other) => Err(format!("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{other}'")),
+        Some(other) => {
+            Err(format!("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{other}'"))
+        }
     }
 }
 
@@ -60,7 +62,11 @@ fn signs_differ(rem: &E, divisor: &E) -> E {
 
 fn truncating_div(x: &E, y: &E) -> E {
     let q = binary(Prim::Div, x.clone(), y.clone());
-    if x.dtype.is_float() { unary(Prim::Trunc, q) } else { q }
+    if x.dtype.is_float() {
+        unary(Prim::Trunc, q)
+    } else {
+        q
+    }
 }
 
 fn floor_div(x: &E, y: &E) -> E {

@@ -22,12 +22,29 @@ pub fn max_pool(lw: &mut Lowerer, x: &TensorValue, w: &Windows, name: &str) -> O
     };
     let int = SymExpr::Int;
     let geometry = vec![
-        batch, channels.clone(), w.input[0].clone(), w.input[1].clone(), channels,
-        w.kernel[0].clone(), w.kernel[1].clone(), w.output[0].clone(), w.output[1].clone(),
-        int(w.stride[0]), int(w.stride[1]), int(w.padding[0]), int(w.padding[1]), int(w.dilation[0]), int(w.dilation[1]),
+        batch,
+        channels.clone(),
+        w.input[0].clone(),
+        w.input[1].clone(),
+        channels,
+        w.kernel[0].clone(),
+        w.kernel[1].clone(),
+        w.output[0].clone(),
+        w.output[1].clone(),
+        int(w.stride[0]),
+        int(w.stride[1]),
+        int(w.padding[0]),
+        int(w.padding[1]),
+        int(w.dilation[0]),
+        int(w.dilation[1]),
         // Groups (unused by pooling), no bias, weight, residual, activation or pooling
         // of the result.
-        int(1), int(0), int(0), int(0), int(0), int(0),
+        int(1),
+        int(0),
+        int(0),
+        int(0),
+        int(0),
+        int(0),
     ];
     let input = lw.contiguous(x, &format!("{name}.input"));
     let sizes: Vec<SymExpr> = x.sizes[..x.rank() - 2].iter().chain(&w.output).cloned().collect();

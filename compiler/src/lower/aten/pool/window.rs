@@ -37,12 +37,25 @@ impl Windows {
     /// `pooling_output_shape`; with `ceil_mode`, a last partial window, provided it starts
     /// inside the input or its left padding). Requires what every user needs: positive
     /// kernel, stride and dilation, padding >= 0, and at least one window.
-    pub fn new(lw: &mut Lowerer, input: &[SymExpr], kernel: Vec<SymExpr>, stride: Vec<i64>, padding: Vec<i64>, dilation: Vec<i64>, ceil_mode: bool) -> Result<Windows, String> {
+    pub fn new(
+        lw: &mut Lowerer,
+        input: &[SymExpr],
+        kernel: Vec<SymExpr>,
+        stride: Vec<i64>,
+        padding: Vec<i64>,
+        dilation: Vec<i64>,
+        ceil_mode: bool,
+    ) -> Result<Windows, String> {
         for d in 0..input.len() {
             if stride[d] <= 0 || dilation[d] <= 0 || padding[d] < 0 {
                 return Err(format!("stride and dilation must be positive and padding non-negative, got stride {stride:?}, padding {padding:?}, dilation {dilation:?}"));
             }
-            lw.require(SymExpr::Int(1), GuardOp::Le, kernel[d].clone(), &format!("the kernel size of spatial dimension {d} must be positive"))?;
+            lw.require(
+                SymExpr::Int(1),
+                GuardOp::Le,
+                kernel[d].clone(),
+                &format!("the kernel size of spatial dimension {d} must be positive"),
+            )?;
         }
         let mut output = vec![];
         for d in 0..input.len() {
@@ -50,16 +63,30 @@ impl Windows {
             // in + 2p - dilation * (k - 1) - 1 (+ stride - 1 to round up)
             let reach = SymExpr::mul([SymExpr::Int(dilation[d]), SymExpr::add([kernel[d].clone(), SymExpr::Int(-1)])]);
             let round_up = SymExpr::Int(if ceil_mode { stride[d] - 1 } else { 0 });
-            let span = SymExpr::add([input[d].clone(), SymExpr::mul([SymExpr::Int(2), p.clone()]), negate(reach), SymExpr::Int(-1), round_up]);
+            let span = SymExpr::add([
+                input[d].clone(),
+                SymExpr::mul([SymExpr::Int(2), p.clone()]),
+                negate(reach),
+                SymExpr::Int(-1),
+                round_up,
+            ]);
             let mut out = SymExpr::add([floor_div_size(span, stride[d]), SymExpr::Int(1)]);
             if ceil_mode {
                 // Drop the last window when it would start past the input and its left
                 // padding: out -= [(out - 1) * s >= in + p], the bracket as min(1, max(0, x + 1)).
-                let excess = SymExpr::add([SymExpr::mul([SymExpr::add([out.clone(), SymExpr::Int(-1)]), s]), negate(input[d].clone()), negate(p), SymExpr::Int(1)]);
+                let excess = SymExpr::add([
+                    SymExpr::mul([SymExpr::add([out.clone(), SymExpr::Int(-1)]), s]),
+                    negate(input[d].clone()),
+                    negate(p),
+                    SymExpr::Int(1),
+                ]);
                 let starts_past = SymExpr::min(SymExpr::Int(1), SymExpr::max(SymExpr::Int(0), excess));
                 out = SymExpr::add([out, negate(starts_past)]);
             }
-            let rule = format!("spatial dimension {d} of size {} (padding {}) must hold at least one window of {} (dilation {})", input[d], padding[d], kernel[d], dilation[d]);
+            let rule = format!(
+                "spatial dimension {d} of size {} (padding {}) must hold at least one window of {} (dilation {})",
+                input[d], padding[d], kernel[d], dilation[d]
+            );
             lw.require(SymExpr::Int(1), GuardOp::Le, out.clone(), &rule)?;
             output.push(out);
         }
@@ -72,7 +99,9 @@ impl Windows {
 
     /// The input position of offset `k` of window `o` along `d`.
     pub fn position(&self, d: usize, o: &Affine, k: &Affine) -> Affine {
-        o.scale(&SymExpr::Int(self.stride[d])).plus(&k.scale(&SymExpr::Int(self.dilation[d]))).plus(&Affine::constant(SymExpr::Int(-self.padding[d])))
+        o.scale(&SymExpr::Int(self.stride[d]))
+            .plus(&k.scale(&SymExpr::Int(self.dilation[d])))
+            .plus(&Affine::constant(SymExpr::Int(-self.padding[d])))
     }
 
     /// [`Self::position`] of computed `o` and `k`.
@@ -100,7 +129,11 @@ impl Windows {
     /// max(0, ceil((padding - o * stride) / dilation)).
     pub fn first_inside(&self, d: usize, o: &E) -> E {
         let before = binary(Prim::Sub, int(self.padding[d]), mul(o.clone(), int(self.stride[d])));
-        let offsets = if self.dilation[d] == 1 { before } else { floor_div(add(before, int(self.dilation[d] - 1)), int(self.dilation[d])) };
+        let offsets = if self.dilation[d] == 1 {
+            before
+        } else {
+            floor_div(add(before, int(self.dilation[d] - 1)), int(self.dilation[d]))
+        };
         binary(Prim::Max, offsets, int(0))
     }
 
@@ -108,10 +141,15 @@ impl Windows {
     /// position, and whether there is one (the distance is a multiple of the stride and
     /// the window lies in `0..output`).
     fn source(&self, d: usize, h: &Affine, k: &Affine) -> (E, E) {
-        let from_origin = index_value(h.plus(&Affine::constant(SymExpr::Int(self.padding[d]))).plus(&k.scale(&SymExpr::Int(-self.dilation[d]))));
+        let from_origin = index_value(
+            h.plus(&Affine::constant(SymExpr::Int(self.padding[d]))).plus(&k.scale(&SymExpr::Int(-self.dilation[d]))),
+        );
         let s = self.stride[d];
         let o = if s == 1 { from_origin.clone() } else { floor_div(from_origin.clone(), int(s)) };
-        let mut valid = vec![binary(Prim::Ge, from_origin.clone(), int(0)), binary(Prim::Lt, o.clone(), size_value(&self.output[d]))];
+        let mut valid = vec![
+            binary(Prim::Ge, from_origin.clone(), int(0)),
+            binary(Prim::Lt, o.clone(), size_value(&self.output[d])),
+        ];
         if s != 1 {
             valid.push(binary(Prim::Eq, mul(o.clone(), int(s)), from_origin));
         }
@@ -121,18 +159,29 @@ impl Windows {
     /// The number of elements of window `o` (avg pooling, no dilation): the window clipped
     /// to the padded input, or, without `include_pad`, to the input itself.
     pub fn count(&self, o: &[E], include_pad: bool) -> E {
-        (0..self.rank()).map(|d| {
-            if !self.may_leave(d) {
-                return size_value(&self.kernel[d]);
-            }
-            let start = add(mul(o[d].clone(), int(self.stride[d])), int(-self.padding[d]));
-            let end = binary(Prim::Min, add(start.clone(), size_value(&self.kernel[d])), add(size_value(&self.input[d]), int(self.padding[d])));
-            if include_pad {
-                binary(Prim::Sub, end, start)
-            } else {
-                binary(Prim::Sub, binary(Prim::Min, end, size_value(&self.input[d])), binary(Prim::Max, start, int(0)))
-            }
-        }).reduce(mul).unwrap_or_else(|| int(1))
+        (0..self.rank())
+            .map(|d| {
+                if !self.may_leave(d) {
+                    return size_value(&self.kernel[d]);
+                }
+                let start = add(mul(o[d].clone(), int(self.stride[d])), int(-self.padding[d]));
+                let end = binary(
+                    Prim::Min,
+                    add(start.clone(), size_value(&self.kernel[d])),
+                    add(size_value(&self.input[d]), int(self.padding[d])),
+                );
+                if include_pad {
+                    binary(Prim::Sub, end, start)
+                } else {
+                    binary(
+                        Prim::Sub,
+                        binary(Prim::Min, end, size_value(&self.input[d])),
+                        binary(Prim::Max, start, int(0)),
+                    )
+                }
+            })
+            .reduce(mul)
+            .unwrap_or_else(|| int(1))
     }
 }
 
@@ -143,14 +192,19 @@ pub fn taps(lw: &mut Lowerer, x: &TensorValue, w: &Windows, fill: E, name: &str)
     let nd = w.rank();
     let lead = x.rank() - nd;
     // Each element is read by several windows: compute a lazy input once.
-    let x = if w.kernel.iter().all(|k| *k == SymExpr::Int(1)) { x.clone() } else { lw.realize(x, &format!("{name}.input")) };
+    let x = if w.kernel.iter().all(|k| *k == SymExpr::Int(1)) {
+        x.clone()
+    } else {
+        lw.realize(x, &format!("{name}.input"))
+    };
     let mut index: Vec<Affine> = (0..lead).map(Affine::var).collect();
     index.extend((0..nd).map(|d| w.position(d, &Affine::var(lead + d), &Affine::var(lead + nd + d))));
     let leaving: Vec<usize> = w.leaving().into_iter().map(|d| lead + d).collect();
     let body = if leaving.is_empty() {
         x.load(&index)
     } else {
-        let inside = all_of(leaving.iter().map(|&d| in_range(index_value(index[d].clone()), &x.sizes[d]))).expect("some dimension leaves");
+        let inside = all_of(leaving.iter().map(|&d| in_range(index_value(index[d].clone()), &x.sizes[d])))
+            .expect("some dimension leaves");
         let at: Vec<E> = index.into_iter().map(index_value).collect();
         select(inside, lw.load_at_indices(&x, &at, name), fill)
     };
@@ -165,7 +219,14 @@ pub type Term<'a> = dyn FnMut(&mut Lowerer, &[Affine], &[Affine], &[E], &[Affine
 /// The reverse of [`taps`]: a tensor of sizes [lead..., w.input...] whose element at
 /// input position `h` sums `term` over every window `o` that reads `h` (at offset `k`),
 /// accumulated in `dtype`.
-pub fn sum_over_windows(lw: &mut Lowerer, w: &Windows, lead: &[SymExpr], dtype: DType, name: &str, term: &mut Term) -> TensorValue {
+pub fn sum_over_windows(
+    lw: &mut Lowerer,
+    w: &Windows,
+    lead: &[SymExpr],
+    dtype: DType,
+    name: &str,
+    term: &mut Term,
+) -> TensorValue {
     let (nl, nd) = (lead.len(), w.rank());
     let lead_vars: Vec<Affine> = (0..nl).map(Affine::var).collect();
     let here: Vec<Affine> = (0..nd).map(|d| Affine::var(nl + d)).collect();
@@ -195,7 +256,10 @@ fn adaptive_longest(from: &SymExpr, to: &SymExpr) -> SymExpr {
         _ => {
             // ceil(from / to) + 1; a `to` of 0 has no windows at all.
             let to = SymExpr::max(to.clone(), SymExpr::Int(1));
-            SymExpr::add([SymExpr::floor_div(SymExpr::add([from.clone(), to.clone(), SymExpr::Int(-1)]), to), SymExpr::Int(1)])
+            SymExpr::add([
+                SymExpr::floor_div(SymExpr::add([from.clone(), to.clone(), SymExpr::Int(-1)]), to),
+                SymExpr::Int(1),
+            ])
         }
     }
 }
@@ -224,10 +288,13 @@ pub fn adaptive_sum(lw: &mut Lowerer, v: &TensorValue, to: &[SymExpr], dtype: DT
 
 /// The number of elements of each adaptive window: the product of the range lengths.
 pub fn adaptive_count(i: &[E], from: &[SymExpr], to: &[SymExpr]) -> E {
-    (0..i.len()).map(|d| {
-        let (start, end) = adaptive_range(&i[d], &from[d], &to[d]);
-        binary(Prim::Sub, end, start)
-    }).reduce(mul).unwrap_or_else(|| int(1))
+    (0..i.len())
+        .map(|d| {
+            let (start, end) = adaptive_range(&i[d], &from[d], &to[d]);
+            binary(Prim::Sub, end, start)
+        })
+        .reduce(mul)
+        .unwrap_or_else(|| int(1))
 }
 
 /// `floor(a / k)` (k > 0) with the terms of `a` that are multiples of `k` taken out of

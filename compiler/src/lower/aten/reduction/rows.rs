@@ -25,7 +25,12 @@ pub fn softmax(lw: &mut Lowerer, x: &TensorValue, dim: usize, log: bool, name: &
     let input = lw.contiguous(x, &format!("{name}.input"));
     let out = lw.prog.add_buffer(name, DType::F32, x.sizes.clone(), BufKind::Scratch);
     let (rows, len) = rows(x, dim);
-    let args = vec![ExternArg::Buf(input), ExternArg::Size(rows), ExternArg::Size(len), ExternArg::Size(SymExpr::Int(log as i64))];
+    let args = vec![
+        ExternArg::Buf(input),
+        ExternArg::Size(rows),
+        ExternArg::Size(len),
+        ExternArg::Size(SymExpr::Int(log as i64)),
+    ];
     lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: SOFTMAX, out, args, flops: SymExpr::Int(0) })));
     Some(TensorValue::view_of(out, DType::F32, x.sizes.clone()))
 }
@@ -34,10 +39,23 @@ pub fn softmax(lw: &mut Lowerer, x: &TensorValue, dim: usize, log: bool, name: &
 /// are not read (`stats_read` false): (out, mean, rstd), the last two never computed.
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm(
-    lw: &mut Lowerer, x: &TensorValue, first: usize, weight: Option<&TensorValue>, bias: Option<&TensorValue>, eps: f64, stats_read: bool, name: &str,
+    lw: &mut Lowerer,
+    x: &TensorValue,
+    first: usize,
+    weight: Option<&TensorValue>,
+    bias: Option<&TensorValue>,
+    eps: f64,
+    stats_read: bool,
+    name: &str,
 ) -> Option<Vec<TensorValue>> {
     let f32_or_none = |t: Option<&TensorValue>| t.is_none_or(|t| t.dtype == DType::F32 && !t.complex);
-    if !lw.native_calls() || x.dtype != DType::F32 || x.complex || stats_read || !f32_or_none(weight) || !f32_or_none(bias) {
+    if !lw.native_calls()
+        || x.dtype != DType::F32
+        || x.complex
+        || stats_read
+        || !f32_or_none(weight)
+        || !f32_or_none(bias)
+    {
         return None;
     }
     let input = lw.contiguous(x, &format!("{name}.input"));
@@ -59,7 +77,8 @@ pub fn layer_norm(
     ];
     lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: LAYER_NORM, out, args, flops: SymExpr::Int(0) })));
     // The statistics' shapes, holding nothing: no node reads them (`stats_read`).
-    let stat_sizes: Vec<SymExpr> = x.sizes[..first].iter().cloned().chain(x.sizes[first..].iter().map(|_| SymExpr::Int(1))).collect();
+    let stat_sizes: Vec<SymExpr> =
+        x.sizes[..first].iter().cloned().chain(x.sizes[first..].iter().map(|_| SymExpr::Int(1))).collect();
     let unread = TensorValue::lazy(DType::F32, stat_sizes, constant(Scalar::F(f64::NAN), DType::F32));
     Some(vec![TensorValue::view_of(out, DType::F32, x.sizes.clone()), unread.clone(), unread])
 }

@@ -29,11 +29,18 @@ impl FoldAxis {
     /// and whether there is one: (o + padding - k * dilation) / stride, a whole number
     /// in 0..blocks.
     fn block(&self, o: usize, k: usize) -> (E, E) {
-        let offset = Affine::var(o).plus(&Affine::constant(SymExpr::Int(self.padding))).plus(&Affine::var(k).scale(&SymExpr::Int(-self.dilation)));
+        let offset = Affine::var(o)
+            .plus(&Affine::constant(SymExpr::Int(self.padding)))
+            .plus(&Affine::var(k).scale(&SymExpr::Int(-self.dilation)));
         let offset = expr::index_value(offset);
-        let block = if self.stride == 1 { offset.clone() } else { binary(Prim::Div, offset.clone(), int_const(self.stride)) };
+        let block =
+            if self.stride == 1 { offset.clone() } else { binary(Prim::Div, offset.clone(), int_const(self.stride)) };
         let whole = binary(Prim::Eq, binary(Prim::Mul, block.clone(), int_const(self.stride)), offset.clone());
-        let in_range = binary(Prim::And, binary(Prim::Ge, offset, int_const(0)), binary(Prim::Lt, block.clone(), int(&self.blocks)));
+        let in_range = binary(
+            Prim::And,
+            binary(Prim::Ge, offset, int_const(0)),
+            binary(Prim::Lt, block.clone(), int(&self.blocks)),
+        );
         (block, binary(Prim::And, whole, in_range))
     }
 }
@@ -56,7 +63,8 @@ pub fn col2im(lw: &mut Lowerer, a: &Args) -> R {
     };
     let cols = if batched { cols } else { cols.unsqueeze(0) };
     let output_size = a.sym_ints(lw, "output_size")?;
-    let [kernel, dilation, padding, stride] = [pair(a, "kernel_size", 1)?, pair(a, "dilation", 1)?, pair(a, "padding", 0)?, pair(a, "stride", 1)?];
+    let [kernel, dilation, padding, stride] =
+        [pair(a, "kernel_size", 1)?, pair(a, "dilation", 1)?, pair(a, "padding", 0)?, pair(a, "stride", 1)?];
     if output_size.len() != 2 {
         return Err(format!("output_size must have 2 entries, got {}", output_size.len()));
     }
@@ -72,20 +80,42 @@ pub fn col2im(lw: &mut Lowerer, a: &Args) -> R {
     }
     let window = kernel[0] * kernel[1];
     let planes = cols.sizes[1].clone();
-    lw.require(SymExpr::modulo(planes.clone(), SymExpr::Int(window)), GuardOp::Eq, SymExpr::Int(0), "the input's dimension 1 holds whole kernels")?;
-    lw.require(cols.sizes[2].clone(), GuardOp::Eq, SymExpr::mul([axes[0].blocks.clone(), axes[1].blocks.clone()]), "the input's dimension 2 holds one column per block")?;
+    lw.require(
+        SymExpr::modulo(planes.clone(), SymExpr::Int(window)),
+        GuardOp::Eq,
+        SymExpr::Int(0),
+        "the input's dimension 1 holds whole kernels",
+    )?;
+    lw.require(
+        cols.sizes[2].clone(),
+        GuardOp::Eq,
+        SymExpr::mul([axes[0].blocks.clone(), axes[1].blocks.clone()]),
+        "the input's dimension 2 holds one column per block",
+    )?;
     let channels = SymExpr::floor_div(planes, SymExpr::Int(window));
     let name = a.node_name();
     let cols = lw.realize(&cols, &name);
     // Over [N, C, H, W, kh, kw]: loop variables (n, c, h, w, i, j).
     let (row, row_ok) = axes[0].block(2, 4);
     let (col, col_ok) = axes[1].block(3, 5);
-    let plane = expr::index_value(Affine::var(1).scale(&SymExpr::Int(window)).plus(&Affine::var(4).scale(&SymExpr::Int(kernel[1]))).plus(&Affine::var(5)));
+    let plane = expr::index_value(
+        Affine::var(1)
+            .scale(&SymExpr::Int(window))
+            .plus(&Affine::var(4).scale(&SymExpr::Int(kernel[1])))
+            .plus(&Affine::var(5)),
+    );
     let block = binary(Prim::Add, binary(Prim::Mul, row, int(&axes[1].blocks)), col);
     let value = lw.load_at_indices(&cols, &[var(0), plane, block], &name);
     let zero = expr::constant(Scalar::I(0), cols.dtype);
     let body = expr::select(binary(Prim::And, row_ok, col_ok), value, zero);
-    let sizes = vec![cols.sizes[0].clone(), channels, axes[0].size.clone(), axes[1].size.clone(), SymExpr::Int(kernel[0]), SymExpr::Int(kernel[1])];
+    let sizes = vec![
+        cols.sizes[0].clone(),
+        channels,
+        axes[0].size.clone(),
+        axes[1].size.clone(),
+        SymExpr::Int(kernel[0]),
+        SymExpr::Int(kernel[1]),
+    ];
     let terms = TensorValue::lazy(cols.dtype, sizes, body);
     let out = reduce(lw, &terms, &[4, 5], false, ReduceOp::Sum, cols.dtype, &name);
     Ok(vec![if batched { out } else { out.squeeze(&[0]) }])

@@ -11,8 +11,8 @@ use super::{float_const, float_size, interpolate, ratio, Tap, R};
 use crate::ir::expr::{self, binary, cast, unary, Affine, E};
 use crate::ir::Prim;
 use crate::lower::args::Args;
-use crate::lower::Lowerer;
 use crate::lower::tensor::TensorValue;
+use crate::lower::Lowerer;
 use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
@@ -72,7 +72,8 @@ impl Location {
         let abs_in = unary(Prim::Abs, binary(Prim::Sub, v, self.c(low)));
         let flips = unary(Prim::Trunc, binary(Prim::Div, abs_in.clone(), twice_span.clone()));
         let extra = binary(Prim::Sub, abs_in, binary(Prim::Mul, flips, twice_span.clone()));
-        let reflected = binary(Prim::Add, binary(Prim::Min, extra.clone(), binary(Prim::Sub, twice_span, extra)), self.c(low));
+        let reflected =
+            binary(Prim::Add, binary(Prim::Min, extra.clone(), binary(Prim::Sub, twice_span, extra)), self.c(low));
         if !self.align_corners {
             return reflected;
         }
@@ -135,20 +136,31 @@ impl Location {
         let low = unary(Prim::Floor, x.clone());
         let t = binary(Prim::Sub, x, low.clone());
         let weights = self.cubic_coefficients(t);
-        weights.into_iter().enumerate().map(|(k, w)| {
-            let at = self.pad(binary(Prim::Add, low.clone(), self.c(k as f64 - 1.0)));
-            Tap { index: Self::index(at.clone()), weight: Some(w), inside: self.inside(&at) }
-        }).collect()
+        weights
+            .into_iter()
+            .enumerate()
+            .map(|(k, w)| {
+                let at = self.pad(binary(Prim::Add, low.clone(), self.c(k as f64 - 1.0)));
+                Tap { index: Self::index(at.clone()), weight: Some(w), inside: self.inside(&at) }
+            })
+            .collect()
     }
 
     /// The cubic convolution weights of the four taps at distance `t` past the second.
     fn cubic_coefficients(&self, t: E) -> [E; 4] {
         const A: f64 = -0.75;
-        let (add, sub, mul) = (|a, b| binary(Prim::Add, a, b), |a, b| binary(Prim::Sub, a, b), |a, b| binary(Prim::Mul, a, b));
+        let (add, sub, mul) =
+            (|a, b| binary(Prim::Add, a, b), |a, b| binary(Prim::Sub, a, b), |a, b| binary(Prim::Mul, a, b));
         // 1 < x < 2: ((A x - 5A) x + 8A) x - 4A
-        let outer = |x: E| sub(mul(add(mul(sub(mul(self.c(A), x.clone()), self.c(5.0 * A)), x.clone()), self.c(8.0 * A)), x), self.c(4.0 * A));
+        let outer = |x: E| {
+            sub(
+                mul(add(mul(sub(mul(self.c(A), x.clone()), self.c(5.0 * A)), x.clone()), self.c(8.0 * A)), x),
+                self.c(4.0 * A),
+            )
+        };
         // x <= 1: ((A + 2) x - (A + 3)) x x + 1
-        let inner = |x: E| add(mul(mul(sub(mul(self.c(A + 2.0), x.clone()), self.c(A + 3.0)), x.clone()), x), self.c(1.0));
+        let inner =
+            |x: E| add(mul(mul(sub(mul(self.c(A + 2.0), x.clone()), self.c(A + 3.0)), x.clone()), x), self.c(1.0));
         [
             outer(add(t.clone(), self.c(1.0))),
             inner(t.clone()),
@@ -163,7 +175,13 @@ pub fn grid_sampler_2d(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "input")?;
     let grid = a.tensor(lw, "grid")?;
     if x.rank() != 4 || grid.rank() != 4 || !x.dtype.is_float() || grid.dtype != x.dtype {
-        return Err(format!("expected a 4-D floating-point input and a 4-D grid of its dtype, got {}[rank {}] and {}[rank {}]", x.dtype, x.rank(), grid.dtype, grid.rank()));
+        return Err(format!(
+            "expected a 4-D floating-point input and a 4-D grid of its dtype, got {}[rank {}] and {}[rank {}]",
+            x.dtype,
+            x.rank(),
+            grid.dtype,
+            grid.rank()
+        ));
     }
     let padding = match a.int("padding_mode")? {
         0 => Padding::Zeros,
@@ -176,14 +194,21 @@ pub fn grid_sampler_2d(lw: &mut Lowerer, a: &Args) -> R {
     lw.require(grid.sizes[0].clone(), GuardOp::Eq, x.sizes[0].clone(), "grid and input have the same batch size")?;
     lw.require(grid.sizes[3].clone(), GuardOp::Eq, SymExpr::Int(2), "the grid's last dimension holds (x, y)")?;
     for (d, what) in [(2, "height"), (3, "width")] {
-        lw.require(SymExpr::Int(1), GuardOp::Le, x.sizes[d].clone(), &format!("grid sampling needs a non-empty input {what}"))?;
+        lw.require(
+            SymExpr::Int(1),
+            GuardOp::Le,
+            x.sizes[d].clone(),
+            &format!("grid sampling needs a non-empty input {what}"),
+        )?;
     }
     let (d, name) = (opmath(x.dtype), a.node_name());
     let x = lw.realize(&x, &name);
     let locate = |size: &SymExpr| Location { size: size.clone(), padding, align_corners, d };
     let (along_y, along_x) = (locate(&x.sizes[2]), locate(&x.sizes[3]));
     // Output (n, c, h, w) reads grid[n, h, w, 0] = x and grid[n, h, w, 1] = y.
-    let coordinate = |k: i64| cast(grid.load(&[Affine::var(0), Affine::var(2), Affine::var(3), Affine::constant(SymExpr::Int(k))]), d);
+    let coordinate = |k: i64| {
+        cast(grid.load(&[Affine::var(0), Affine::var(2), Affine::var(3), Affine::constant(SymExpr::Int(k))]), d)
+    };
     let (gx, gy) = (coordinate(0), coordinate(1));
     let taps = match mode {
         0 => [along_y.bilinear(gy), along_x.bilinear(gx)],

@@ -40,26 +40,39 @@ impl Kernel {
     /// geometries; `scratch` is how many floats there are for padded planes.
     pub fn new(g: &Conv2d, scratch: usize) -> Option<Kernel> {
         let (size, stride) = (g.kernel[0], g.stride[0]);
-        let shape = g.kernel == [size; 2] && matches!(size, 3 | 5) && g.stride == [stride; 2] && matches!(stride, 1 | 2);
+        let shape =
+            g.kernel == [size; 2] && matches!(size, 3 | 5) && g.stride == [stride; 2] && matches!(stride, 1 | 2);
         if !(shape && g.dilation == [1, 1] && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
             return None;
         }
         let row = g.width.checked_add(2 * g.padding[1])?;
         let plane = g.height.checked_add(2 * g.padding[0])?.checked_mul(row)?;
         let k = Kernel {
-            size, stride, padding: g.padding, width: g.width, out_size: g.out_size, row, half: row.div_ceil(2),
-            len: plane.checked_add(SLACK)?, activation: g.activation,
+            size,
+            stride,
+            padding: g.padding,
+            width: g.width,
+            out_size: g.out_size,
+            row,
+            half: row.div_ceil(2),
+            len: plane.checked_add(SLACK)?,
+            activation: g.activation,
         };
         // The loops read from each output row's first input row up to `reach` (the last
         // row's last tap, a whole vector past the last output): that must stay inside
         // a padded plane, as the geometry's output size ensures.
         let [out_h, out_w] = g.out_size;
         let last_tap = (0..size).map(|j| column(stride, k.half, j)).max()?;
-        let reach = ((out_h.checked_sub(1)? * stride + size - 1) * row).checked_add(last_tap + out_w.div_ceil(8) * 8)?;
+        let reach =
+            ((out_h.checked_sub(1)? * stride + size - 1) * row).checked_add(last_tap + out_w.div_ceil(8) * 8)?;
         // Loading a plane writes whole vectors from each row's first input column on
         // (`load_rows`, `load_split`): up to `written` in the last input row.
         let last_row = (g.height.checked_sub(1)? + g.padding[0]) * row;
-        let written = if stride == 1 { g.padding[1] + g.width.div_ceil(8) * 8 } else { k.half + g.padding[1] / 2 + g.width.div_ceil(16) * 8 };
+        let written = if stride == 1 {
+            g.padding[1] + g.width.div_ceil(8) * 8
+        } else {
+            k.half + g.padding[1] / 2 + g.width.div_ceil(16) * 8
+        };
         (reach <= k.len && last_row + written <= k.len && k.len <= scratch).then_some(k)
     }
 
@@ -138,7 +151,11 @@ unsafe fn load_rows(k: &Kernel, input: &[f32], slot: &mut [f32]) {
             // SAFETY: the load reads `src`'s first 8 floats, or those of `tail` (all
             // `src` holds) for the last vector; the store writes the slice's 8 floats.
             unsafe {
-                let x = if v + 1 < vectors { _mm256_loadu_ps(src.as_ptr()) } else { _mm256_maskload_ps(src.as_ptr(), tail) };
+                let x = if v + 1 < vectors {
+                    _mm256_loadu_ps(src.as_ptr())
+                } else {
+                    _mm256_maskload_ps(src.as_ptr(), tail)
+                };
                 _mm256_storeu_ps(slot[at + 8 * v..][..8].as_mut_ptr(), x);
             }
         }
@@ -180,7 +197,8 @@ unsafe fn load_split(k: &Kernel, input: &[f32], slot: &mut [f32]) {
                 // Per 128-bit half [a0 a2 b0 b2 | a4 a6 b4 b6] (and the odd ones); then
                 // the 64-bit pairs in order.
                 let in_order = |v: __m256| _mm256_castpd_ps(_mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(v)));
-                let (even_v, odd_v) = (in_order(_mm256_shuffle_ps::<0x88>(a, b)), in_order(_mm256_shuffle_ps::<0xDD>(a, b)));
+                let (even_v, odd_v) =
+                    (in_order(_mm256_shuffle_ps::<0x88>(a, b)), in_order(_mm256_shuffle_ps::<0xDD>(a, b)));
                 let (first_v, second_v) = if first_odd { (odd_v, even_v) } else { (even_v, odd_v) };
                 _mm256_storeu_ps(slot[at + first + 8 * c..][..8].as_mut_ptr(), first_v);
                 if c == 0 {
@@ -203,11 +221,24 @@ unsafe fn load_split(k: &Kernel, input: &[f32], slot: &mut [f32]) {
 /// The CPU has AVX2 and FMA; `slot` holds `k.len` floats, `w` `K * K`, `out` (and
 /// `residual`) a plane of outputs, and `k` came from [`Kernel::new`].
 #[target_feature(enable = "avx2,fma")]
-unsafe fn plane<const K: usize, const S: usize>(k: &Kernel, slot: &[f32], w: &[f32], bias: f32, residual: Option<&[f32]>, out: &mut [f32]) {
+unsafe fn plane<const K: usize, const S: usize>(
+    k: &Kernel,
+    slot: &[f32],
+    w: &[f32],
+    bias: f32,
+    residual: Option<&[f32]>,
+    out: &mut [f32],
+) {
     let [out_h, out_w] = k.out_size;
     let mut p = Plane {
-        weights: std::array::from_fn(|t| w.get(t).copied().unwrap_or(0.0)), bias: _mm256_set1_ps(bias), activation: k.activation, mask: _mm256_setzero_si256(), row: k.row,
-        half: k.half, tile_row: S * k.row, out_size: k.out_size,
+        weights: std::array::from_fn(|t| w.get(t).copied().unwrap_or(0.0)),
+        bias: _mm256_set1_ps(bias),
+        activation: k.activation,
+        mask: _mm256_setzero_si256(),
+        row: k.row,
+        half: k.half,
+        tile_row: S * k.row,
+        out_size: k.out_size,
     };
     // SAFETY: `MASK` holds 16 floats.
     p.mask = unsafe { _mm256_loadu_si256(MASK[8 - out_w % 8..].as_ptr().cast()) };
@@ -225,11 +256,18 @@ unsafe fn plane<const K: usize, const S: usize>(k: &Kernel, slot: &[f32], w: &[f
             // Pairs of rows, then the last one.
             let mut oh = 0;
             while oh < out_h {
-                let (mut src, mut dst, mut res) = unsafe { (src.add(oh * p.tile_row), dst.add(oh * out_w), res.map(|r| r.add(oh * out_w))) };
+                let (mut src, mut dst, mut res) =
+                    unsafe { (src.add(oh * p.tile_row), dst.add(oh * out_w), res.map(|r| r.add(oh * out_w))) };
                 let pair = oh + 2 <= out_h;
                 let mut v = 0;
                 while v + 4 <= vectors {
-                    unsafe { if pair { p.tile::<K, S, 2, 4>(src, dst, res, whole - v) } else { p.tile::<K, S, 1, 4>(src, dst, res, whole - v) } };
+                    unsafe {
+                        if pair {
+                            p.tile::<K, S, 2, 4>(src, dst, res, whole - v)
+                        } else {
+                            p.tile::<K, S, 1, 4>(src, dst, res, whole - v)
+                        }
+                    };
                     (src, dst, res) = unsafe { (src.add(32), dst.add(32), res.map(|r| r.add(32))) };
                     v += 4;
                 }
@@ -272,7 +310,13 @@ impl Plane {
     /// # Safety
     /// As [`Plane::tile`], for every row of the plane.
     #[inline(always)]
-    unsafe fn columns<const K: usize, const S: usize>(&self, src: *const f32, dst: *mut f32, res: Option<*const f32>, whole: usize) {
+    unsafe fn columns<const K: usize, const S: usize>(
+        &self,
+        src: *const f32,
+        dst: *mut f32,
+        res: Option<*const f32>,
+        whole: usize,
+    ) {
         let [out_h, out_w] = self.out_size;
         let (mut src, mut dst, mut res) = (src, dst, res);
         // SAFETY: the caller's contract, tile by tile.
@@ -302,7 +346,13 @@ impl Plane {
     /// # Safety
     /// As [`Plane::tile`], for every row of the plane.
     #[inline(always)]
-    unsafe fn rows<const K: usize, const S: usize, const R: usize, const V: usize>(&self, src: *const f32, dst: *mut f32, res: Option<*const f32>, whole: usize) {
+    unsafe fn rows<const K: usize, const S: usize, const R: usize, const V: usize>(
+        &self,
+        src: *const f32,
+        dst: *mut f32,
+        res: Option<*const f32>,
+        whole: usize,
+    ) {
         let [out_h, out_w] = self.out_size;
         let (mut src, mut dst, mut res) = (src, dst, res);
         // SAFETY: the caller's contract, tile by tile.
@@ -331,7 +381,13 @@ impl Plane {
     /// every vector read from `src` and written to `dst` (and read from `res`) lies
     /// inside its buffer.
     #[inline(always)]
-    unsafe fn tile<const K: usize, const S: usize, const R: usize, const V: usize>(&self, src: *const f32, dst: *mut f32, res: Option<*const f32>, partial: usize) {
+    unsafe fn tile<const K: usize, const S: usize, const R: usize, const V: usize>(
+        &self,
+        src: *const f32,
+        dst: *mut f32,
+        res: Option<*const f32>,
+        partial: usize,
+    ) {
         // The weights are loaded tap by tap, as they are used: hoisted out of the loops
         // over tiles they would take the registers of the sums.
         let weights = std::hint::black_box(&self.weights);
@@ -363,7 +419,14 @@ impl Plane {
                 for (v, mut sum) in row.into_iter().enumerate() {
                     let whole = v < partial;
                     if let Some(r) = res {
-                        sum = _mm256_add_ps(sum, if whole { _mm256_loadu_ps(r.add(8 * v)) } else { _mm256_maskload_ps(r.add(8 * v), self.mask) });
+                        sum = _mm256_add_ps(
+                            sum,
+                            if whole {
+                                _mm256_loadu_ps(r.add(8 * v))
+                            } else {
+                                _mm256_maskload_ps(r.add(8 * v), self.mask)
+                            },
+                        );
                     }
                     sum = crate::activation::avx2::lanes8(sum, self.activation);
                     if whole {

@@ -55,7 +55,11 @@ impl Rows {
             let row = &mut self.row[pad..pad + width];
             let mut first = true;
             for i in 0..g.kernel[0] {
-                let Some(ih) = (oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height) else { continue };
+                let Some(ih) =
+                    (oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height)
+                else {
+                    continue;
+                };
                 let src = &input[ih * width..][..width];
                 if first {
                     copy_into(row, src);

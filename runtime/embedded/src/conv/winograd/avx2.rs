@@ -67,7 +67,8 @@ unsafe fn pooled(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue) {
         // SAFETY (all): AVX2 arithmetic; the loads read 8 floats of each point from tile
         // t, inside `m` (the caller's check); the store writes out[t..] up to its end.
         unsafe {
-            let p: [__m256; 16] = std::array::from_fn(|xi| _mm256_loadu_ps(m.as_ptr().add(at.first + xi * at.point + t)));
+            let p: [__m256; 16] =
+                std::array::from_fn(|xi| _mm256_loadu_ps(m.as_ptr().add(at.first + xi * at.point + t)));
             let y = |v: __m256| crate::activation::avx2::lanes8(_mm256_add_ps(v, bias), epilogue.activation);
             let [(a, b), (c, d)] = rows(&p);
             let v = vmax(vmax(y(a), y(b)), vmax(y(c), y(d)));
@@ -121,7 +122,10 @@ unsafe fn store(p: *mut f32, v: __m256, n: usize) {
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: Strided) {
     let tiles = at.len;
-    assert!(rows.iter().all(|r| r.len() >= TILE * tiles + 16) && at.first + 15 * at.point + tiles.next_multiple_of(8) <= v.len());
+    assert!(
+        rows.iter().all(|r| r.len() >= TILE * tiles + 16)
+            && at.first + 15 * at.point + tiles.next_multiple_of(8) <= v.len()
+    );
     let mut t = 0;
     while t < tiles {
         // SAFETY (the loads): the patch columns of tiles t..t + 8 and 2 more, 18 floats
@@ -136,11 +140,18 @@ pub(super) unsafe fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: S
         unsafe {
             // (B^T d)_i column by column, then (.. B)_j.
             let row = |a: usize, b: usize, add: bool| -> [__m256; PATCH] {
-                std::array::from_fn(|l| if add { _mm256_add_ps(d[a][l], d[b][l]) } else { _mm256_sub_ps(d[a][l], d[b][l]) })
+                std::array::from_fn(
+                    |l| if add { _mm256_add_ps(d[a][l], d[b][l]) } else { _mm256_sub_ps(d[a][l], d[b][l]) },
+                )
             };
             let bt = [row(0, 2, false), row(1, 2, true), row(2, 1, false), row(1, 3, false)];
             for (i, r) in bt.iter().enumerate() {
-                let values = [_mm256_sub_ps(r[0], r[2]), _mm256_add_ps(r[1], r[2]), _mm256_sub_ps(r[2], r[1]), _mm256_sub_ps(r[1], r[3])];
+                let values = [
+                    _mm256_sub_ps(r[0], r[2]),
+                    _mm256_add_ps(r[1], r[2]),
+                    _mm256_sub_ps(r[2], r[1]),
+                    _mm256_sub_ps(r[1], r[3]),
+                ];
                 for (j, value) in values.into_iter().enumerate() {
                     _mm256_storeu_ps(v.as_mut_ptr().add(at.first + (4 * i + j) * at.point + t), value);
                 }
@@ -160,7 +171,9 @@ pub(super) unsafe fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: S
 pub(super) unsafe fn transform_output(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue) {
     let (tiles, width) = (at.len, epilogue.width);
     let out_rows = out.len() / width.max(1);
-    assert!(at.first + 15 * at.point + tiles.next_multiple_of(8) <= m.len() && out_rows <= TILE && width <= TILE * tiles);
+    assert!(
+        at.first + 15 * at.point + tiles.next_multiple_of(8) <= m.len() && out_rows <= TILE && width <= TILE * tiles
+    );
     assert!(epilogue.residual.is_none_or(|r| r.len() == out.len() && !epilogue.pool));
     if epilogue.pool {
         assert!(out.len() <= width / 2);
@@ -173,7 +186,8 @@ pub(super) unsafe fn transform_output(m: &[f32], at: Strided, out: &mut [f32], e
         // t, inside `m` (checked above); the output's and the residual's accesses stop at
         // the columns < width of rows < out_rows.
         unsafe {
-            let p: [__m256; 16] = std::array::from_fn(|xi| _mm256_loadu_ps(m.as_ptr().add(at.first + xi * at.point + t)));
+            let p: [__m256; 16] =
+                std::array::from_fn(|xi| _mm256_loadu_ps(m.as_ptr().add(at.first + xi * at.point + t)));
             for (r, &(y0, y1)) in rows(&p).iter().enumerate().take(out_rows) {
                 // Interleaved: columns 2t.. of the row are y0[0] y1[0] y0[1] y1[1] ...
                 let (lo, hi) = (_mm256_unpacklo_ps(y0, y1), _mm256_unpackhi_ps(y0, y1));
