@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (what .ci/run runs): installs the tests' tools
 # (scripts/setup_tests.sh), then runs every check even when an earlier one fails:
+#   rustfmt       cargo fmt --check, for the workspace and python/ (rustfmt.toml)
+#   clippy        cargo clippy --all-targets -- -D warnings, for the workspace and python/
 #   cargo test    the Rust workspace's tests (--no-fail-fast: every test binary runs)
 #   python        scripts/test_python.sh (the wheel, then pytest over python/tests)
 # and ends with a summary naming each failed check and test, and a closing line
@@ -25,6 +27,8 @@ run() {
   [ "$status" -eq 0 ] || failed_checks+=("$name (exit $status, log $logs/$name.log)")
 }
 
+run rustfmt bash -c 'cargo fmt --all --check && cd python && cargo fmt --check'
+run clippy bash -c 'cargo clippy --workspace --all-targets -- -D warnings && cd python && cargo clippy --all-targets -- -D warnings'
 run cargo-test cargo test --workspace --no-fail-fast
 run python scripts/test_python.sh -rfE
 
