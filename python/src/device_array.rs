@@ -8,11 +8,11 @@
 //! The data is ready when the call that made it returns (the library waits for its
 //! stream), so `__dlpack__` has nothing to synchronise and ignores `stream`.
 
-use crate::cuda::Gpu;
 use crate::error::{raise, to_py};
 use crate::leaf::DLManagedTensor;
 use crate::outputs;
 use aotc_abi::{status, DType, DL_CUDA};
+use aotc_runtime::cuda::Gpu;
 use aotc_runtime::{AotcTensor, DLDevice, Error};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;

@@ -3,7 +3,6 @@
 
 mod buffers;
 mod call;
-mod cuda;
 mod device_array;
 mod error;
 mod leaf;

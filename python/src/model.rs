@@ -2,13 +2,13 @@
 //! module. The instance sits behind a mutex taken with the GIL released: threads that
 //! share one Model take turns, threads with their own Models run at once.
 
-use crate::cuda::Gpu;
 use crate::error::{raise, to_py};
 use crate::leaf::Numpy;
 use crate::signature::Signature;
 use crate::tree::NodeTypes;
 use crate::weights::PyWeights;
 use aotc_abi::{status, value_kind, DType, DL_CUDA};
+use aotc_runtime::cuda::Gpu;
 use aotc_runtime::pytree::TreeSpec;
 use aotc_runtime::{DLDevice, Device, ValueInfo, DL_CPU};
 use pyo3::prelude::*;

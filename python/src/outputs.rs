@@ -5,12 +5,12 @@
 //! model's device when the inputs were torch tensors, else `aotc.DeviceArray`s. Python-
 //! scalar outputs come back as python floats, ints and bools.
 
-use crate::cuda::Gpu;
 use crate::device_array;
 use crate::error::{raise, to_py};
 use crate::leaf;
 use crate::model::Model;
 use aotc_abi::{status, value_kind, DType};
+use aotc_runtime::cuda::Gpu;
 use aotc_runtime::{AotcTensor, DLDevice, OutputView, ValueInfo};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};

@@ -11,7 +11,7 @@
 //! [`Model::call`] takes python-like `(args, kwargs)` trees instead and rebuilds the output
 //! tree with the program's call spec ([`pytree`]).
 
-mod cuda;
+pub mod cuda;
 pub mod pytree;
 mod raw;
 mod tensor;
@@ -142,7 +142,7 @@ pub struct Model {
     mutated: Vec<bool>,
     device: Device,
     /// For a CUDA instance: the driver that copies host tensors of [`Model::run`].
-    cuda: Option<Arc<cuda::Driver>>,
+    cuda: Option<Arc<cuda::Gpu>>,
     // Dropped last: the functions above point into it.
     _lib: Library,
 }
@@ -257,8 +257,8 @@ impl Model {
             cuda: None,
             _lib: lib,
         };
-        if let Device::Cuda(_) = device {
-            model.cuda = Some(Arc::new(cuda::Driver::open()?));
+        if let Device::Cuda(n) = device {
+            model.cuda = Some(Arc::new(cuda::Gpu::open(n)?));
         }
         model.inputs = model.infos(symbols::INPUT_COUNT, symbols::INPUT_INFO)?;
         model.outputs = model.infos(symbols::OUTPUT_COUNT, symbols::OUTPUT_INFO)?;
@@ -468,10 +468,10 @@ impl Model {
     /// Copies the tensors of `inputs` to this CUDA instance's device, for
     /// [`Model::run_descriptors`] (what [`Model::run`] does on a CUDA instance).
     pub fn stage(&self, inputs: &mut [Value]) -> Result<Staged, Error> {
-        let (Device::Cuda(n), Some(driver)) = (self.device, &self.cuda) else {
+        let (Device::Cuda(n), Some(gpu)) = (self.device, &self.cuda) else {
             return Err(Error::new(status::DEVICE, "stage: this instance runs on the CPU"));
         };
-        let mut staging = cuda::Staging::new(driver.clone(), n)?;
+        let mut staging = cuda::Staging::new(gpu.clone());
         let described = Described::new(inputs)?;
         let mut raw = described.raw.clone();
         let mut on_device = vec![None; inputs.len()];
@@ -498,12 +498,15 @@ impl Model {
             .zip(&self.outputs)
             .map(|(t, info)| {
                 let (dtype, shape, bytes) = raw::output_layout(t, info)?;
-                Ok(Tensor { dtype, shape, data: staged.staging.download(t.data as u64, bytes)? })
+                // SAFETY: the library described an output of `bytes` bytes in its device memory.
+                let data = unsafe { staged.staging.download(t.data as u64, bytes) }?;
+                Ok(Tensor { dtype, shape, data })
             })
             .collect::<Result<Vec<Tensor>, Error>>()?;
         for ((v, ptr), _) in inputs.iter_mut().zip(&staged.on_device).zip(&self.mutated).filter(|(_, &m)| m) {
             if let (Value::Tensor(t), Some(ptr)) = (v, ptr) {
-                t.data = staged.staging.download(*ptr, t.data.len())?;
+                // SAFETY: the input's device copy, as long as the tensor.
+                t.data = unsafe { staged.staging.download(*ptr, t.data.len()) }?;
             }
         }
         Ok(outputs)
