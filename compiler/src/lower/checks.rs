@@ -4,8 +4,9 @@
 //! is untrusted, so each shape rule states what it needs (a view keeps the element count,
 //! split sizes add up, an index lies inside its dimension, sizes are not negative, a
 //! value fits the memory limit) through [`Lowerer::require`]: decided now when the sizes
-//! are static, otherwise recorded as a run-time guard that the library checks on every
-//! call before touching memory (`Manifest::guards`).
+//! are static or the symbols' ranges decide it (`SymExpr::equal_under`), otherwise
+//! recorded as a run-time guard that the library checks on every call before touching
+//! memory (`Manifest::guards`).
 
 use super::tensor::TensorValue;
 use super::Lowerer;
@@ -39,10 +40,20 @@ impl Lowerer<'_> {
     }
 
     /// Requires `lhs op rhs` of the node being lowered; `rule` says what it protects.
+    /// Decided now when the symbols' ranges decide it (`min(1, s0) == 1` for `s0 >= 1`),
+    /// refused when it fails for the export's example sizes, else a run-time guard.
     pub fn require(&mut self, lhs: SymExpr, op: GuardOp, rhs: SymExpr, rule: &str) -> Result<(), String> {
         if lhs == rhs {
             return Ok(());
         }
+        let decided = match op {
+            GuardOp::Eq => lhs.equal_under(&rhs, &self.symbols),
+            GuardOp::Le => lhs.le_under(&rhs, &self.symbols),
+        };
+        if decided == Some(true) {
+            return Ok(());
+        }
+        let (lhs, rhs) = (lhs.simplify(&self.symbols), rhs.simplify(&self.symbols));
         let fails = |l: i64, r: i64| format!("{rule}: {lhs} {} {rhs} does not hold ({l} vs {r})", op.symbol());
         // With the export's example sizes: refuse now what would fail on every call, and
         // catch arithmetic that overflows (static values included).
@@ -54,6 +65,9 @@ impl Lowerer<'_> {
                 return Err(format!("{rule}: {e} in {lhs} {} {rhs}", op.symbol()));
             }
             _ => {}
+        }
+        if decided == Some(false) {
+            return Err(format!("{rule}: {lhs} {} {rhs} holds for no size in the symbols' ranges", op.symbol()));
         }
         let guard = Guard { lhs, op, rhs, what: format!("{}: {rule}", self.node_desc) };
         if self.guard_set.insert((guard.lhs.clone(), guard.op, guard.rhs.clone())) {

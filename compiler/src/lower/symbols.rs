@@ -18,7 +18,7 @@ use crate::frontend::schema::{SymInt, SymIntArgument};
 use crate::frontend::sympy;
 use crate::ir::{BufId, DataBinding};
 use aotc_abi::manifest::{GuardOp, SymbolRange};
-use aotc_abi::sym::{SymExpr, SymId};
+use aotc_abi::sym::{set_scope_ranges, SymExpr, SymId};
 
 /// The lower bound of a symbol whose range export left open below.
 pub const UNBOUNDED_BELOW: i64 = i64::MIN;
@@ -165,7 +165,9 @@ impl Lowerer<'_> {
 
     /// Symbols with their ranges from `range_constraints`: an empty range could never be
     /// called. A range open below stays open ([`UNBOUNDED_BELOW`]) until
-    /// [`Lowerer::check_input_symbols`] knows which symbols are sizes.
+    /// [`Lowerer::check_input_symbols`] knows which symbols are sizes. From here on the
+    /// sizes this thread builds are simplified with the table's ranges (`set_scope_ranges`),
+    /// as torch.export simplified the sizes it recorded.
     pub(super) fn bind_range_constraints(&mut self) -> Result<()> {
         for (name, rc) in &self.src.program.range_constraints {
             let (min, max) = (rc.min_val.unwrap_or(UNBOUNDED_BELOW), rc.max_val);
@@ -179,6 +181,7 @@ impl Lowerer<'_> {
             self.symbols[id].min = min;
             self.symbols[id].max = max.filter(|&m| m < i64::MAX / 2);
         }
+        set_scope_ranges(&self.symbols);
         Ok(())
     }
 
@@ -203,6 +206,7 @@ impl Lowerer<'_> {
                 self.input_symbols.insert(s);
             }
         }
+        set_scope_ranges(&self.symbols);
         Ok(())
     }
 }

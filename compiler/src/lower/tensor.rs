@@ -261,7 +261,8 @@ fn view_strides(sizes: &[SymExpr], strides: &[SymExpr], new_sizes: &[SymExpr]) -
     (view_d == -1).then(|| out.into_iter().map(SymExpr::Int).collect())
 }
 
-/// The broadcast shape of several operands (numpy rules).
+/// The broadcast shape of several operands (numpy rules). Two sizes match when the
+/// symbols' ranges prove them equal (`aotc_abi::sym::equal_in_scope`), as torch.export did.
 pub fn broadcast_shapes(shapes: &[&[SymExpr]]) -> Result<Vec<SymExpr>, String> {
     let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
     let mut out = vec![SymExpr::Int(1); rank];
@@ -271,7 +272,7 @@ pub fn broadcast_shapes(shapes: &[&[SymExpr]]) -> Result<Vec<SymExpr>, String> {
             let o = &mut out[lead + d];
             if *o == SymExpr::Int(1) {
                 *o = x.clone();
-            } else if *x != SymExpr::Int(1) && x != o {
+            } else if *x != SymExpr::Int(1) && aotc_abi::sym::equal_in_scope(x, o) != Some(true) {
                 return Err(format!(
                     "shapes {:?} do not broadcast (dimension {}: {o} vs {x})",
                     shapes.iter().map(|s| s.iter().map(|e| e.to_string()).collect::<Vec<_>>()).collect::<Vec<_>>(),

@@ -2,10 +2,14 @@
 //!
 //! The compiler builds them (from torch.export's sympy expressions and from shape rules);
 //! the support code in the `.so` evaluates them once per call from the bound symbols.
-//! The smart constructors fold constants, so a static model only ever sees `Int`.
+//! The smart constructors fold constants, so a static model only ever sees `Int`; while a
+//! program is compiled they also fold what its symbols' ranges decide ([`bounds`]).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+
+mod bounds;
+pub use bounds::{equal_in_scope, set_scope_ranges, Interval, RangeScope, MAX_DEPTH};
 
 /// Index of a symbol in the manifest's symbol table (`s77` in the export may become `Sym(0)`).
 pub type SymId = u32;
@@ -152,7 +156,7 @@ impl SymExpr {
             }
             (_, SymExpr::Int(1)) => a,
             _ if a == b => SymExpr::Int(1),
-            _ => SymExpr::FloorDiv(Box::new(a), Box::new(b)),
+            _ => bounds::in_scope(SymExpr::FloorDiv(Box::new(a), Box::new(b))),
         }
     }
 
@@ -162,7 +166,7 @@ impl SymExpr {
                 SymExpr::Int(py_mod(*x, *y).unwrap_or_default())
             }
             (_, SymExpr::Int(1)) => SymExpr::Int(0),
-            _ => SymExpr::Mod(Box::new(a), Box::new(b)),
+            _ => bounds::in_scope(SymExpr::Mod(Box::new(a), Box::new(b))),
         }
     }
 
@@ -170,7 +174,7 @@ impl SymExpr {
         match (&a, &b) {
             (SymExpr::Int(x), SymExpr::Int(y)) => SymExpr::Int(*x.max(y)),
             _ if a == b => a,
-            _ => SymExpr::Max(vec![a, b]),
+            _ => bounds::in_scope(SymExpr::Max(vec![a, b])),
         }
     }
 
@@ -178,7 +182,7 @@ impl SymExpr {
         match (&a, &b) {
             (SymExpr::Int(x), SymExpr::Int(y)) => SymExpr::Int(*x.min(y)),
             _ if a == b => a,
-            _ => SymExpr::Min(vec![a, b]),
+            _ => bounds::in_scope(SymExpr::Min(vec![a, b])),
         }
     }
 

@@ -1,0 +1,69 @@
+//! A size equality that the symbols' ranges cannot decide is a run-time guard, not a
+//! compile error: pytree_io with `b * 3` replaced by `b.view(s0, 4)` where `a` has s0
+//! rows and `b` has s1 rows (both in 1..=64). The view keeps the element count only when
+//! s1 == s0, which the library checks on every call.
+
+use aotc_abi::status;
+use aotc_runtime::{Device, Model, Tensor, Value};
+use aotc_tests::fixture;
+use serde_json::json;
+use std::io::Read;
+
+fn ones(shape: &[i64]) -> Value {
+    Value::Tensor(Tensor::from_f32(shape, &vec![1.0; shape.iter().product::<i64>() as usize]))
+}
+
+fn symbol(name: &str, hint: i64) -> serde_json::Value {
+    json!({"as_expr": {"expr_str": format!("Symbol('{name}', positive=True, integer=True)"), "hint": {"as_int": hint}}})
+}
+
+#[test]
+fn an_equality_the_ranges_cannot_decide_is_guarded_at_run_time() {
+    let archive = fixture("pytree_io").join("model.pt2");
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(&archive).unwrap()).unwrap();
+    let name = (0..zip.len())
+        .map(|i| zip.by_index(i).unwrap().name().to_string())
+        .find(|n| n.ends_with("models/model.json"))
+        .unwrap();
+    let mut text = String::new();
+    zip.by_name(&name).unwrap().read_to_string(&mut text).unwrap();
+    let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let graph = &mut j["graph_module"]["graph"];
+    for t in ["inputs_a", "mm", "mul", "add"] {
+        graph["tensor_values"][t]["sizes"][0] = symbol("s0", 2);
+    }
+    graph["tensor_values"]["inputs_b"]["sizes"][0] = symbol("s1", 2);
+    graph["sym_int_values"]["rows"] = symbol("s0", 2);
+    let mul = graph["nodes"].as_array_mut().unwrap().iter_mut().find(|n| n["target"] == "torch.ops.aten.mul.Tensor");
+    let mul = mul.unwrap();
+    mul["target"] = json!("torch.ops.aten.view.default");
+    let kind = mul["inputs"][0]["kind"].clone();
+    mul["inputs"] = json!([
+        {"name": "self", "arg": {"as_tensor": {"name": "inputs_b"}}, "kind": kind},
+        {"name": "size", "arg": {"as_sym_ints": [{"as_name": "rows"}, {"as_int": 4}]}, "kind": kind},
+    ]);
+    j["range_constraints"] = json!({"s0": {"min_val": 1, "max_val": 64}, "s1": {"min_val": 1, "max_val": 64}});
+
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("model.json");
+    std::fs::write(&json_path, j.to_string()).unwrap();
+    let identity: Vec<f32> = (0..16).map(|i| if i % 5 == 0 { 1.0 } else { 0.0 }).collect();
+    let weights = dir.path().join("w.safetensors");
+    aotc::tensor_io::write(&weights, &[("w".into(), &Tensor::from_f32(&[4, 4], &identity))]).unwrap();
+    let so = dir.path().join("m.so");
+    aotc::compile(&json_path, &so, &aotc::CompileOptions { weights: Some(weights), ..Default::default() })
+        .expect("an equality the ranges leave open compiles to a guard");
+
+    let mut m = Model::load(&so, Device::Cpu).unwrap();
+    // Agreeing sizes: add = a @ I + b = 2.
+    let out = m.run(&mut [ones(&[5, 4]), ones(&[5, 4]), Value::Float(3.0)]).unwrap();
+    assert_eq!(out[0].shape, vec![5, 4]);
+    assert!(out[0].to_f64_vec().iter().all(|&v| v == 2.0));
+    let e = m.run(&mut [ones(&[5, 4]), ones(&[6, 4]), Value::Float(3.0)]).unwrap_err();
+    assert_eq!(e.code, status::SHAPE);
+    assert!(
+        e.message.contains("node 'mul'") && e.message.contains("a view keeps the number of elements"),
+        "{}",
+        e.message
+    );
+}
