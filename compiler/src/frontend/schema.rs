@@ -89,7 +89,7 @@ pub struct Graph {
     pub custom_obj_values: BTreeMap<String, Value>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 pub struct Node {
     pub target: String,
     pub inputs: Vec<NamedArgument>,
@@ -101,7 +101,7 @@ pub struct Node {
     pub metadata: Value,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 pub struct NamedArgument {
     pub name: String,
     pub arg: Argument,

@@ -1,20 +1,23 @@
 //! Lowering: the torch.export graph becomes the loop IR.
 //!
-//! Walks the signature (parameters, buffers, constants, user inputs), then every node in
-//! order through the one registry of lowerings ([`aten::registry`]), then the outputs and
-//! mutations. Each node's result is checked against the shape and dtype torch.export
+//! Walks the signature (parameters, buffers, constants, user inputs: signature.rs), then
+//! every node in order through the one registry of lowerings ([`aten::registry`]; an
+//! in-place operator through its functional form, see functionalize.rs), then the outputs
+//! and mutations. Each node's result is checked against the shape and dtype torch.export
 //! recorded for it. Pointwise results stay lazy (fused into their consumers) unless they
 //! have several users or are large, in which case they are realized into a buffer.
 
 pub mod args;
 pub mod aten;
 pub mod checks;
+mod functionalize;
 mod origin;
+mod signature;
 mod symbols;
 pub mod tensor;
 
 use crate::error::{Error, Result};
-use crate::frontend::schema::{self, Argument, InputSpec, OutputSpec};
+use crate::frontend::schema::{self, Argument};
 use crate::frontend::Source;
 use crate::ir::expr;
 use crate::ir::{BufId, BufKind, Kernel, Program, StridedRef};
@@ -90,6 +93,8 @@ pub struct Lowerer<'s> {
     node: Option<usize>,
     /// The device the program is lowered for.
     target: Target,
+    /// Which tensors share memory, and which are written in place (see functionalize.rs).
+    aliases: functionalize::Aliases,
 }
 
 /// The device a program is lowered for. For `Cuda`, lowering never chooses a call into
@@ -136,6 +141,8 @@ impl Lowerer<'_> {
 pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
     let graph = &src.program.graph_module.graph;
     check_supported(graph)?;
+    // Sizes are simplified with this program's ranges from bind_range_constraints on.
+    let _ranges = aotc_abi::sym::RangeScope::enter();
     let mut lw = Lowerer {
         prog: Program::default(),
         src,
@@ -152,6 +159,7 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
         rng: None,
         node: None,
         target,
+        aliases: functionalize::Aliases::new(graph),
     };
     for n in &graph.nodes {
         for a in &n.inputs {
@@ -169,7 +177,7 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
     let sig = &src.program.graph_module.signature;
     let (inputs, mut buffers) = lw.lower_inputs(sig)?;
 
-    for node in &graph.nodes {
+    for (at, node) in graph.nodes.iter().enumerate() {
         if is_bookkeeping(&node.target) {
             continue;
         }
@@ -177,8 +185,12 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
         lw.node_desc = format!("node '{name}' ({})", node.target);
         CURRENT_NODE.with(|c| *c.borrow_mut() = Some(lw.node_desc.clone()));
         lw.begin_node(Some(origin::graph_node(node, &name)));
-        let (op, lower_fn) = aten::registry::lookup(&node.target).expect("checked by check_supported");
         let err = |message: String| Error::Lower { node: name.clone(), target: node.target.clone(), message };
+        if let Some(functional) = functionalize::functional(node) {
+            lw.lower_inplace(at, node, functional.map_err(err)?).map_err(err)?;
+            continue;
+        }
+        let (op, lower_fn) = aten::registry::lookup(&node.target).expect("checked by check_supported");
         let signature =
             aten::signatures::lookup(op).ok_or_else(|| err(format!("internal error: no signature for {op}")))?;
         aten::signatures::check_args(node, signature).map_err(err)?;
@@ -228,6 +240,11 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
     })
 }
 
+/// Whether `v` is a lazy body too large to fuse into its consumers.
+fn too_big(v: &TensorValue) -> bool {
+    matches!(&v.repr, Repr::Lazy(body, _) if expr::size(body) > MAX_FUSED_NODES)
+}
+
 /// At most 200 characters of a text from the archive, for an error message.
 fn abbreviate(text: &str) -> String {
     match text.char_indices().nth(200) {
@@ -248,7 +265,8 @@ fn call_spec(src: &Source) -> (String, String) {
 fn check_supported(graph: &schema::Graph) -> Result<()> {
     let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for n in &graph.nodes {
-        if !is_bookkeeping(&n.target) && aten::registry::lookup(&n.target).is_none() {
+        let inplace = functionalize::functional(n).map(|f| f.is_ok());
+        if !is_bookkeeping(&n.target) && aten::registry::lookup(&n.target).is_none() && inplace != Some(true) {
             missing
                 .entry(n.target.clone())
                 .or_default()
@@ -371,13 +389,10 @@ impl<'s> Lowerer<'s> {
 
     /// Decides whether a lazy value is realized now (the fusion policy).
     fn schedule(&mut self, name: &str, v: TensorValue) -> TensorValue {
-        match &v.repr {
-            Repr::Lazy(body, _)
-                if self.users.get(name).copied().unwrap_or(0) > 1 || expr::size(body) > MAX_FUSED_NODES =>
-            {
-                self.realize(&v, name)
-            }
-            _ => v,
+        if self.users.get(name).copied().unwrap_or(0) > 1 || too_big(&v) {
+            self.realize(&v, name)
+        } else {
+            v
         }
     }
 
@@ -478,198 +493,5 @@ impl<'s> Lowerer<'s> {
             None => BufKind::Weight(idx),
         };
         self.prog.add_buffer(name, dtype, sizes, kind)
-    }
-
-    fn lower_inputs(&mut self, sig: &schema::GraphSignature) -> Result<(Vec<LoweredInput>, Vec<LoweredBuffer>)> {
-        let mutated: Vec<&str> = sig
-            .output_specs
-            .iter()
-            .filter_map(|o| match o {
-                OutputSpec::BufferMutation { buffer_name, .. } => Some(buffer_name.as_str()),
-                _ => None,
-            })
-            .collect();
-        let mut inputs = vec![];
-        let mut buffers = vec![];
-        for spec in &sig.input_specs {
-            let (graph_name, fqn, payloads, what) = match spec {
-                InputSpec::Parameter { arg, parameter_name } => {
-                    (&arg.name, parameter_name, &self.src.weights, "parameter")
-                }
-                InputSpec::Buffer { arg, buffer_name, persistent } => (
-                    &arg.name,
-                    buffer_name,
-                    if *persistent { &self.src.weights } else { &self.src.constants },
-                    "buffer",
-                ),
-                InputSpec::TensorConstant { arg, tensor_constant_name } => {
-                    (&arg.name, tensor_constant_name, &self.src.constants, "constant")
-                }
-                InputSpec::UserInput { arg } => {
-                    inputs.push(self.lower_user_input(arg, inputs.len())?);
-                    continue;
-                }
-                InputSpec::ConstantInput { name, value } => {
-                    inputs.push(LoweredInput::Constant { name: name.clone(), value: const_value(value) });
-                    continue;
-                }
-                InputSpec::CustomObj(_) => {
-                    return Err(Error::Unsupported(
-                        "the program takes a custom object (torchbind); aotc cannot compile custom objects".into(),
-                    ))
-                }
-                InputSpec::Token(_) => {
-                    return Err(Error::Unsupported("the program uses effect tokens (side-effecting ops)".into()))
-                }
-            };
-            let (dtype, sizes) =
-                self.meta_sizes(graph_name).map_err(|m| Error::Weight { name: fqn.clone(), message: m })?;
-            let t = payloads.get(fqn).ok_or_else(|| Error::Weight {
-                name: fqn.clone(),
-                message: format!("{what} is missing from the weights (graph input '{graph_name}')"),
-            })?;
-            let want: Vec<i64> = sizes.iter().map(|s| s.as_int().unwrap_or(-1)).collect();
-            if t.dtype != dtype || t.sizes != want {
-                return Err(Error::Weight {
-                    name: fqn.clone(),
-                    message: format!("the graph expects {dtype}{want:?}, the payload is {}{:?}", t.dtype, t.sizes),
-                });
-            }
-            let state = if what == "buffer" && mutated.contains(&fqn.as_str()) { Some(buffers.len()) } else { None };
-            let buf = self.add_weight(fqn, state, dtype, sizes.clone(), t.data.clone());
-            if state.is_some() {
-                buffers.push(LoweredBuffer { fqn: fqn.clone(), buf });
-            }
-            self.env.insert(graph_name.clone(), TensorValue::view_of(buf, dtype, sizes));
-        }
-        Ok((inputs, buffers))
-    }
-
-    fn lower_user_input(&mut self, arg: &Argument, index: usize) -> Result<LoweredInput> {
-        let value = match arg {
-            Argument::Tensor(t) => {
-                let (dtype, sizes) = self.meta_sizes(&t.name).map_err(Error::Unsupported)?;
-                self.check_input_symbols(&sizes)?;
-                self.node_desc = format!("user input '{}'", t.name);
-                let buf = self.prog.add_buffer(&t.name, dtype, sizes.clone(), BufKind::Input(index));
-                let value = TensorValue::view_of(buf, dtype, sizes.clone());
-                self.check_sizes(&value).map_err(|m| Error::Unsupported(format!("user input '{}': {m}", t.name)))?;
-                self.env.insert(t.name.clone(), value);
-                return Ok(LoweredInput::Tensor { name: t.name.clone(), dtype, sizes, buf });
-            }
-            Argument::Float(v) => ConstValue::Float(*v),
-            Argument::Int(v) => ConstValue::Int(*v),
-            Argument::Bool(v) => ConstValue::Bool(*v),
-            Argument::String(s) => ConstValue::Str(s.clone()),
-            Argument::None(_) => ConstValue::None,
-            other => return Err(Error::Unsupported(format!("user input of kind {other:?}"))),
-        };
-        Ok(LoweredInput::Constant { name: "constant".into(), value })
-    }
-
-    /// Every graph output gets a buffer of its own (a copy when it is an input, a weight, a
-    /// view or shared), so outputs never alias model memory the next call rewrites.
-    #[allow(clippy::type_complexity)]
-    fn lower_outputs(
-        &mut self,
-        sig: &schema::GraphSignature,
-        inputs: &[LoweredInput],
-        buffers: &[LoweredBuffer],
-    ) -> Result<(Vec<(String, BufId)>, Vec<(BufId, usize)>, Vec<(BufId, usize)>)> {
-        let mut claimed: Vec<BufId> = vec![];
-        let mut outputs = vec![];
-        let mut buffer_mutations = vec![];
-        let mut input_mutations = vec![];
-        for spec in &sig.output_specs {
-            // (graph value, the buffer or user input it mutates, if any)
-            enum Role<'a> {
-                Output,
-                Buffer(&'a str),
-                Input(&'a str),
-            }
-            let (name, role) = match spec {
-                OutputSpec::UserOutput { arg } => match arg {
-                    Argument::Tensor(t) => (t.name.clone(), Role::Output),
-                    Argument::None(_) => continue,
-                    other => return Err(Error::Unsupported(format!("a non-tensor user output ({other:?})"))),
-                },
-                OutputSpec::BufferMutation { arg, buffer_name } => (arg.name.clone(), Role::Buffer(buffer_name)),
-                OutputSpec::UserInputMutation { arg, user_input_name } => {
-                    (arg.name.clone(), Role::Input(user_input_name))
-                }
-                OutputSpec::LossOutput { arg } => (arg.name.clone(), Role::Output),
-                OutputSpec::ParameterMutation { parameter_name, .. } => {
-                    return Err(Error::Unsupported(format!("the program mutates parameter '{parameter_name}'")))
-                }
-                OutputSpec::GradientToParameter(_) | OutputSpec::GradientToUserInput(_) => {
-                    return Err(Error::Unsupported("training programs (gradient outputs) are not supported".into()))
-                }
-                OutputSpec::Token(_) => return Err(Error::Unsupported("the program uses effect tokens".into())),
-            };
-            let v = self.value(&name).map_err(Error::Unsupported)?;
-            if v.complex {
-                return Err(Error::Unsupported(format!(
-                    "graph output '{name}' is complex64: complex tensors are supported only as intermediates"
-                )));
-            }
-            let own = match &v.repr {
-                Repr::View(r)
-                    if self.prog.buffers[r.buf].kind == BufKind::Scratch
-                        && !claimed.contains(&r.buf)
-                        && r.offset == SymExpr::Int(0)
-                        && r.strides == contiguous_strides(&v.sizes)
-                        && self.prog.buffers[r.buf].sizes == v.sizes =>
-                {
-                    Some(r.buf)
-                }
-                _ => None,
-            };
-            let buf = own.unwrap_or_else(|| self.materialize(&v, &name));
-            claimed.push(buf);
-            match role {
-                Role::Buffer(buffer_name) => {
-                    let i = buffers
-                        .iter()
-                        .position(|b| b.fqn == buffer_name)
-                        .ok_or_else(|| Error::Unsupported(format!("mutation of unknown buffer '{buffer_name}'")))?;
-                    let target = &self.prog.buffers[buffers[i].buf];
-                    let (dtype, sizes) = (target.dtype, target.sizes.clone());
-                    self.check_layout(&v, dtype, &sizes, &format!("the new value '{name}' of buffer '{buffer_name}'"))
-                        .map_err(Error::Unsupported)?;
-                    buffer_mutations.push((buf, i));
-                }
-                Role::Input(user_input_name) => {
-                    let i = inputs
-                        .iter()
-                        .position(|inp| matches!(inp, LoweredInput::Tensor { name, .. } if name == user_input_name))
-                        .ok_or_else(|| {
-                            Error::Unsupported(format!("mutation of unknown user input '{user_input_name}'"))
-                        })?;
-                    let LoweredInput::Tensor { dtype, sizes, .. } = &inputs[i] else {
-                        unreachable!("matched a tensor input")
-                    };
-                    self.check_layout(
-                        &v,
-                        *dtype,
-                        sizes,
-                        &format!("the new value '{name}' of user input '{user_input_name}'"),
-                    )
-                    .map_err(Error::Unsupported)?;
-                    input_mutations.push((buf, i));
-                }
-                Role::Output => outputs.push((name, buf)),
-            }
-        }
-        Ok((outputs, buffer_mutations, input_mutations))
-    }
-}
-
-fn const_value(v: &schema::ConstantValue) -> ConstValue {
-    match v {
-        schema::ConstantValue::None(_) => ConstValue::None,
-        schema::ConstantValue::Int(i) => ConstValue::Int(*i),
-        schema::ConstantValue::Float(f) => ConstValue::Float(*f),
-        schema::ConstantValue::String(s) => ConstValue::Str(s.clone()),
-        schema::ConstantValue::Bool(b) => ConstValue::Bool(*b),
     }
 }
