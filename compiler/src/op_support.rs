@@ -1,10 +1,11 @@
-//! `aotc ops`: which of the Core ATen operators aotc lowers.
+//! `aotc ops`: which of the Core ATen operators aotc lowers, and the operators outside
+//! Core ATen it lowers too (those `torch.export.export` leaves without `run_decompositions()`).
 
 use crate::lower::aten::{registry, signatures};
 use aotc_abi::DType;
 
 /// One line per Core ATen operator ("supported" or "not supported"), the dtypes the
-/// backend computes in, and the count.
+/// backend computes in, and the count; then the supported operators outside Core ATen.
 pub fn report() -> String {
     // The CPU backend computes every dtype aotc knows (16-bit floats in float32).
     let dtypes: Vec<String> = DType::all().map(|d| d.to_string()).collect();
@@ -26,5 +27,22 @@ pub fn report() -> String {
         "except the FFTs (_fft_r2c, _fft_c2r): float32 and complex64 only, complex values only inside the graph\n",
     );
     out.push_str(&format!("{supported}/{} Core ATen operators supported\n", core.len()));
+    let mut extra: Vec<&str> = registry::operators().filter(|op| !core.iter().any(|c| c == op)).collect();
+    extra.sort_unstable();
+    out.push_str(&format!("\n{} operators outside Core ATen supported:\n", extra.len()));
+    for op in extra {
+        out.push_str(&format!("{op:<48} supported\n"));
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lists_the_operators_outside_core_aten_apart() {
+        let report = super::report();
+        let (core, extra) = report.split_once("operators outside Core ATen supported:").expect("a second section");
+        assert!(core.contains("addmm.default") && !extra.contains("addmm.default"));
+        assert!(extra.contains("linear.default") && extra.contains("scaled_dot_product_attention.default"));
+    }
 }

@@ -130,11 +130,16 @@ fn embedding(lw: &mut Lowerer, a: &Args) -> R {
 /// Concatenation along `dim`: each output element reads the input whose range holds it.
 fn cat(lw: &mut Lowerer, a: &Args) -> R {
     let all = a.tensors(lw, "tensors")?;
+    Ok(vec![concat(lw, &all, a.int_or("dim", 0)?, &a.node_name())?])
+}
+
+/// `all` concatenated along `dim` (torch.cat's rules).
+pub(crate) fn concat(lw: &mut Lowerer, all: &[TensorValue], dim: i64, name: &str) -> Result<TensorValue, String> {
     // torch skips legacy empty 1-D inputs (size [0]) whatever the others' rank.
     let parts: Vec<TensorValue> =
         all.iter().filter(|t| !(t.rank() == 1 && t.sizes[0] == SymExpr::Int(0))).cloned().collect();
     let Some(first) = parts.first().or(all.first()).cloned() else { return Err("cat of an empty list".into()) };
-    let dim = norm_dim(a.int_or("dim", 0)?, first.rank())?;
+    let dim = norm_dim(dim, first.rank())?;
     let dtype = parts.iter().map(|t| t.dtype).reduce(super::promote::promote_types).unwrap_or(first.dtype);
     let mut sizes = first.sizes.clone();
     for t in &parts {
@@ -154,7 +159,6 @@ fn cat(lw: &mut Lowerer, a: &Args) -> R {
         return Err("cat of 0-dim tensors".into());
     }
     sizes[dim] = SymExpr::add(parts.iter().map(|t| t.sizes[dim].clone()));
-    let name = a.node_name();
     let out = var_values(sizes.len());
     // From the last part back: where(i < start_k + size_k, part_k[i - start_k], later).
     let mut starts = vec![];
@@ -167,11 +171,11 @@ fn cat(lw: &mut Lowerer, a: &Args) -> R {
     for (t, s) in parts.iter().zip(&starts).rev() {
         let mut idx = out.clone();
         idx[dim] = binary(Prim::Sub, out[dim].clone(), size_value(s));
-        let value = expr::cast(lw.load_at_indices(t, &idx, &name), dtype);
+        let value = expr::cast(lw.load_at_indices(t, &idx, name), dtype);
         let end = size_value(&SymExpr::add([s.clone(), t.sizes[dim].clone()]));
         body = expr::select(binary(Prim::Lt, out[dim].clone(), end), value, body);
     }
-    Ok(vec![TensorValue::lazy(dtype, sizes, body)])
+    Ok(TensorValue::lazy(dtype, sizes, body))
 }
 
 /// The `indices` of index/index_put: an optional index tensor per leading dimension.

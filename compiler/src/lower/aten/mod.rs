@@ -1,9 +1,11 @@
-//! Lowerings of Core ATen operators, one file per family. Each family exports `OPS`, a
-//! table of (target without the `torch.ops.aten.` prefix, lowering); [`registry`] joins
-//! them. Adding an operator is one entry plus its function.
+//! Lowerings of Core ATen operators, one file per family (`composite`: the operators
+//! outside Core ATen that torch.export's default IR keeps, onto the Core ones). Each
+//! family exports `OPS`, a table of (target without the `torch.ops.aten.` prefix,
+//! lowering); [`registry`] joins them. Adding an operator is one entry plus its function.
 
 pub mod activation;
 pub mod complex;
+pub mod composite;
 pub mod conv;
 pub mod creation;
 pub mod data_dependent;

@@ -295,10 +295,41 @@ fn per_channel(v: &TensorValue, idx: &[Affine], d: DType) -> E {
 /// (out, mean [N, G], rstd [N, G]).
 fn group_norm(lw: &mut Lowerer, a: &Args) -> R {
     let x = float_input(lw, a, "input", 2)?;
-    let (d, name) = (opmath(x.dtype), a.node_name());
     let groups = Groups::parse(lw, a, &x)?;
-    let xg = lw.reshape(&x, &groups.grouped(), &name);
-    let (mean, rstd) = moments(lw, &xg, &[2, 3], eps(a)?, d, &name)?;
+    normalize_groups(lw, a, &x, &groups, eps(a)?)
+}
+
+/// `group_norm` (not Core ATen): native_group_norm's output, its N, C and HxW the input's
+/// own sizes.
+pub(crate) fn group_norm_of_input(lw: &mut Lowerer, a: &Args) -> R {
+    let x = float_input(lw, a, "input", 2)?;
+    let group = a.int("num_groups")?;
+    if group <= 0 {
+        return Err(format!("num_groups must be positive, got {group}"));
+    }
+    let groups = Groups {
+        n: x.sizes[0].clone(),
+        c: x.sizes[1].clone(),
+        hw: SymExpr::product(x.sizes[2..].iter()),
+        g: SymExpr::Int(group),
+    };
+    lw.require(
+        SymExpr::modulo(groups.c.clone(), groups.g.clone()),
+        GuardOp::Eq,
+        SymExpr::Int(0),
+        "the channels divide into groups",
+    )?;
+    let eps = a.opt_scalar("eps")?.map_or(1e-5, Scalar::as_f64);
+    let mut outs = normalize_groups(lw, a, &x, &groups, eps)?;
+    outs.truncate(1);
+    Ok(outs)
+}
+
+/// (out, mean [N, G], rstd [N, G]) of `x` normalized per group of `groups`.
+fn normalize_groups(lw: &mut Lowerer, a: &Args, x: &TensorValue, groups: &Groups, eps: f64) -> R {
+    let (d, name) = (opmath(x.dtype), a.node_name());
+    let xg = lw.reshape(x, &groups.grouped(), &name);
+    let (mean, rstd) = moments(lw, &xg, &[2, 3], eps, d, &name)?;
     let idx = vars(4);
     let mut out = normalized(&xg, &mean, &rstd, d)?;
     if let Some(w) = opt_reshaped(lw, a, "weight", &groups.channels(), &name)? {

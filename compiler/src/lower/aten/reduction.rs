@@ -274,12 +274,22 @@ fn logical(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
 fn softmax(lw: &mut Lowerer, a: &Args, log: bool) -> R {
     let x = a.tensor(lw, "self")?;
     let dim = norm_dim(a.int("dim")?, x.rank())?;
+    Ok(vec![softmax_of(lw, &x, dim, log, &a.node_name())?])
+}
+
+/// (Log-)softmax of `x` along `dim`, in `x`'s floating dtype (float32 for integers).
+pub(crate) fn softmax_of(
+    lw: &mut Lowerer,
+    x: &TensorValue,
+    dim: usize,
+    log: bool,
+    name: &str,
+) -> Result<TensorValue, String> {
     let d = float_of(x.dtype);
-    let name = a.node_name();
-    if let Some(out) = rows::softmax(lw, &x, dim, log, &name) {
-        return Ok(vec![out]);
+    if let Some(out) = rows::softmax(lw, x, dim, log, name) {
+        return Ok(out);
     }
-    let m = reduce(lw, &x, &[dim], true, ReduceOp::Max, d, &format!("{name}.max"));
+    let m = reduce(lw, x, &[dim], true, ReduceOp::Max, d, &format!("{name}.max"));
     let idx = vars(x.rank());
     let mx = m.expand(&x.sizes)?.load(&idx);
     let shifted = binary(Prim::Sub, cast(x.load(&idx), d), mx);
@@ -291,7 +301,7 @@ fn softmax(lw: &mut Lowerer, a: &Args, log: bool) -> R {
     } else {
         binary(Prim::Div, unary(Prim::Exp, shifted), sum)
     };
-    Ok(vec![TensorValue::lazy(d, x.sizes.clone(), body)])
+    Ok(TensorValue::lazy(d, x.sizes.clone(), body))
 }
 
 /// (out, mean, rstd) over the trailing `normalized_shape` dims:

@@ -26,6 +26,9 @@ const FAMILIES: &[&[(&str, LowerFn)]] = &[
     super::data_dependent::OPS,
     super::random::OPS,
     super::fft::OPS,
+    super::composite::nn::OPS,
+    super::composite::rnn::OPS,
+    super::composite::tensor::OPS,
 ];
 
 /// The lowering of `target` and its operator name ("add.Tensor").
