@@ -267,3 +267,55 @@ fn verify_library(dir: &Path, so: &Path, device: aotc_runtime::Device, how: Outp
     }
     Ok(compared)
 }
+
+/// A float32 tensor of ones.
+pub fn ones(shape: &[i64]) -> aotc_runtime::Value {
+    aotc_runtime::Value::Tensor(Tensor::from_f32(shape, &vec![1.0; shape.iter().product::<i64>() as usize]))
+}
+
+/// The program (models/*.json) of a .pt2 archive as JSON, for tests that edit it.
+pub fn program_json(archive: &Path) -> serde_json::Value {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(archive).expect("the archive")).expect("a zip archive");
+    let name = (0..zip.len())
+        .map(|i| zip.by_index(i).expect("an entry").name().to_string())
+        .find(|n| n.ends_with("models/model.json"))
+        .expect("a models/model.json entry");
+    let mut text = String::new();
+    zip.by_name(&name).expect("the program").read_to_string(&mut text).expect("UTF-8");
+    serde_json::from_str(&text).expect("the program is JSON")
+}
+
+/// Compiles an edited program (a bare model.json) with the weights `weights`, in a fresh
+/// temporary directory: the library's path, or the compiler's error.
+pub fn compile_json(
+    program: &serde_json::Value,
+    weights: &[(String, &Tensor)],
+) -> (tempfile::TempDir, Result<PathBuf, aotc::Error>) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let json = dir.path().join("model.json");
+    std::fs::write(&json, program.to_string()).expect("model.json written");
+    let file = dir.path().join("w.safetensors");
+    aotc::tensor_io::write(&file, weights).expect("weights written");
+    let so = dir.path().join("m.so");
+    let options = aotc::CompileOptions { weights: Some(file), ..Default::default() };
+    let built = aotc::compile(&json, &so, &options).map(|_| so);
+    (dir, built)
+}
+
+/// $AOTC_BIN, else the `aotc` built beside the running test: a test runs from
+/// target/<profile>/deps/, the binary is target/<profile>/aotc.
+pub fn aotc_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("AOTC_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("the test runs from target/<profile>/deps/");
+    let aotc = profile_dir.join("aotc");
+    assert!(
+        aotc.exists(),
+        "no aotc binary at {}: build it (`cargo build -p aotc`, or `cargo test --workspace`) or set AOTC_BIN",
+        aotc.display()
+    );
+    aotc
+}

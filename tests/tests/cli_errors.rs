@@ -3,23 +3,10 @@
 //! and the conveniences that make the mistakes rarer: inputs keyed by name, `run --print`
 //! without `--output-dir`, help text for every argument. Runs the built `aotc` binary.
 
-use aotc_tests::repo_root;
+use aotc_tests::{aotc_binary, fixture};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-/// $AOTC_BIN, else the `aotc` built beside this test: the test runs from
-/// target/<profile>/deps/, the binary is target/<profile>/aotc.
-fn aotc_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("AOTC_BIN") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("the test runs from target/<profile>/deps/");
-    let aotc = profile_dir.join("aotc");
-    assert!(aotc.exists(), "no aotc binary at {}: build it (`cargo build -p aotc`) or set AOTC_BIN", aotc.display());
-    aotc
-}
 
 fn aotc(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     Command::new(aotc_binary()).args(args.iter().map(|a| a.as_ref())).output().expect("run aotc")
@@ -41,10 +28,6 @@ fn fails_with(out: &Output, needles: &[&str]) {
         assert!(err.contains(needle), "stderr {err:?} lacks {needle:?}");
     }
     assert!(!err.contains("panicked") && !err.contains("internal error"), "{err}");
-}
-
-fn fixture(name: &str) -> PathBuf {
-    repo_root().join("tests/fixtures").join(name)
 }
 
 /// The fixture `name` compiled into `dir/<name>.so`.

@@ -4,8 +4,8 @@
 //! mutants are saved under target/tmp/fuzz-failures. `scripts/fuzz.sh` is the long run.
 
 use aotc_tests::fuzz::{self, Config, Valgrind};
-use aotc_tests::{fixture, fixtures_root};
-use std::path::{Path, PathBuf};
+use aotc_tests::{aotc_binary, fixture, fixtures_root};
+use std::path::PathBuf;
 use std::time::Duration;
 
 const MUTANTS: usize = 500;
@@ -34,23 +34,6 @@ const OPS: &[&str] = &[
     "cat__float32__0",
     "nn.functional.embedding__float32__0",
 ];
-
-/// $AOTC_BIN, else the `aotc` built beside this test: the test runs from
-/// target/<profile>/deps/, the binary is target/<profile>/aotc.
-fn aotc_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("AOTC_BIN") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("the test runs from target/<profile>/deps/");
-    let aotc = profile_dir.join("aotc");
-    assert!(
-        aotc.exists(),
-        "no aotc binary at {}: build it (`cargo build -p aotc`, or `cargo test --workspace`) or set AOTC_BIN",
-        aotc.display()
-    );
-    aotc
-}
 
 #[test]
 fn fuzzed_archives_weights_and_inputs_never_panic_crash_hang_or_corrupt_memory() {

@@ -5,13 +5,8 @@
 
 use aotc_abi::status;
 use aotc_runtime::{Device, Model, Tensor, Value};
-use aotc_tests::fixture;
+use aotc_tests::{compile_json, fixture, ones, program_json};
 use serde_json::json;
-use std::io::Read;
-
-fn ones(shape: &[i64]) -> Value {
-    Value::Tensor(Tensor::from_f32(shape, &vec![1.0; shape.iter().product::<i64>() as usize]))
-}
 
 fn symbol(name: &str, hint: i64) -> serde_json::Value {
     json!({"as_expr": {"expr_str": format!("Symbol('{name}', positive=True, integer=True)"), "hint": {"as_int": hint}}})
@@ -19,15 +14,7 @@ fn symbol(name: &str, hint: i64) -> serde_json::Value {
 
 #[test]
 fn an_equality_the_ranges_cannot_decide_is_guarded_at_run_time() {
-    let archive = fixture("pytree_io").join("model.pt2");
-    let mut zip = zip::ZipArchive::new(std::fs::File::open(&archive).unwrap()).unwrap();
-    let name = (0..zip.len())
-        .map(|i| zip.by_index(i).unwrap().name().to_string())
-        .find(|n| n.ends_with("models/model.json"))
-        .unwrap();
-    let mut text = String::new();
-    zip.by_name(&name).unwrap().read_to_string(&mut text).unwrap();
-    let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut j = program_json(&fixture("pytree_io").join("model.pt2"));
     let graph = &mut j["graph_module"]["graph"];
     for t in ["inputs_a", "mm", "mul", "add"] {
         graph["tensor_values"][t]["sizes"][0] = symbol("s0", 2);
@@ -44,15 +31,9 @@ fn an_equality_the_ranges_cannot_decide_is_guarded_at_run_time() {
     ]);
     j["range_constraints"] = json!({"s0": {"min_val": 1, "max_val": 64}, "s1": {"min_val": 1, "max_val": 64}});
 
-    let dir = tempfile::tempdir().unwrap();
-    let json_path = dir.path().join("model.json");
-    std::fs::write(&json_path, j.to_string()).unwrap();
     let identity: Vec<f32> = (0..16).map(|i| if i % 5 == 0 { 1.0 } else { 0.0 }).collect();
-    let weights = dir.path().join("w.safetensors");
-    aotc::tensor_io::write(&weights, &[("w".into(), &Tensor::from_f32(&[4, 4], &identity))]).unwrap();
-    let so = dir.path().join("m.so");
-    aotc::compile(&json_path, &so, &aotc::CompileOptions { weights: Some(weights), ..Default::default() })
-        .expect("an equality the ranges leave open compiles to a guard");
+    let (_dir, so) = compile_json(&j, &[("w".into(), &Tensor::from_f32(&[4, 4], &identity))]);
+    let so = so.expect("an equality the ranges leave open compiles to a guard");
 
     let mut m = Model::load(&so, Device::Cpu).unwrap();
     // Agreeing sizes: add = a @ I + b = 2.

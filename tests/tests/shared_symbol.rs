@@ -4,38 +4,20 @@
 
 use aotc_abi::status;
 use aotc_runtime::{Device, Model, Tensor, Value};
-use aotc_tests::fixture;
-use std::io::Read;
-
-fn ones(shape: &[i64]) -> Value {
-    Value::Tensor(Tensor::from_f32(shape, &vec![1.0; shape.iter().product::<i64>() as usize]))
-}
+use aotc_tests::{compile_json, fixture, ones, program_json};
 
 #[test]
 fn inputs_sharing_a_symbol_must_agree() {
-    let archive = fixture("pytree_io").join("model.pt2");
-    let mut zip = zip::ZipArchive::new(std::fs::File::open(&archive).unwrap()).unwrap();
-    let name = (0..zip.len())
-        .map(|i| zip.by_index(i).unwrap().name().to_string())
-        .find(|n| n.ends_with("models/model.json"))
-        .unwrap();
-    let mut text = String::new();
-    zip.by_name(&name).unwrap().read_to_string(&mut text).unwrap();
-    let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut j = program_json(&fixture("pytree_io").join("model.pt2"));
     let s0 = serde_json::json!({"as_expr": {"expr_str": "Symbol('s0', positive=True, integer=True)", "hint": {"as_int": 2}}});
     for t in ["inputs_a", "inputs_b", "mm", "mul", "add"] {
         j["graph_module"]["graph"]["tensor_values"][t]["sizes"][0] = s0.clone();
     }
     j["range_constraints"] = serde_json::json!({"s0": {"min_val": 1, "max_val": 64}});
 
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("model.json");
-    std::fs::write(&json, j.to_string()).unwrap();
     let identity: Vec<f32> = (0..16).map(|i| if i % 5 == 0 { 1.0 } else { 0.0 }).collect();
-    let weights = dir.path().join("w.safetensors");
-    aotc::tensor_io::write(&weights, &[("w".into(), &Tensor::from_f32(&[4, 4], &identity))]).unwrap();
-    let so = dir.path().join("m.so");
-    aotc::compile(&json, &so, &aotc::CompileOptions { weights: Some(weights), ..Default::default() }).expect("compile");
+    let (_dir, so) = compile_json(&j, &[("w".into(), &Tensor::from_f32(&[4, 4], &identity))]);
+    let so = so.expect("compile");
 
     let mut m = Model::load(&so, Device::Cpu).unwrap();
     let e = m.run(&mut [ones(&[5, 4]), ones(&[6, 4]), Value::Float(3.0)]).unwrap_err();
