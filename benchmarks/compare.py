@@ -635,8 +635,18 @@ def write_report(ctx, rows, meta):
                 lines += ["```", res["detail"].strip()[-2000:], "```", ""]
     lines += ["", "## Command", "", "```", meta["command"], "```", ""]
     os.makedirs(os.path.dirname(os.path.abspath(ctx.out)), exist_ok=True)
+    # The GPU section (written from scripts/gpu_check.sh reports, on machines this script
+    # never runs on) is kept as it is.
+    kept = ""
+    if os.path.exists(ctx.out):
+        old = open(ctx.out).read()
+        if GPU_SECTION in old:
+            kept = "\n" + old[old.index(GPU_SECTION):]
     with open(ctx.out, "w") as f:
-        f.write("\n".join(lines))
+        f.write("\n".join(lines) + kept)
+
+
+GPU_SECTION = "# Performance on the GPU"
 
 
 # ---------------------------------------------------------------------------------------

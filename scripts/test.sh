@@ -5,6 +5,7 @@
 #   clippy        cargo clippy --all-targets -- -D warnings, for the workspace and python/
 #   cargo test    the Rust workspace's tests (--no-fail-fast: every test binary runs)
 #   python        scripts/test_python.sh (the wheel, then pytest over python/tests)
+#   gpu-check     scripts/gpu_check.sh --dry-run (the GPU check on the fake driver)
 # and ends with a summary naming each failed check and test, and a closing line
 # "summary: N passed, N failed" over all tests. Exit status 0 only when all pass.
 #
@@ -31,6 +32,7 @@ run rustfmt bash -c 'cargo fmt --all --check && cd python && cargo fmt --check'
 run clippy bash -c 'cargo clippy --workspace --all-targets -- -D warnings && cd python && cargo clippy --all-targets -- -D warnings'
 run cargo-test cargo test --workspace --no-fail-fast
 run python scripts/test_python.sh -rfE
+run gpu-check env -u OUT bash scripts/gpu_check.sh --dry-run
 
 # Counts: cargo's "test result: ... N passed; M failed" lines, pytest's closing line.
 read -r rust_passed rust_failed < <(grep -E '^test result:' "$logs/cargo-test.log" |
