@@ -48,3 +48,31 @@ fn an_equality_the_ranges_cannot_decide_is_guarded_at_run_time() {
         e.message
     );
 }
+
+/// A broadcast of two sizes the ranges leave open (`a @ w + b * 3` with `a` of s0 rows and
+/// `b` of s1 rows) is compiled as torch.export traced it, the sizes equal, and guarded:
+/// a call where they differ fails naming the node instead of reading out of bounds.
+#[test]
+fn a_broadcast_the_ranges_cannot_decide_is_guarded_at_run_time() {
+    let mut j = program_json(&fixture("pytree_io").join("model.pt2"));
+    let graph = &mut j["graph_module"]["graph"];
+    for t in ["inputs_a", "mm", "add"] {
+        graph["tensor_values"][t]["sizes"][0] = symbol("s0", 2);
+    }
+    for t in ["inputs_b", "mul"] {
+        graph["tensor_values"][t]["sizes"][0] = symbol("s1", 2);
+    }
+    j["range_constraints"] = json!({"s0": {"min_val": 2, "max_val": 64}, "s1": {"min_val": 2, "max_val": 64}});
+
+    let identity: Vec<f32> = (0..16).map(|i| if i % 5 == 0 { 1.0 } else { 0.0 }).collect();
+    let (_dir, so) = compile_json(&j, &[("w".into(), &Tensor::from_f32(&[4, 4], &identity))]);
+    let so = so.expect("a broadcast the ranges leave open compiles to a guard");
+
+    let mut m = Model::load(&so, Device::Cpu).unwrap();
+    let out = m.run(&mut [ones(&[5, 4]), ones(&[5, 4]), Value::Float(3.0)]).unwrap();
+    assert_eq!(out[0].shape, vec![5, 4]);
+    assert!(out[0].to_f64_vec().iter().all(|&v| v == 4.0), "a @ I + b * 3 = 4");
+    let e = m.run(&mut [ones(&[5, 4]), ones(&[6, 4]), Value::Float(3.0)]).unwrap_err();
+    assert_eq!(e.code, status::SHAPE);
+    assert!(e.message.contains("node 'add'") && e.message.contains("broadcast"), "{}", e.message);
+}

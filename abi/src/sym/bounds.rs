@@ -293,6 +293,10 @@ thread_local! {
     /// The ranges the smart constructors `min`, `max`, `floor_div` and `modulo` decide
     /// with on this thread: those of the program being compiled ([`set_scope_ranges`]).
     static SCOPE: RefCell<Vec<SymbolRange>> = const { RefCell::new(Vec::new()) };
+    /// Equalities of sizes the lowering on this thread assumed where the ranges leave
+    /// them open (a broadcast of `s0` with `s1`), each of which it must turn into a
+    /// run-time guard ([`take_assumptions`]); and how many it has taken so far.
+    static ASSUMED: RefCell<(Vec<(SymExpr, SymExpr)>, usize)> = const { RefCell::new((Vec::new(), 0)) };
 }
 
 /// Makes `ranges` (the symbol table of the program this thread compiles, whose ranges the
@@ -311,6 +315,7 @@ pub struct RangeScope(());
 impl RangeScope {
     pub fn enter() -> RangeScope {
         set_scope_ranges(&[]);
+        ASSUMED.with(|a| *a.borrow_mut() = (Vec::new(), 0));
         RangeScope(())
     }
 }
@@ -318,15 +323,37 @@ impl RangeScope {
 impl Drop for RangeScope {
     fn drop(&mut self) {
         set_scope_ranges(&[]);
+        ASSUMED.with(|a| *a.borrow_mut() = (Vec::new(), 0));
     }
 }
 
 /// [`SymExpr::equal_under`] with the ranges in scope (without any, only the same
-/// expression is decided equal).
+/// expression is decided equal), where an equality assumed before ([`assume_equal`])
+/// counts as decided.
 pub fn equal_in_scope(a: &SymExpr, b: &SymExpr) -> Option<bool> {
-    SCOPE.with(|s| match s.try_borrow() {
+    let decided = SCOPE.with(|s| match s.try_borrow() {
         Ok(r) => a.equal_under(b, &r),
         Err(_) => (a == b).then_some(true),
+    });
+    decided.or_else(|| {
+        let assumed = ASSUMED.with(|x| x.borrow().0.iter().any(|(p, q)| (p == a && q == b) || (p == b && q == a)));
+        assumed.then_some(true)
+    })
+}
+
+/// Treats `a == b` as true from now on in this scope: the caller's lowering must check
+/// it at run time (see [`take_assumptions`]), as torch.export assumed it when tracing.
+pub fn assume_equal(a: &SymExpr, b: &SymExpr) {
+    ASSUMED.with(|x| x.borrow_mut().0.push((a.clone(), b.clone())));
+}
+
+/// The equalities assumed since the last call, for the lowering to guard.
+pub fn take_assumptions() -> Vec<(SymExpr, SymExpr)> {
+    ASSUMED.with(|x| {
+        let (all, taken) = &mut *x.borrow_mut();
+        let new = all[*taken..].to_vec();
+        *taken = all.len();
+        new
     })
 }
 

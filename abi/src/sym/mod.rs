@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 mod bounds;
-pub use bounds::{equal_in_scope, set_scope_ranges, Interval, RangeScope, MAX_DEPTH};
+pub use bounds::{assume_equal, equal_in_scope, set_scope_ranges, take_assumptions, Interval, RangeScope, MAX_DEPTH};
 
 /// Index of a symbol in the manifest's symbol table (`s77` in the export may become `Sym(0)`).
 pub type SymId = u32;

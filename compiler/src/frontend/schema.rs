@@ -85,6 +85,10 @@ pub struct Graph {
     pub tensor_values: BTreeMap<String, TensorMeta>,
     #[serde(default)]
     pub sym_int_values: BTreeMap<String, SymInt>,
+    /// The conditions (`{"as_expr": {"expr_str": "StrictLessThan(...)"}}` or `{"as_bool": b}`)
+    /// that named SymBools hold: what `_assert_scalar` and `cond` test.
+    #[serde(default)]
+    pub sym_bool_values: BTreeMap<String, Value>,
     #[serde(default)]
     pub custom_obj_values: BTreeMap<String, Value>,
 }

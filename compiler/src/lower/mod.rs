@@ -8,8 +8,10 @@
 //! have several users or are large, in which case they are realized into a buffer.
 
 pub mod args;
+mod asserts;
 pub mod aten;
 pub mod checks;
+mod control_flow;
 mod functionalize;
 mod origin;
 mod signature;
@@ -95,6 +97,9 @@ pub struct Lowerer<'s> {
     target: Target,
     /// Which tensors share memory, and which are written in place (see functionalize.rs).
     aliases: functionalize::Aliases,
+    /// The subgraphs being lowered (a branch of a cond, a map body), innermost last: their
+    /// names and recorded metadata shadow the main graph's (see control_flow.rs).
+    scopes: Vec<std::rc::Rc<schema::Graph>>,
 }
 
 /// The device a program is lowered for. For `Cuda`, lowering never chooses a call into
@@ -118,16 +123,17 @@ pub fn current_node() -> Option<String> {
 }
 
 /// Nodes that carry no tensor computation: SymInt arithmetic (whose values torch.export
-/// also records in `sym_int_values`) and runtime asserts. Asserts on tensor metadata are
-/// proven by the static types; asserts on sizes are the range checks the library runs
-/// on every call.
+/// also records in `sym_int_values`) and asserts on tensor metadata, which the recorded
+/// types prove (each result is checked against them). The asserts on values and sizes
+/// are checked: asserts.rs.
 pub fn is_bookkeeping(target: &str) -> bool {
-    target.starts_with("_operator.")
-        || target.starts_with("<built-in function ")
-        || target.starts_with("torch.ops.aten.sym_")
-        || target.starts_with("torch.ops.aten._assert_")
-        || target.starts_with("torch.sym_")
-        || target.starts_with("math.")
+    !asserts::is_assert(target)
+        && (target.starts_with("_operator.")
+            || target.starts_with("<built-in function ")
+            || target.starts_with("torch.ops.aten.sym_")
+            || target == "torch.ops.aten._assert_tensor_metadata.default"
+            || target.starts_with("torch.sym_")
+            || target.starts_with("math."))
 }
 
 impl Lowerer<'_> {
@@ -160,56 +166,15 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
         node: None,
         target,
         aliases: functionalize::Aliases::new(graph),
+        scopes: vec![],
     };
-    for n in &graph.nodes {
-        for a in &n.inputs {
-            for name in tensor_names(&a.arg) {
-                *lw.users.entry(name).or_default() += 1;
-            }
-        }
-    }
-    for o in &graph.outputs {
-        for name in tensor_names(o) {
-            *lw.users.entry(name).or_default() += 1;
-        }
-    }
+    lw.users = count_users(graph);
     lw.bind_range_constraints()?;
     let sig = &src.program.graph_module.signature;
     let (inputs, mut buffers) = lw.lower_inputs(sig)?;
 
     for (at, node) in graph.nodes.iter().enumerate() {
-        if is_bookkeeping(&node.target) {
-            continue;
-        }
-        let name = node.name.clone().unwrap_or_else(|| output_names(node).join(","));
-        lw.node_desc = format!("node '{name}' ({})", node.target);
-        CURRENT_NODE.with(|c| *c.borrow_mut() = Some(lw.node_desc.clone()));
-        lw.begin_node(Some(origin::graph_node(node, &name)));
-        let err = |message: String| Error::Lower { node: name.clone(), target: node.target.clone(), message };
-        if let Some(functional) = functionalize::functional(node) {
-            lw.lower_inplace(at, node, functional.map_err(err)?).map_err(err)?;
-            continue;
-        }
-        let (op, lower_fn) = aten::registry::lookup(&node.target).expect("checked by check_supported");
-        let signature =
-            aten::signatures::lookup(op).ok_or_else(|| err(format!("internal error: no signature for {op}")))?;
-        aten::signatures::check_args(node, signature).map_err(err)?;
-        let lower_fn = aten::complex::route(&lw, node, op, lower_fn).map_err(err)?;
-        let results = lower_fn(&mut lw, &args::Args { node }).map_err(err)?;
-        let names = output_names(node);
-        if results.len() != names.len() {
-            return Err(err(format!("lowering produced {} results for {} outputs", results.len(), names.len())));
-        }
-        for (out_name, value) in names.into_iter().zip(results) {
-            if out_name.is_empty() {
-                continue;
-            }
-            lw.check_sizes(&value).map_err(|m| err(format!("result '{out_name}': {m}")))?;
-            lw.check_meta(&out_name, &value).map_err(err)?;
-            let value = lw.stamp(value);
-            let value = lw.schedule(&out_name, value);
-            lw.env.insert(out_name, value);
-        }
+        lw.lower_node(Some(at), node)?;
     }
     CURRENT_NODE.with(|c| *c.borrow_mut() = None);
     lw.node_desc = "the graph outputs".into();
@@ -240,6 +205,69 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
     })
 }
 
+/// How many times each tensor name is read by the graph's nodes and outputs.
+fn count_users(graph: &schema::Graph) -> HashMap<String, usize> {
+    let mut users: HashMap<String, usize> = HashMap::new();
+    let reads = graph.nodes.iter().flat_map(|n| n.inputs.iter().map(|a| &a.arg)).chain(&graph.outputs);
+    for name in reads.flat_map(tensor_names) {
+        *users.entry(name).or_default() += 1;
+    }
+    users
+}
+
+impl Lowerer<'_> {
+    /// Lowers one node into the environment. `at` is its index in the main graph (None
+    /// inside a subgraph, where in-place operators are refused: torch.export leaves none
+    /// in the branches and bodies of control flow).
+    fn lower_node(&mut self, at: Option<usize>, node: &schema::Node) -> Result<()> {
+        if is_bookkeeping(&node.target) {
+            return Ok(());
+        }
+        let name = node.name.clone().unwrap_or_else(|| output_names(node).join(","));
+        self.node_desc = format!("node '{name}' ({})", node.target);
+        CURRENT_NODE.with(|c| *c.borrow_mut() = Some(self.node_desc.clone()));
+        self.begin_node(Some(origin::graph_node(node, &name)));
+        let err = |message: String| Error::Lower { node: name.clone(), target: node.target.clone(), message };
+        if let Some(functional) = functionalize::functional(node) {
+            let at = at.ok_or_else(|| err("an in-place operator inside a control-flow subgraph".into()))?;
+            return self.lower_inplace(at, node, functional.map_err(err)?).map_err(err);
+        }
+        if asserts::is_assert(&node.target) {
+            return self.lower_assert(node).map_err(err);
+        }
+        let results = if control_flow::is_control_flow(&node.target) {
+            self.lower_control_flow(node)?
+        } else {
+            let (op, lower_fn) = aten::registry::lookup(&node.target).expect("checked by check_supported");
+            let signature =
+                aten::signatures::lookup(op).ok_or_else(|| err(format!("internal error: no signature for {op}")))?;
+            aten::signatures::check_args(node, signature).map_err(err)?;
+            let lower_fn = aten::complex::route(self, node, op, lower_fn).map_err(err)?;
+            lower_fn(self, &args::Args { node }).map_err(err)?
+        };
+        // Sizes the lowering assumed equal where the ranges leave it open (a broadcast).
+        for (a, b) in aotc_abi::sym::take_assumptions() {
+            self.require(a, GuardOp::Eq, b, "the sizes broadcast together are equal (torch.export assumed so)")
+                .map_err(err)?;
+        }
+        let names = output_names(node);
+        if results.len() != names.len() {
+            return Err(err(format!("lowering produced {} results for {} outputs", results.len(), names.len())));
+        }
+        for (out_name, value) in names.into_iter().zip(results) {
+            if out_name.is_empty() {
+                continue;
+            }
+            self.check_sizes(&value).map_err(|m| err(format!("result '{out_name}': {m}")))?;
+            self.check_meta(&out_name, &value).map_err(err)?;
+            let value = self.stamp(value);
+            let value = self.schedule(&out_name, value);
+            self.env.insert(out_name, value);
+        }
+        Ok(())
+    }
+}
+
 /// Whether `v` is a lazy body too large to fuse into its consumers.
 fn too_big(v: &TensorValue) -> bool {
     matches!(&v.repr, Repr::Lazy(body, _) if expr::size(body) > MAX_FUSED_NODES)
@@ -261,22 +289,36 @@ fn call_spec(src: &Source) -> (String, String) {
     }
 }
 
-/// One error listing every unsupported target with the nodes that use it.
+/// One error listing every unsupported target with the nodes that use it, in the graph
+/// and its subgraphs.
 fn check_supported(graph: &schema::Graph) -> Result<()> {
     let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    find_unsupported(graph, &mut missing);
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedOps(missing.into_iter().collect()))
+    }
+}
+
+fn find_unsupported(graph: &schema::Graph, missing: &mut BTreeMap<String, Vec<String>>) {
     for n in &graph.nodes {
         let inplace = functionalize::functional(n).map(|f| f.is_ok());
-        if !is_bookkeeping(&n.target) && aten::registry::lookup(&n.target).is_none() && inplace != Some(true) {
+        let known = is_bookkeeping(&n.target)
+            || asserts::is_assert(&n.target)
+            || control_flow::is_control_flow(&n.target)
+            || aten::registry::lookup(&n.target).is_some()
+            || inplace == Some(true);
+        if !known {
             missing
                 .entry(n.target.clone())
                 .or_default()
                 .push(n.name.clone().unwrap_or_else(|| output_names(n).join(",")));
         }
-    }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::UnsupportedOps(missing.into_iter().collect()))
+        // A subgraph that does not parse is reported when its node is lowered.
+        for sub in n.inputs.iter().filter_map(|a| control_flow::subgraph(&a.arg)).flatten() {
+            find_unsupported(&sub.graph, missing);
+        }
     }
 }
 
@@ -320,14 +362,13 @@ impl<'s> Lowerer<'s> {
         self.env.get(name).cloned().ok_or_else(|| format!("tensor '{name}' is not defined before its use"))
     }
 
-    fn meta(&self, name: &str) -> std::result::Result<&'s schema::TensorMeta, String> {
-        self.src
-            .program
-            .graph_module
-            .graph
-            .tensor_values
-            .get(name)
-            .ok_or_else(|| format!("no tensor_values entry for '{name}'"))
+    /// What torch.export recorded for tensor `name`, in the innermost graph being lowered.
+    fn meta(&self, name: &str) -> std::result::Result<schema::TensorMeta, String> {
+        let values = match self.scopes.last() {
+            Some(sub) => &sub.tensor_values,
+            None => &self.src.program.graph_module.graph.tensor_values,
+        };
+        values.get(name).cloned().ok_or_else(|| format!("no tensor_values entry for '{name}'"))
     }
 
     /// The recorded dtype and sizes of a real tensor: graph inputs, weights and constants.

@@ -149,7 +149,8 @@ impl TensorValue {
         }
         let lead = sizes.len() - self.rank();
         for (d, s) in self.sizes.iter().enumerate() {
-            if *s != sizes[lead + d] && *s != SymExpr::Int(1) {
+            let same = *s == sizes[lead + d] || aotc_abi::sym::equal_in_scope(s, &sizes[lead + d]) == Some(true);
+            if !same && *s != SymExpr::Int(1) {
                 return Err(format!("cannot expand size {s} to {} at dimension {}", sizes[lead + d], lead + d));
             }
         }
@@ -262,7 +263,9 @@ fn view_strides(sizes: &[SymExpr], strides: &[SymExpr], new_sizes: &[SymExpr]) -
 }
 
 /// The broadcast shape of several operands (numpy rules). Two sizes match when the
-/// symbols' ranges prove them equal (`aotc_abi::sym::equal_in_scope`), as torch.export did.
+/// symbols' ranges prove them equal (`aotc_abi::sym::equal_in_scope`); where the ranges
+/// leave it open they are assumed equal, as torch.export assumed when it traced, and the
+/// lowering turns the assumption into a run-time guard (`Lowerer::lower_node`).
 pub fn broadcast_shapes(shapes: &[&[SymExpr]]) -> Result<Vec<SymExpr>, String> {
     let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
     let mut out = vec![SymExpr::Int(1); rank];
@@ -272,12 +275,21 @@ pub fn broadcast_shapes(shapes: &[&[SymExpr]]) -> Result<Vec<SymExpr>, String> {
             let o = &mut out[lead + d];
             if *o == SymExpr::Int(1) {
                 *o = x.clone();
-            } else if *x != SymExpr::Int(1) && aotc_abi::sym::equal_in_scope(x, o) != Some(true) {
-                return Err(format!(
-                    "shapes {:?} do not broadcast (dimension {}: {o} vs {x})",
-                    shapes.iter().map(|s| s.iter().map(|e| e.to_string()).collect::<Vec<_>>()).collect::<Vec<_>>(),
-                    lead + d
-                ));
+            } else if *x != SymExpr::Int(1) {
+                match aotc_abi::sym::equal_in_scope(x, o) {
+                    Some(true) => {}
+                    None => aotc_abi::sym::assume_equal(o, x),
+                    Some(false) => {
+                        return Err(format!(
+                            "shapes {:?} do not broadcast (dimension {}: {o} vs {x})",
+                            shapes
+                                .iter()
+                                .map(|s| s.iter().map(|e| e.to_string()).collect::<Vec<_>>())
+                                .collect::<Vec<_>>(),
+                            lead + d
+                        ))
+                    }
+                }
             }
         }
     }

@@ -1,0 +1,250 @@
+//! torch.export's control-flow operators, whose bodies are subgraphs lowered like the main
+//! graph (in their own scope of names and recorded metadata, nested ones too):
+//!
+//! - `cond(pred, true_graph, false_graph, operands)`: a predicate that export or the
+//!   symbols' ranges decide selects one branch at compile time. A predicate on data is
+//!   taken at run time by selection: both branches are computed and each output element
+//!   is `pred ? true_value : false_value`. The branches of `torch.cond` are pure functions
+//!   of their operands with outputs of the same types (torch checks this), so selection
+//!   gives the taken branch's values; what it costs is the other branch's work.
+//! - `map_impl(body, xs, args)`: the body applied to each slice of `xs` along their leading
+//!   dimension, which must be static (the loop is unrolled); the results are stacked.
+//!
+//! `while_loop` and `scan` need a loop in the generated code and are not lowered yet.
+
+use super::checks::show;
+use super::tensor::{vars, TensorValue};
+use super::{count_users, output_names, Lowerer};
+use crate::error::{Error, Result};
+use crate::frontend::schema::{self, Argument, Node};
+use crate::ir::expr::{cast, select, Affine};
+use aotc_abi::manifest::GuardOp;
+use aotc_abi::sym::SymExpr;
+use aotc_abi::DType;
+use std::rc::Rc;
+
+const COND: &str = "torch.ops.higher_order.cond";
+const MAP: &str = "torch.ops.higher_order.map_impl";
+
+/// The most iterations `map` is unrolled to: each one is a copy of the body's code.
+const MAX_MAP_ITERATIONS: i64 = 64;
+
+pub fn is_control_flow(target: &str) -> bool {
+    target == COND || target == MAP
+}
+
+/// A subgraph argument (`{"as_graph": {"name": ..., "graph": ...}}`).
+pub struct Subgraph {
+    pub name: String,
+    pub graph: Rc<schema::Graph>,
+}
+
+#[derive(serde::Deserialize)]
+struct GraphArgument {
+    name: String,
+    graph: schema::Graph,
+}
+
+/// The subgraph `arg` holds, if it is one.
+pub fn subgraph(arg: &Argument) -> Option<std::result::Result<Subgraph, String>> {
+    let Argument::Graph(v) = arg else { return None };
+    Some(
+        serde_json::from_value::<GraphArgument>(v.clone())
+            .map(|g| Subgraph { name: g.name, graph: Rc::new(g.graph) })
+            .map_err(|e| format!("a subgraph the schema does not describe: {e}")),
+    )
+}
+
+impl Lowerer<'_> {
+    pub(super) fn lower_control_flow(&mut self, node: &Node) -> Result<Vec<TensorValue>> {
+        let name = node.name.clone().unwrap_or_else(|| output_names(node).join(","));
+        let err = |message: String| Error::Lower { node: name.clone(), target: node.target.clone(), message };
+        let args: Vec<&Argument> = node.inputs.iter().map(|a| &a.arg).collect();
+        let graph = |a: &Argument| subgraph(a).unwrap_or_else(|| Err(format!("expected a subgraph, got {a:?}")));
+        let results = match (node.target.as_str(), args.as_slice()) {
+            (COND, [pred, on_true, on_false, operands]) => {
+                let (on_true, on_false) = (graph(on_true).map_err(err)?, graph(on_false).map_err(err)?);
+                let operands = self.tensor_list(operands).map_err(err)?;
+                self.cond(pred, &on_true, &on_false, &operands, &name)?
+            }
+            (MAP, [body, xs, rest]) => {
+                let body = graph(body).map_err(err)?;
+                let (xs, rest) = (self.tensor_list(xs).map_err(err)?, self.tensor_list(rest).map_err(err)?);
+                self.map(&body, &xs, &rest, &name)?
+            }
+            _ => return Err(err(format!("unexpected arguments {args:?}"))),
+        };
+        // The selection and stacking kernels belong to the control-flow node itself.
+        self.node_desc = format!("node '{name}' ({})", node.target);
+        self.begin_node(Some(super::origin::graph_node(node, &name)));
+        results.map_err(err)
+    }
+
+    fn tensor_list(&self, arg: &Argument) -> std::result::Result<Vec<TensorValue>, String> {
+        match arg {
+            Argument::Tensors(ts) => ts.iter().map(|t| self.value(&t.name)).collect(),
+            other => Err(format!("expected a list of tensors, got {other:?}")),
+        }
+    }
+
+    /// The outputs of `sub` applied to `operands`, lowered in the subgraph's own scope.
+    fn lower_subgraph(&mut self, sub: &Subgraph, operands: &[TensorValue]) -> Result<Vec<TensorValue>> {
+        let graph = sub.graph.clone();
+        let fail = |message: String| Error::Lower { node: sub.name.clone(), target: "subgraph".into(), message };
+        if graph.inputs.len() != operands.len() {
+            return Err(fail(format!("takes {} inputs, given {}", graph.inputs.len(), operands.len())));
+        }
+        let outer_env = std::mem::take(&mut self.env);
+        let outer_users = std::mem::replace(&mut self.users, count_users(&graph));
+        self.scopes.push(graph.clone());
+        let result = (|| {
+            for (input, value) in graph.inputs.iter().zip(operands) {
+                let Argument::Tensor(t) = input else {
+                    return Err(fail(format!("a non-tensor input {input:?}: aotc passes tensors only")));
+                };
+                self.check_meta(&t.name, value).map_err(fail)?;
+                self.env.insert(t.name.clone(), value.clone());
+            }
+            for node in &graph.nodes {
+                self.lower_node(None, node)?;
+            }
+            let mut outputs = vec![];
+            for o in &graph.outputs {
+                let Argument::Tensor(t) = o else {
+                    return Err(fail(format!("a non-tensor output {o:?}: aotc returns tensors only")));
+                };
+                outputs.push(self.value(&t.name).map_err(fail)?);
+            }
+            Ok(outputs)
+        })();
+        self.scopes.pop();
+        self.env = outer_env;
+        self.users = outer_users;
+        result
+    }
+
+    fn cond(
+        &mut self,
+        pred: &Argument,
+        on_true: &Subgraph,
+        on_false: &Subgraph,
+        operands: &[TensorValue],
+        name: &str,
+    ) -> Result<std::result::Result<Vec<TensorValue>, String>> {
+        let pred = match pred {
+            Argument::Bool(b) => Predicate::Static(*b),
+            Argument::SymBool(v) => match self.decide(v) {
+                Ok(Some(b)) => Predicate::Static(b),
+                Ok(None) => {
+                    return Ok(Err("a predicate on sizes that the symbols' ranges do not decide: \
+                                   export specializes such a cond; aotc compiles predicates on data"
+                        .into()))
+                }
+                Err(m) => return Ok(Err(m)),
+            },
+            Argument::Tensor(t) => match self.value(&t.name) {
+                Ok(p) => Predicate::Data(p),
+                Err(m) => return Ok(Err(m)),
+            },
+            other => return Ok(Err(format!("unexpected predicate {other:?}"))),
+        };
+        let pred = match pred {
+            Predicate::Static(true) => return self.lower_subgraph(on_true, operands).map(Ok),
+            Predicate::Static(false) => return self.lower_subgraph(on_false, operands).map(Ok),
+            Predicate::Data(p) => p,
+        };
+        let taken = self.lower_subgraph(on_true, operands)?;
+        let other = self.lower_subgraph(on_false, operands)?;
+        Ok(self.select_outputs(&pred, taken, other, name))
+    }
+
+    /// Each output `pred ? t : f` elementwise, the one-element `pred` read once per element.
+    fn select_outputs(
+        &mut self,
+        pred: &TensorValue,
+        on_true: Vec<TensorValue>,
+        on_false: Vec<TensorValue>,
+        name: &str,
+    ) -> std::result::Result<Vec<TensorValue>, String> {
+        self.require(
+            SymExpr::product(pred.sizes.iter()),
+            GuardOp::Eq,
+            SymExpr::Int(1),
+            "the predicate of cond is a tensor of one element",
+        )?;
+        let holds = cast(pred.load(&vec![Affine::constant(SymExpr::Int(0)); pred.rank()]), DType::Bool);
+        if on_true.len() != on_false.len() {
+            return Err(format!("the branches return {} and {} values", on_true.len(), on_false.len()));
+        }
+        let mut out = vec![];
+        for (k, (t, f)) in on_true.iter().zip(&on_false).enumerate() {
+            if t.dtype != f.dtype || t.rank() != f.rank() || t.complex || f.complex {
+                let ty = |v: &TensorValue| format!("{}[{}]", v.type_name(), show(&v.sizes));
+                return Err(format!("output {k}: the branches give {} and {}", ty(t), ty(f)));
+            }
+            for (d, (a, b)) in t.sizes.iter().zip(&f.sizes).enumerate() {
+                self.require(a.clone(), GuardOp::Eq, b.clone(), &format!("{name}: output {k} dimension {d} agrees"))?;
+            }
+            let at = vars(t.rank());
+            let body = select(holds.clone(), t.load(&at), f.load(&at));
+            out.push(TensorValue::lazy(t.dtype, t.sizes.clone(), body));
+        }
+        Ok(out)
+    }
+
+    /// A SymBool decided at compile time by the symbols' ranges, or None.
+    fn decide(&mut self, v: &serde_json::Value) -> std::result::Result<Option<bool>, String> {
+        let mut all = Some(true);
+        for (lhs, op, rhs) in self.sym_bool(v)? {
+            let holds = match op {
+                GuardOp::Eq => lhs.equal_under(&rhs, &self.symbols),
+                GuardOp::Le => lhs.le_under(&rhs, &self.symbols),
+            };
+            all = match (all, holds) {
+                (_, Some(false)) => return Ok(Some(false)),
+                (Some(true), Some(true)) => Some(true),
+                _ => None,
+            };
+        }
+        Ok(all)
+    }
+
+    fn map(
+        &mut self,
+        body: &Subgraph,
+        xs: &[TensorValue],
+        rest: &[TensorValue],
+        name: &str,
+    ) -> Result<std::result::Result<Vec<TensorValue>, String>> {
+        let Some(first) = xs.first() else { return Ok(Err("map over no tensors".into())) };
+        let Some(n) = first.sizes.first().and_then(|s| s.as_int()) else {
+            return Ok(Err(
+                "map over a dynamic or 0-dim leading dimension: aotc unrolls map and needs its length".into()
+            ));
+        };
+        if !(1..=MAX_MAP_ITERATIONS).contains(&n) {
+            return Ok(Err(format!("map over {n} slices: aotc unrolls map up to {MAX_MAP_ITERATIONS}")));
+        }
+        if xs.iter().any(|x| x.sizes.first() != Some(&SymExpr::Int(n))) {
+            return Ok(Err("the mapped tensors differ in their leading dimension".into()));
+        }
+        let mut per_output: Vec<Vec<TensorValue>> = vec![];
+        for i in 0..n {
+            let operands: Vec<TensorValue> =
+                xs.iter().map(|x| x.select(0, SymExpr::Int(i))).chain(rest.iter().cloned()).collect();
+            let results = self.lower_subgraph(body, &operands)?;
+            per_output.resize(results.len(), vec![]);
+            for (k, r) in results.iter().enumerate() {
+                per_output[k].push(self.realize(r, &format!("{name}_{i}_{k}")).unsqueeze(0));
+            }
+        }
+        let stacked: std::result::Result<Vec<_>, _> =
+            per_output.iter().map(|parts| super::aten::index::concat(self, parts, 0, name)).collect();
+        Ok(stacked)
+    }
+}
+
+enum Predicate {
+    Static(bool),
+    Data(TensorValue),
+}
