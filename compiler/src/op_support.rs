@@ -33,6 +33,13 @@ pub fn report() -> String {
     for op in extra {
         out.push_str(&format!("{op:<48} supported\n"));
     }
+    out.push_str("\ncontrol flow and checks:\n");
+    for target in crate::lower::structural_targets() {
+        let name = target.trim_start_matches("torch.ops.");
+        out.push_str(&format!("{name:<48} supported\n"));
+    }
+    out.push_str(&format!("{:<48} not supported (a loop in the generated code)\n", "higher_order.while_loop"));
+    out.push_str(&format!("{:<48} not supported (a loop in the generated code)\n", "higher_order.scan"));
     out
 }
 
@@ -44,5 +51,6 @@ mod tests {
         let (core, extra) = report.split_once("operators outside Core ATen supported:").expect("a second section");
         assert!(core.contains("addmm.default") && !extra.contains("addmm.default"));
         assert!(extra.contains("linear.default") && extra.contains("scaled_dot_product_attention.default"));
+        assert!(extra.contains("higher_order.cond") && extra.contains("aten._assert_async.msg"));
     }
 }

@@ -23,8 +23,12 @@ const ASSERT_ASYNC_MSG: &str = "torch.ops.aten._assert_async.msg";
 const CONSTRAIN_RANGE: &str = "torch.ops.aten.sym_constrain_range.default";
 const CONSTRAIN_RANGE_FOR_SIZE: &str = "torch.ops.aten.sym_constrain_range_for_size.default";
 
+/// The checks lowered here, by target.
+pub const TARGETS: &[&str] =
+    &[ASSERT_SCALAR, ASSERT_ASYNC, ASSERT_ASYNC_MSG, CONSTRAIN_RANGE, CONSTRAIN_RANGE_FOR_SIZE];
+
 pub fn is_assert(target: &str) -> bool {
-    [ASSERT_SCALAR, ASSERT_ASYNC, ASSERT_ASYNC_MSG, CONSTRAIN_RANGE, CONSTRAIN_RANGE_FOR_SIZE].contains(&target)
+    TARGETS.contains(&target)
 }
 
 /// `lhs op rhs`, one of the requirements a condition is the conjunction of.

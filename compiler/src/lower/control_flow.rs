@@ -29,8 +29,11 @@ const MAP: &str = "torch.ops.higher_order.map_impl";
 /// The most iterations `map` is unrolled to: each one is a copy of the body's code.
 const MAX_MAP_ITERATIONS: i64 = 64;
 
+/// The control-flow operators lowered here, by target.
+pub const TARGETS: &[&str] = &[COND, MAP];
+
 pub fn is_control_flow(target: &str) -> bool {
-    target == COND || target == MAP
+    TARGETS.contains(&target)
 }
 
 /// A subgraph argument (`{"as_graph": {"name": ..., "graph": ...}}`).

@@ -122,6 +122,11 @@ pub fn current_node() -> Option<String> {
     CURRENT_NODE.with(|c| c.borrow().clone())
 }
 
+/// The targets lowered outside the registry of operators: control flow and checks.
+pub fn structural_targets() -> impl Iterator<Item = &'static str> {
+    control_flow::TARGETS.iter().chain(asserts::TARGETS).copied()
+}
+
 /// Nodes that carry no tensor computation: SymInt arithmetic (whose values torch.export
 /// also records in `sym_int_values`) and asserts on tensor metadata, which the recorded
 /// types prove (each result is checked against them). The asserts on values and sizes

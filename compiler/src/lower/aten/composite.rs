@@ -5,10 +5,12 @@
 //! folding, row softmax and layer norm): either by calling that lowering with the node's
 //! arguments renamed and completed ([`delegate`]), or through the typed helpers the
 //! families share. `nn` holds the layers, `rnn` the recurrent ones, `tensor` the tensor
-//! manipulations.
+//! manipulations, `shape` the views and paddings, `math` pointwise helpers and norms.
 
+pub mod math;
 pub mod nn;
 pub mod rnn;
+pub mod shape;
 pub mod tensor;
 
 use super::registry;

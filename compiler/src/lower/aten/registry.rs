@@ -26,8 +26,10 @@ const FAMILIES: &[&[(&str, LowerFn)]] = &[
     super::data_dependent::OPS,
     super::random::OPS,
     super::fft::OPS,
+    super::composite::math::OPS,
     super::composite::nn::OPS,
     super::composite::rnn::OPS,
+    super::composite::shape::OPS,
     super::composite::tensor::OPS,
 ];
 
