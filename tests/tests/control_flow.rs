@@ -52,3 +52,16 @@ fn weights_of(dir: &std::path::Path) -> Vec<(String, Tensor)> {
     let src = aotc::frontend::load(&dir.join("model.pt2"), None).expect("the archive");
     src.weights.into_iter().map(|(k, t)| (k, Tensor { dtype: t.dtype, shape: t.sizes, data: t.data })).collect()
 }
+
+/// `torch.cond(x.shape[0] > 4, ...)` with a dynamic batch: the predicate is computed from
+/// the call's sizes (batch 3 takes the false branch, batch 6 the true one).
+#[test]
+fn a_cond_on_sizes_takes_each_branch_at_run_time() {
+    let dir = fixture("raw/cond_on_sizes");
+    let (_tmp, so) = compile(&dir.join("model.pt2"));
+    let mut m = Model::load(&so, Device::Cpu).unwrap();
+    for call in 0..2 {
+        let (inputs, expected) = recorded(&dir, call);
+        check_call(&mut m, &inputs, &expected, tolerance(&dir), &format!("call {call}"));
+    }
+}

@@ -4,7 +4,8 @@
 //! - `cond(pred, true_graph, false_graph, operands)`: a predicate that export or the
 //!   symbols' ranges decide selects one branch at compile time. A predicate on data is
 //!   taken at run time by selection: both branches are computed and each output element
-//!   is `pred ? true_value : false_value`. The branches of `torch.cond` are pure functions
+//!   is `pred ? true_value : false_value` (a predicate on sizes that the ranges leave open
+//!   is computed from the sizes of the call the same way). The branches of `torch.cond` are pure functions
 //!   of their operands with outputs of the same types (torch checks this), so selection
 //!   gives the taken branch's values; what it costs is the other branch's work.
 //! - `map_impl(body, xs, args)`: the body applied to each slice of `xs` along their leading
@@ -17,7 +18,8 @@ use super::tensor::{vars, TensorValue};
 use super::{count_users, output_names, Lowerer};
 use crate::error::{Error, Result};
 use crate::frontend::schema::{self, Argument, Node};
-use crate::ir::expr::{cast, select, Affine};
+use crate::ir::expr::{binary, cast, constant, select, size_value, Affine};
+use crate::ir::{Prim, Scalar};
 use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
@@ -136,14 +138,10 @@ impl Lowerer<'_> {
     ) -> Result<std::result::Result<Vec<TensorValue>, String>> {
         let pred = match pred {
             Argument::Bool(b) => Predicate::Static(*b),
-            Argument::SymBool(v) => match self.decide(v) {
-                Ok(Some(b)) => Predicate::Static(b),
-                Ok(None) => {
-                    return Ok(Err("a predicate on sizes that the symbols' ranges do not decide: \
-                                   export specializes such a cond; aotc compiles predicates on data"
-                        .into()))
-                }
-                Err(m) => return Ok(Err(m)),
+            Argument::SymBool(v) => match (self.decide(v), self.sym_bool(v)) {
+                (Ok(Some(b)), _) => Predicate::Static(b),
+                (Ok(None), Ok(condition)) => Predicate::Data(self.sizes_hold(&condition)),
+                (Err(m), _) | (_, Err(m)) => return Ok(Err(m)),
             },
             Argument::Tensor(t) => match self.value(&t.name) {
                 Ok(p) => Predicate::Data(p),
@@ -193,6 +191,19 @@ impl Lowerer<'_> {
             out.push(TensorValue::lazy(t.dtype, t.sizes.clone(), body));
         }
         Ok(out)
+    }
+
+    /// A 0-dim bool value: whether every requirement of `condition` holds for the sizes
+    /// of the call (a predicate on sizes the ranges leave open).
+    fn sizes_hold(&self, condition: &[(SymExpr, GuardOp, SymExpr)]) -> TensorValue {
+        let holds = condition.iter().fold(constant(Scalar::B(true), DType::Bool), |all, (lhs, op, rhs)| {
+            let prim = match op {
+                GuardOp::Eq => Prim::Eq,
+                GuardOp::Le => Prim::Le,
+            };
+            binary(Prim::And, all, binary(prim, size_value(lhs), size_value(rhs)))
+        });
+        TensorValue::lazy(DType::Bool, vec![], holds)
     }
 
     /// A SymBool decided at compile time by the symbols' ranges, or None.
