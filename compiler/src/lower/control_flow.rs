@@ -11,6 +11,8 @@
 //! - `map_impl(body, xs, args)`: the body applied to each slice of `xs` along their leading
 //!   dimension, which must be static (the loop is unrolled); the results are stacked.
 //!
+//! - `wrap_with_autocast` with autocast disabled: the region's subgraph as it stands.
+//!
 //! `while_loop` and `scan` need a loop in the generated code and are not lowered yet.
 
 use super::checks::show;
@@ -27,12 +29,13 @@ use std::rc::Rc;
 
 const COND: &str = "torch.ops.higher_order.cond";
 const MAP: &str = "torch.ops.higher_order.map_impl";
+const AUTOCAST: &str = "torch.ops.higher_order.wrap_with_autocast";
 
 /// The most iterations `map` is unrolled to: each one is a copy of the body's code.
 const MAX_MAP_ITERATIONS: i64 = 64;
 
 /// The control-flow operators lowered here, by target.
-pub const TARGETS: &[&str] = &[COND, MAP];
+pub const TARGETS: &[&str] = &[COND, MAP, AUTOCAST];
 
 pub fn is_control_flow(target: &str) -> bool {
     TARGETS.contains(&target)
@@ -76,6 +79,25 @@ impl Lowerer<'_> {
                 let body = graph(body).map_err(err)?;
                 let (xs, rest) = (self.tensor_list(xs).map_err(err)?, self.tensor_list(rest).map_err(err)?);
                 self.map(&body, &xs, &rest, &name)?
+            }
+            // A region under `torch.autocast(..., enabled=False)`: its operators keep
+            // their dtypes, so it is the subgraph as it stands.
+            (AUTOCAST, [_device, _dtype, Argument::Bool(false), _cache, body, operands @ ..]) => {
+                let body = graph(body).map_err(err)?;
+                let operands: Vec<TensorValue> = operands
+                    .iter()
+                    .map(|o| match o {
+                        Argument::Tensor(t) => self.value(&t.name),
+                        other => Err(format!("an autocast operand {other:?}: aotc passes tensors only")),
+                    })
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(err)?;
+                Ok(self.lower_subgraph(&body, &operands)?)
+            }
+            (AUTOCAST, _) => {
+                return Err(err("torch.autocast enabled inside the program is not supported: export the model \
+                                in the dtype it should run in"
+                    .into()))
             }
             _ => return Err(err(format!("unexpected arguments {args:?}"))),
         };
