@@ -1,4 +1,4 @@
-//! Resampling: upsampling (nearest, linear), grid sampling ([`grid`]) and col2im
+//! Resampling: upsampling (nearest, linear, cubic), grid sampling ([`grid`]) and col2im
 //! ([`fold`]).
 //!
 //! Every output element interpolates input elements at positions computed from its index
@@ -28,6 +28,7 @@ type R = Result<Vec<TensorValue>, String>;
 pub const OPS: &[(&str, LowerFn)] = &[
     ("upsample_nearest2d.vec", |lw, a| upsample(lw, a, 2, Interp::Nearest)),
     ("upsample_bilinear2d.vec", |lw, a| upsample(lw, a, 2, Interp::Linear)),
+    ("upsample_bicubic2d.vec", |lw, a| upsample(lw, a, 2, Interp::Cubic)),
     ("grid_sampler_2d.default", grid::grid_sampler_2d),
     ("col2im.default", fold::col2im),
 ];
@@ -94,6 +95,7 @@ pub(super) fn interpolate(lw: &mut Lowerer, x: &TensorValue, lead: &[E], axes: &
 enum Interp {
     Nearest,
     Linear,
+    Cubic,
 }
 
 /// One spatial axis of an upsampling: the input and output sizes and the scale factor
@@ -243,6 +245,9 @@ fn upsample_taps(axis: &Axis, o: E, interp: Interp, align_corners: bool, d: DTyp
         let c = binary(Prim::Mul, step, cast(o, d));
         return vec![tap(binary(Prim::Min, cast(unary(Prim::Floor, c), DType::I64), last), None)];
     }
+    if interp == Interp::Cubic {
+        return cubic_taps(step, o, last, align_corners, d);
+    }
     let c = source_coordinate(step, o.clone(), align_corners, d);
     let i0 = binary(Prim::Min, cast(unary(Prim::Floor, c.clone()), DType::I64), last.clone());
     let lambda = binary(Prim::Sub, c, cast(i0.clone(), d));
@@ -270,13 +275,46 @@ fn upsample_taps(axis: &Axis, o: E, interp: Interp, align_corners: bool, d: DTyp
     }
 }
 
-/// upsample_{nearest,bilinear}{k}d.vec over the last `k` dimensions of [N, C, ...].
+/// torch's bicubic taps (`upsample_bicubic2d`'s CPU kernel): the four neighbours
+/// `floor(c) - 1 ..= floor(c) + 2` of the source coordinate `c` (not clamped below 0, unlike
+/// linear), each index clamped into the input, weighted by Keys' cubic convolution with
+/// A = -0.75 at the fraction `t = c - floor(c)`.
+fn cubic_taps(step: E, o: E, last: E, align_corners: bool, d: DType) -> Vec<Tap> {
+    let k = |v: f64| float_const(v, d);
+    let o = cast(o, d);
+    let c = if align_corners {
+        binary(Prim::Mul, step, o)
+    } else {
+        binary(Prim::Sub, binary(Prim::Mul, step, binary(Prim::Add, o, k(0.5))), k(0.5))
+    };
+    let floor = unary(Prim::Floor, c.clone());
+    let t = binary(Prim::Sub, c, floor.clone());
+    let base = cast(floor, DType::I64);
+    const A: f64 = -0.75;
+    let mul = |a: E, b: E| binary(Prim::Mul, a, b);
+    let (add, sub) = (|a: E, b: E| binary(Prim::Add, a, b), |a: E, b: E| binary(Prim::Sub, a, b));
+    // ((A + 2) x - (A + 3)) x x + 1 for |x| <= 1; ((A x - 5A) x + 8A) x - 4A for 1 < |x| < 2.
+    let near = |x: E| add(mul(mul(sub(mul(k(A + 2.0), x.clone()), k(A + 3.0)), x.clone()), x), k(1.0));
+    let far = |x: E| sub(mul(add(mul(sub(mul(k(A), x.clone()), k(5.0 * A)), x.clone()), k(8.0 * A)), x), k(4.0 * A));
+    let weights = [far(add(t.clone(), k(1.0))), near(t.clone()), near(sub(k(1.0), t.clone())), far(sub(k(2.0), t))];
+    weights
+        .into_iter()
+        .enumerate()
+        .map(|(j, w)| {
+            let index = add(base.clone(), int_const(j as i64 - 1));
+            let index = binary(Prim::Min, binary(Prim::Max, index, int_const(0)), last.clone());
+            Tap { index, weight: Some(w), inside: None }
+        })
+        .collect()
+}
+
+/// upsample_{nearest,bilinear,bicubic}{k}d.vec over the last `k` dimensions of [N, C, ...].
 fn upsample(lw: &mut Lowerer, a: &Args, k: usize, interp: Interp) -> R {
     let x = a.tensor(lw, "input")?;
     if x.rank() != k + 2 || !x.dtype.is_float() {
         return Err(format!("expected a {}-D floating-point input, got {}[rank {}]", k + 2, x.dtype, x.rank()));
     }
-    let align_corners = interp == Interp::Linear && a.bool_or("align_corners", false)?;
+    let align_corners = interp != Interp::Nearest && a.bool_or("align_corners", false)?;
     let axes = upsample_axes(lw, a, &x, k)?;
     let (d, name) = (opmath(x.dtype), a.node_name());
     let x = lw.realize(&x, &name);

@@ -36,6 +36,7 @@ const EXTRA: &[&str] = &[
     "floor_divide(Tensor self, Tensor other) -> Tensor",
     "floor_divide.Scalar(Tensor self, Scalar other) -> Tensor",
     "_weight_norm(Tensor v, Tensor g, int dim=0) -> Tensor",
+    "upsample_bicubic2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor",
     "_unsafe_view(Tensor self, SymInt[] size) -> Tensor",
     "all(Tensor self) -> Tensor",
     "all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor",
