@@ -17,7 +17,16 @@
  * - Tensors are DLPack DLTensors (same layout). Inputs may be strided (copied when not
  *   contiguous); strides == NULL means contiguous; negative strides are allowed (data +
  *   byte_offset is the element at index 0). Python scalars that export specialised are
- *   passed as 0-dim tensors (float64 / int64 / bool) and checked.
+ *   passed as 0-dim CPU tensors (float64 / int64 / bool) and checked: the exported value,
+ *   and its type (AOTC_ERR_CONSTANT / AOTC_ERR_DTYPE otherwise, as torch refuses them). A
+ *   python int export kept dynamic (a SymInt input, kind AOTC_KIND_INT) is passed the
+ *   same way, a 0-dim int64 on the CPU: its value binds the program's symbol, within the
+ *   range export recorded (AOTC_ERR_RANGE otherwise).
+ * - An output whose kind (aotc_output_info) is AOTC_KIND_INT / FLOAT / BOOL is a python
+ *   scalar the program returns (a SymInt, SymFloat or SymBool, e.g. x.shape[0] * 2): a
+ *   0-dim int64 / float64 / bool tensor like any output, which bindings turn into a
+ *   python int / float / bool (kinds of outputs added within ABI version 1: a library
+ *   compiled before reports every output as AOTC_KIND_TENSOR).
  * - Every descriptor (of aotc_run, aotc_buffer_read/write) is checked before any memory
  *   is read through it: ndim first (it must be the expected rank: shape is read only
  *   then), sizes >= 0, and the element count, byte size and the bytes the strides and
@@ -82,11 +91,14 @@ typedef enum {
   AOTC_ERR_OUT_OF_MEMORY = 10,
   AOTC_ERR_INTERNAL = 11,
   AOTC_ERR_INDEX = 12,           /* a data-dependent index (gather, embedding...) out of range */
-  AOTC_ERR_WEIGHTS = 13          /* a weights file or buffer missing, unreadable, not an aotc
+  AOTC_ERR_WEIGHTS = 13,         /* a weights file or buffer missing, unreadable, not an aotc
                                     weights file, or not this library's: another compilation
                                     (beside the library), a tensor missing, another dtype or
                                     shape, another layout, truncated, unaligned (added within
                                     ABI version 1) */
+  AOTC_ERR_ASSERT = 14           /* a check of the program itself (torch._check, an assert on
+                                    data such as one_hot's class range) fails for this call,
+                                    where PyTorch raises (added within ABI version 1) */
 } AotcStatus;
 
 /* DLPack-compatible types (identical layout to dlpack.h's DLDevice/DLDataType/DLTensor). */
@@ -102,6 +114,8 @@ typedef struct {
   uint64_t byte_offset;
 } AotcTensor;
 
+/* What an input or output is: a tensor, or a python scalar passed or returned as a 0-dim
+ * CPU tensor of float64 / int64 / bool (see Conventions). */
 enum { AOTC_KIND_TENSOR = 0, AOTC_KIND_FLOAT = 1, AOTC_KIND_INT = 2, AOTC_KIND_BOOL = 3 };
 
 /* Metadata of one input, output or buffer; pointers are owned by the instance.

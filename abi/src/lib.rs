@@ -52,6 +52,10 @@ pub mod status {
     /// does not match the library: another compilation, a tensor missing, another dtype or
     /// shape, truncated, unaligned. Added within ABI version 1.
     pub const WEIGHTS: i32 = 13;
+    /// A check of the program itself failed for this call's values (`torch._check`,
+    /// `_assert_async`: one_hot's class range...), where PyTorch raises. Added within ABI
+    /// version 1.
+    pub const ASSERT: i32 = 14;
 
     /// The name a status code has in `aotc.h`, for messages.
     pub fn name(code: i32) -> &'static str {
@@ -69,6 +73,7 @@ pub mod status {
             OUT_OF_MEMORY => "AOTC_ERR_OUT_OF_MEMORY",
             INDEX => "AOTC_ERR_INDEX",
             WEIGHTS => "AOTC_ERR_WEIGHTS",
+            ASSERT => "AOTC_ERR_ASSERT",
             _ => "AOTC_ERR_INTERNAL",
         }
     }
@@ -109,14 +114,18 @@ pub struct AotcTensor {
     pub byte_offset: u64,
 }
 
-/// What an input, output or buffer is.
+/// What an input, output or buffer is (`aotc.h`'s AOTC_KIND_*). Python scalars are 0-dim
+/// CPU tensors of float64 / int64 / bool.
 pub mod value_kind {
     pub const TENSOR: i32 = 0;
-    /// A python float that export specialised: pass a 0-dim float64 tensor.
+    /// A python float: an input export specialised (pass a 0-dim float64 tensor holding
+    /// the exported value), or a SymFloat output (a 0-dim float64).
     pub const FLOAT: i32 = 1;
-    /// A python int that export specialised: pass a 0-dim int64 tensor.
+    /// A python int: an input export specialised or kept dynamic (a SymInt input, whose
+    /// value binds its symbol; pass a 0-dim int64 tensor), or a SymInt output.
     pub const INT: i32 = 2;
-    /// A python bool that export specialised: pass a 0-dim bool tensor.
+    /// A python bool: an input export specialised (pass a 0-dim bool tensor), or a
+    /// SymBool output.
     pub const BOOL: i32 = 3;
 }
 

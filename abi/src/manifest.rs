@@ -101,6 +101,40 @@ impl Manifest {
     pub fn stage_of(&self, e: &SymExpr) -> usize {
         stage_of(&self.data_symbols, e)
     }
+
+    /// The symbol user input `i` is the value of, if it is a python int export kept
+    /// dynamic (a SymInt input): a 0-dim int64 input the program reads as a data symbol
+    /// before its first kernel. The library binds it with the inputs, from the caller's
+    /// 0-dim int64 on the CPU (as every python scalar), checked against its range.
+    pub fn input_symbol(&self, i: usize) -> Option<&DataSymbol> {
+        if self.data_symbols.is_empty() {
+            return None;
+        }
+        match self.inputs.get(i)? {
+            InputSpec::Tensor(t) if t.sizes.is_empty() && t.dtype == DType::I64 => {
+                self.data_symbols.iter().find(|d| d.slot == t.slot)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether data symbol `d` is read from a user input (bound with the inputs, see
+    /// [`Manifest::input_symbol`]) rather than computed by the program.
+    pub fn is_input_symbol(&self, d: &DataSymbol) -> bool {
+        matches!(self.slots.get(d.slot), Some(Slot::Input(_)))
+    }
+
+    /// The `aotc.h` kind (`value_kind`) of user input `i`: a specialised python scalar's,
+    /// `INT` for a SymInt input, else `TENSOR`.
+    pub fn input_kind(&self, i: usize) -> i32 {
+        match self.inputs.get(i) {
+            Some(InputSpec::Constant { value: ConstValue::Int(_), .. }) => crate::value_kind::INT,
+            Some(InputSpec::Constant { value: ConstValue::Bool(_), .. }) => crate::value_kind::BOOL,
+            Some(InputSpec::Constant { .. }) => crate::value_kind::FLOAT,
+            _ if self.input_symbol(i).is_some() => crate::value_kind::INT,
+            _ => crate::value_kind::TENSOR,
+        }
+    }
 }
 
 /// [`Manifest::stage_of`] for the compiler, before the manifest exists.
@@ -168,6 +202,23 @@ pub struct Guard {
     pub rhs: SymExpr,
     /// The node and rule, e.g. "node 'view_3' (view): the element count is preserved".
     pub what: String,
+    #[serde(default, skip_serializing_if = "GuardKind::is_shape")]
+    pub kind: GuardKind,
+}
+
+/// What a failed guard means: a size rule the compiler relies on (`AOTC_ERR_SHAPE`), or
+/// a check the program states itself (`AOTC_ERR_ASSERT`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum GuardKind {
+    #[default]
+    Shape,
+    Assert,
+}
+
+impl GuardKind {
+    fn is_shape(&self) -> bool {
+        *self == GuardKind::Shape
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -230,6 +281,15 @@ pub struct TensorSpec {
     pub dtype: DType,
     pub sizes: Vec<SymExpr>,
     pub slot: usize,
+    /// What the caller gets (`value_kind`): `TENSOR`, or for an output the python scalar
+    /// it is (a SymInt, SymFloat or SymBool user output: a 0-dim int64, float64 or bool
+    /// tensor that bindings turn into a python int, float or bool).
+    #[serde(default, skip_serializing_if = "is_tensor_kind")]
+    pub kind: i32,
+}
+
+fn is_tensor_kind(kind: &i32) -> bool {
+    *kind == crate::value_kind::TENSOR
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -258,6 +318,20 @@ pub enum ConstValue {
     Bool(bool),
     None,
     Str(String),
+}
+
+/// `0.5`, `3` (a float with no fraction as an int), `True`, `None`, `"mean"`.
+impl std::fmt::Display for ConstValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConstValue::Float(v) => write!(f, "{v}"),
+            ConstValue::Int(v) => write!(f, "{v}"),
+            ConstValue::Bool(true) => f.write_str("True"),
+            ConstValue::Bool(false) => f.write_str("False"),
+            ConstValue::None => f.write_str("None"),
+            ConstValue::Str(s) => write!(f, "{s:?}"),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

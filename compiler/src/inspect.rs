@@ -53,13 +53,21 @@ pub fn describe_manifest(m: &Manifest) -> String {
     let _ = writeln!(s, "inputs ({}):", m.inputs.len());
     for (i, inp) in m.inputs.iter().enumerate() {
         let _ = match inp {
-            InputSpec::Tensor(t) => writeln!(s, "  {i}: {} {}{}", t.name, t.dtype, shape(&t.sizes, &m.symbols)),
+            InputSpec::Tensor(t) => match m.input_symbol(i).and_then(|d| m.symbols.get(d.sym as usize)) {
+                Some(r) => writeln!(s, "  {i}: {} python int (dynamic: {} in {r})", t.name, r.name),
+                None => writeln!(s, "  {i}: {} {}{}", t.name, t.dtype, shape(&t.sizes, &m.symbols)),
+            },
             InputSpec::Constant { name, value } => writeln!(s, "  {i}: {name} = {value:?} (specialised constant)"),
         };
     }
     let _ = writeln!(s, "outputs ({}):", m.outputs.len());
     for (i, o) in m.outputs.iter().enumerate() {
-        let _ = writeln!(s, "  {i}: {} {}{}", o.name, o.dtype, shape(&o.sizes, &m.symbols));
+        let _ = match o.kind {
+            aotc_abi::value_kind::INT => writeln!(s, "  {i}: {} python int", o.name),
+            aotc_abi::value_kind::FLOAT => writeln!(s, "  {i}: {} python float", o.name),
+            aotc_abi::value_kind::BOOL => writeln!(s, "  {i}: {} python bool", o.name),
+            _ => writeln!(s, "  {i}: {} {}{}", o.name, o.dtype, shape(&o.sizes, &m.symbols)),
+        };
     }
     let _ =
         if m.buffers.is_empty() { writeln!(s, "buffers: none") } else { writeln!(s, "buffers ({}):", m.buffers.len()) };

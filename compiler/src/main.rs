@@ -288,10 +288,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 let t = Instant::now();
                 let outputs = model.run(&mut values).map_err(|e| format!("call {call} ({}): {e}", file.display()))?;
                 println!("call {call}: {} output(s) in {:.1} ms", outputs.len(), t.elapsed().as_secs_f64() * 1e3);
+                let kinds: Vec<i32> = model.outputs().iter().map(|o| o.kind).collect();
                 if let Some(dir) = &output_dir {
-                    let named: Vec<(String, &aotc_runtime::Tensor)> =
-                        outputs.iter().enumerate().map(|(i, t)| (i.to_string(), t)).collect();
-                    tensor_io::write(&dir.join(format!("outputs_{call}.safetensors")), &named)?;
+                    tensor_io::write_outputs(&dir.join(format!("outputs_{call}.safetensors")), &outputs, &kinds)?;
                     let mutated: Vec<(String, &aotc_runtime::Tensor)> = manifest
                         .input_mutations
                         .iter()
@@ -306,6 +305,21 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
                 if print || output_dir.is_none() {
                     for (i, t) in outputs.iter().enumerate() {
+                        if let Some(v) =
+                            kinds.get(i).and_then(|&k| t.scalar(k)).as_ref().and_then(tensor_io::scalar_json)
+                        {
+                            println!(
+                                "  output {i}: {v} (python {})",
+                                if v.is_boolean() {
+                                    "bool"
+                                } else if v.is_i64() {
+                                    "int"
+                                } else {
+                                    "float"
+                                }
+                            );
+                            continue;
+                        }
                         let v = t.to_f64_vec();
                         let shown: Vec<String> = v.iter().take(16).map(|x| format!("{x:.6}")).collect();
                         println!(

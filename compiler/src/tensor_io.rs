@@ -171,7 +171,41 @@ fn scalar(v: &serde_json::Value) -> Option<Value> {
     }
 }
 
+/// A python scalar as the metadata's JSON value.
+pub fn scalar_json(v: &Value) -> Option<serde_json::Value> {
+    match v {
+        Value::Int(i) => Some((*i).into()),
+        Value::Bool(b) => Some((*b).into()),
+        // JSON has no NaN or infinity: those are written as python spells them.
+        Value::Float(f) => Some(serde_json::Number::from_f64(*f).map_or_else(|| f.to_string().into(), Into::into)),
+        Value::Tensor(_) => None,
+    }
+}
+
+/// One call's outputs in the fixture layout: each tensor keyed by its flat output index,
+/// each python-scalar output (its `kind` is not AOTC_KIND_TENSOR: a SymInt, SymFloat or
+/// SymBool output) in the header metadata `"scalars"` (`{"1": 6}`), as PyTorch's expected
+/// files hold them.
+pub fn write_outputs(path: &Path, outputs: &[Tensor], kinds: &[i32]) -> Result<(), String> {
+    let mut tensors = vec![];
+    let mut scalars = Scalars::new();
+    for (i, t) in outputs.iter().enumerate() {
+        match kinds.get(i).and_then(|&k| t.scalar(k)).as_ref().and_then(scalar_json) {
+            Some(v) => {
+                scalars.insert(i.to_string(), v);
+            }
+            None => tensors.push((i.to_string(), t)),
+        }
+    }
+    write_with_scalars(path, &tensors, &scalars)
+}
+
 pub fn write(path: &Path, tensors: &[(String, &Tensor)]) -> Result<(), String> {
+    write_with_scalars(path, tensors, &Scalars::new())
+}
+
+/// [`write`], with python scalars in the header metadata `"scalars"` (when there are any).
+pub fn write_with_scalars(path: &Path, tensors: &[(String, &Tensor)], scalars: &Scalars) -> Result<(), String> {
     let views = tensors
         .iter()
         .map(|(k, t)| {
@@ -181,6 +215,10 @@ pub fn write(path: &Path, tensors: &[(String, &Tensor)]) -> Result<(), String> {
                 .map_err(|e| format!("{k}: {e}"))
         })
         .collect::<Result<HashMap<_, _>, _>>()?;
-    let bytes = safetensors::serialize(views, &None).map_err(|e| e.to_string())?;
+    let metadata = (!scalars.is_empty())
+        .then(|| serde_json::to_string(scalars).map(|s| HashMap::from([("scalars".to_string(), s)])))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let bytes = safetensors::serialize(views, &metadata).map_err(|e| e.to_string())?;
     std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -107,6 +107,10 @@ pub fn convert(np: &Numpy, obj: &Bound<'_, PyAny>, kind: i32, what: &dyn std::fm
     let py = obj.py();
     match kind {
         value_kind::FLOAT => {
+            // As torch checks a specialised float: an int (or a bool) is another value type.
+            if obj.is_instance_of::<PyInt>() {
+                return Err(bad(py, what, format!("expected a python float, got {}", type_name(obj))));
+            }
             let v: f64 =
                 obj.extract().map_err(|_| bad(py, what, format!("expected a python float, got {}", type_name(obj))))?;
             Ok(Leaf::scalar(DType::F64, v.to_le_bytes()))

@@ -77,7 +77,8 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// An input value: a tensor, or a python scalar export specialised.
+/// An input value: a tensor, or a python scalar (one export specialised, or a dynamic
+/// python int: a SymInt input).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Tensor(Tensor),
@@ -274,6 +275,7 @@ impl Model {
         // SAFETY: no arguments; returns a library-owned string.
         model.metadata = owned(unsafe { meta() });
         model.mutated = mutated_inputs(&model.metadata, model.inputs.len());
+        scalar_kinds(&model.metadata, &mut model.inputs);
         Ok(model)
     }
 
@@ -402,7 +404,18 @@ impl Model {
             pytree::write_back(&mut call, &spec, &leaves);
             let out_spec = pytree::TreeSpec::parse(&self.out_spec)
                 .map_err(|e| Error::new(status::INTERNAL, format!("out_spec: {e}")))?;
-            pytree::unflatten(&out_spec, outs).map_err(|e| Error::new(status::INTERNAL, e))
+            // A python-scalar output (a SymInt...) comes back as the python value.
+            let leaves = outs
+                .into_iter()
+                .zip(&self.outputs)
+                .map(|(t, info)| match t.scalar(info.kind) {
+                    Some(Value::Int(v)) => pytree::PyValue::Int(v),
+                    Some(Value::Float(v)) => pytree::PyValue::Float(v),
+                    Some(Value::Bool(v)) => pytree::PyValue::Bool(v),
+                    _ => pytree::PyValue::Tensor(t),
+                })
+                .collect();
+            pytree::unflatten_values(&out_spec, leaves).map_err(|e| Error::new(status::INTERNAL, e))
         })();
         if let pytree::PyValue::Tuple(mut parts) = call {
             *kwargs = parts.pop().unwrap_or_default();
@@ -510,6 +523,17 @@ impl Model {
             }
         }
         Ok(outputs)
+    }
+}
+
+/// Python ints export kept dynamic (SymInt inputs), which a library describes as 0-dim
+/// int64 tensors (`aotc_input_info`'s kind TENSOR): the calls take them as python ints.
+fn scalar_kinds(metadata: &str, inputs: &mut [ValueInfo]) {
+    let Ok(m) = serde_json::from_str::<aotc_abi::manifest::Manifest>(metadata) else { return };
+    for (i, info) in inputs.iter_mut().enumerate() {
+        if info.kind == aotc_abi::value_kind::TENSOR {
+            info.kind = m.input_kind(i);
+        }
     }
 }
 

@@ -212,13 +212,18 @@ pub fn write_back(v: &mut PyValue, spec: &TreeSpec, leaves: &[Value]) {
 
 /// Rebuilds the tree `spec` describes from its leaves.
 pub fn unflatten(spec: &TreeSpec, leaves: Vec<Tensor>) -> Result<PyValue, String> {
+    unflatten_values(spec, leaves.into_iter().map(PyValue::Tensor).collect())
+}
+
+/// [`unflatten`] from leaves that may be python scalars too (a SymInt output).
+pub fn unflatten_values(spec: &TreeSpec, leaves: Vec<PyValue>) -> Result<PyValue, String> {
     if leaves.len() != spec.num_leaves() {
         return Err(format!("out_spec has {} leaves, the call returned {} outputs", spec.num_leaves(), leaves.len()));
     }
-    fn go(spec: &TreeSpec, leaves: &mut std::vec::IntoIter<Tensor>) -> PyValue {
+    fn go(spec: &TreeSpec, leaves: &mut std::vec::IntoIter<PyValue>) -> PyValue {
         let mut kids = || spec.children.iter().map(|c| go(c, leaves)).collect::<Vec<_>>();
         match &spec.node {
-            Node::Leaf => PyValue::Tensor(leaves.next().expect("counted")),
+            Node::Leaf => leaves.next().expect("counted"),
             Node::None => PyValue::None,
             Node::Tuple | Node::NamedTuple(_) => PyValue::Tuple(kids()),
             Node::List => PyValue::List(kids()),

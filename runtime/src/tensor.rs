@@ -51,6 +51,28 @@ impl Tensor {
         }
     }
 
+    /// The python scalar a 0-dim output of kind `kind` (`aotc.h`'s AOTC_KIND_*, as
+    /// [`crate::Model::outputs`] reports it) is; `None` for a tensor output, or a tensor
+    /// that is not 0-dim.
+    pub fn scalar(&self, kind: i32) -> Option<crate::Value> {
+        use aotc_abi::value_kind;
+        if kind == value_kind::TENSOR || !self.shape.is_empty() {
+            return None;
+        }
+        let x = *self.to_f64_vec().first()?;
+        let int = || match self.dtype {
+            DType::I64 => self.data.get(..8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))),
+            d if d.is_float() => None,
+            _ => Some(x as i64),
+        };
+        match kind {
+            value_kind::INT => int().map(crate::Value::Int),
+            value_kind::BOOL => Some(crate::Value::Bool(x != 0.0)),
+            value_kind::FLOAT => Some(crate::Value::Float(x)),
+            _ => None,
+        }
+    }
+
     /// The elements as f64, whatever the dtype (for printing and comparisons).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         let es = self.dtype.size();

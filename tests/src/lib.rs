@@ -241,9 +241,22 @@ fn verify_library(dir: &Path, so: &Path, device: aotc_runtime::Device, how: Outp
         let mut inputs =
             aotc::tensor_io::read_inputs(&dir.join(format!("inputs_{call}.safetensors")), model.inputs().len())?;
         let outputs = run_with(&mut model, &mut inputs, how).map_err(|e| format!("call {call}: {e}"))?;
-        let (expected, _) = aotc::tensor_io::read(&dir.join(format!("expected_{call}.safetensors")))?;
-        if expected.len() != outputs.len() {
-            return Err(format!("call {call}: {} outputs, PyTorch gave {}", outputs.len(), expected.len()));
+        let (expected, scalars) = aotc::tensor_io::read(&dir.join(format!("expected_{call}.safetensors")))?;
+        if expected.len() + scalars.len() != outputs.len() {
+            return Err(format!(
+                "call {call}: {} outputs, PyTorch gave {}",
+                outputs.len(),
+                expected.len() + scalars.len()
+            ));
+        }
+        // Python-scalar outputs (SymInt...): the value PyTorch returned, as the CLI writes it.
+        for (k, want) in &scalars {
+            let i = k.parse::<usize>().map_err(|_| format!("call {call}: scalar output key {k}"))?;
+            let got = outputs.get(i).zip(model.outputs().get(i)).and_then(|(t, info)| t.scalar(info.kind));
+            if got.as_ref().and_then(aotc::tensor_io::scalar_json).as_ref() != Some(want) {
+                return Err(format!("call {call} output {k}: want the python scalar {want}, got {got:?}"));
+            }
+            compared += 1;
         }
         for (k, want) in &expected {
             let got = k

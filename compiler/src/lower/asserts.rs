@@ -47,7 +47,7 @@ impl Lowerer<'_> {
                     other => return Err(format!("argument 'self' should be a SymBool, got {other:?}")),
                 };
                 for (lhs, op, rhs) in condition {
-                    self.require(lhs, op, rhs, &message)?;
+                    self.require_assert(lhs, op, rhs, &message)?;
                 }
                 Ok(())
             }
@@ -60,10 +60,10 @@ impl Lowerer<'_> {
                     (None, false) => None,
                 };
                 if let Some(min) = min {
-                    self.require(SymExpr::Int(min), GuardOp::Le, size.clone(), &format!("{size} >= {min}"))?;
+                    self.require_assert(SymExpr::Int(min), GuardOp::Le, size.clone(), &format!("{size} >= {min}"))?;
                 }
                 if let Some(max) = a.opt_int("max")? {
-                    self.require(size.clone(), GuardOp::Le, SymExpr::Int(max), &format!("{size} <= {max}"))?;
+                    self.require_assert(size.clone(), GuardOp::Le, SymExpr::Int(max), &format!("{size} <= {max}"))?;
                 }
                 Ok(())
             }
@@ -92,7 +92,7 @@ impl Lowerer<'_> {
         let range = &mut self.symbols[holds as usize];
         (range.min, range.max) = (0, Some(1));
         self.bind_data_symbol(holds, flag);
-        self.require(SymExpr::Sym(holds), GuardOp::Eq, SymExpr::Int(1), message)
+        self.require_assert(SymExpr::Sym(holds), GuardOp::Eq, SymExpr::Int(1), message)
     }
 
     /// The requirements whose conjunction the SymBool argument `v` (`{"as_name": n}`)

@@ -10,7 +10,7 @@
 
 use super::tensor::TensorValue;
 use super::Lowerer;
-use aotc_abi::manifest::{Guard, GuardOp, SymbolRange};
+use aotc_abi::manifest::{Guard, GuardKind, GuardOp, SymbolRange};
 use aotc_abi::sym::{EvalError, SymExpr};
 use aotc_abi::DType;
 
@@ -43,6 +43,16 @@ impl Lowerer<'_> {
     /// Decided now when the symbols' ranges decide it (`min(1, s0) == 1` for `s0 >= 1`),
     /// refused when it fails for the export's example sizes, else a run-time guard.
     pub fn require(&mut self, lhs: SymExpr, op: GuardOp, rhs: SymExpr, rule: &str) -> Result<(), String> {
+        self.check(lhs, op, rhs, rule, GuardKind::Shape)
+    }
+
+    /// [`Lowerer::require`] for a check the program states itself (an assert): its run-time
+    /// failure is `AOTC_ERR_ASSERT` with `message`, the assert's own.
+    pub fn require_assert(&mut self, lhs: SymExpr, op: GuardOp, rhs: SymExpr, message: &str) -> Result<(), String> {
+        self.check(lhs, op, rhs, message, GuardKind::Assert)
+    }
+
+    fn check(&mut self, lhs: SymExpr, op: GuardOp, rhs: SymExpr, rule: &str, kind: GuardKind) -> Result<(), String> {
         if lhs == rhs {
             return Ok(());
         }
@@ -69,7 +79,7 @@ impl Lowerer<'_> {
         if decided == Some(false) {
             return Err(format!("{rule}: {lhs} {} {rhs} holds for no size in the symbols' ranges", op.symbol()));
         }
-        let guard = Guard { lhs, op, rhs, what: format!("{}: {rule}", self.node_desc) };
+        let guard = Guard { lhs, op, rhs, what: format!("{}: {rule}", self.node_desc), kind };
         if self.guard_set.insert((guard.lhs.clone(), guard.op, guard.rhs.clone())) {
             self.guards.push(guard);
         }

@@ -54,6 +54,8 @@ pub struct Lowered {
     pub symbols: Vec<SymbolRange>,
     pub inputs: Vec<LoweredInput>,
     pub outputs: Vec<(String, BufId)>,
+    /// The `aotc_abi::value_kind` of each output: TENSOR, or the python scalar it is.
+    pub output_kinds: Vec<i32>,
     pub buffers: Vec<LoweredBuffer>,
     pub buffer_mutations: Vec<(BufId, usize)>,
     pub input_mutations: Vec<(BufId, usize)>,
@@ -184,7 +186,7 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
     CURRENT_NODE.with(|c| *c.borrow_mut() = None);
     lw.node_desc = "the graph outputs".into();
     lw.begin_node(None);
-    let (outputs, mut buffer_mutations, input_mutations) = lw.lower_outputs(sig, &inputs, &buffers)?;
+    let (outputs, output_kinds, mut buffer_mutations, input_mutations) = lw.lower_outputs(sig, &inputs, &buffers)?;
     aten::random::finish(&mut lw, &mut buffers, &mut buffer_mutations)?;
     lw.stamp_kernels();
     let (in_spec, out_spec) = call_spec(src);
@@ -200,6 +202,7 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
         symbols: lw.symbols,
         inputs,
         outputs,
+        output_kinds,
         buffers,
         buffer_mutations,
         input_mutations,

@@ -2,14 +2,25 @@
 //! buffers and input slots, its outputs and mutations the buffers the caller sees. The
 //! mutations are the ones the signature lists (Core ATen IR) and the graph inputs written in
 //! place (the default IR, see functionalize.rs).
+//!
+//! Python scalars: a specialised one (`ConstantInput`, or a SymInt export recorded as a
+//! number) is a constant the library checks; a dynamic int (a SymInt user input, `n` with
+//! `Dim.DYNAMIC`) is a 0-dim int64 input whose value binds its symbol before the first
+//! kernel (a data symbol read from the input's slot: the library binds it with the inputs,
+//! checked against the symbol's range). A scalar user output (SymInt, SymFloat, SymBool,
+//! or a number) is a 0-dim int64 / float64 / bool output computed by a kernel from the
+//! symbols or values it is made of.
 
 use super::tensor::{contiguous_strides, Repr, TensorValue};
 use super::{LoweredBuffer, LoweredInput, Lowerer};
 use crate::error::{Error, Result};
-use crate::frontend::schema::{self, Argument, InputSpec, OutputSpec};
+use crate::frontend::schema::{self, Argument, InputSpec, OutputSpec, SymIntArgument};
+use crate::ir::expr::{self, Scalar};
+use crate::ir::prims::Prim;
 use crate::ir::{BufId, BufKind};
-use aotc_abi::manifest::ConstValue;
+use aotc_abi::manifest::{ConstValue, GuardOp};
 use aotc_abi::sym::SymExpr;
+use aotc_abi::{value_kind, DType};
 
 impl<'s> Lowerer<'s> {
     pub(super) fn lower_inputs(
@@ -41,7 +52,8 @@ impl<'s> Lowerer<'s> {
                     (&arg.name, tensor_constant_name, &self.src.constants, "constant")
                 }
                 InputSpec::UserInput { arg } => {
-                    inputs.push(self.lower_user_input(arg, inputs.len())?);
+                    let input = self.lower_user_input(arg, inputs.len())?;
+                    inputs.push(input);
                     continue;
                 }
                 InputSpec::ConstantInput { name, value } => {
@@ -83,6 +95,7 @@ impl<'s> Lowerer<'s> {
             }
             self.env.insert(graph_name.clone(), TensorValue::view_of(buf, dtype, sizes));
         }
+        self.check_scalar_input_symbols(&inputs)?;
         Ok((inputs, buffers))
     }
 
@@ -98,14 +111,130 @@ impl<'s> Lowerer<'s> {
                 self.env.insert(t.name.clone(), value);
                 return Ok(LoweredInput::Tensor { name: t.name.clone(), dtype, sizes, buf });
             }
+            Argument::SymInt(SymIntArgument::Name(name)) => return self.lower_symint_input(name, index),
+            Argument::SymInt(SymIntArgument::Int(v)) => ConstValue::Int(*v),
             Argument::Float(v) => ConstValue::Float(*v),
             Argument::Int(v) => ConstValue::Int(*v),
             Argument::Bool(v) => ConstValue::Bool(*v),
             Argument::String(s) => ConstValue::Str(s.clone()),
             Argument::None(_) => ConstValue::None,
-            other => return Err(Error::Unsupported(format!("user input of kind {other:?}"))),
+            Argument::SymFloat(v) | Argument::SymBool(v) => {
+                let kind = if matches!(arg, Argument::SymFloat(_)) { "float" } else { "bool" };
+                let name = v.get("as_name").and_then(|n| n.as_str()).unwrap_or("?");
+                return Err(Error::Unsupported(format!(
+                    "user input {index} ('{name}') is a dynamic python {kind} (Sym{}): aotc takes dynamic \
+                     python ints (SymInt) and specialised python scalars; export this argument specialised \
+                     (the default for floats and bools)",
+                    if kind == "float" { "Float" } else { "Bool" }
+                )));
+            }
+            other => return Err(Error::Unsupported(format!("user input {index} of kind {other:?}"))),
         };
         Ok(LoweredInput::Constant { name: "constant".into(), value })
+    }
+
+    /// A dynamic python int: a 0-dim int64 input whose value is its symbol, bound before
+    /// the first kernel. The graph names the input by its SymInt (`n`), whose recorded
+    /// value is the symbol (`s86`) the graph's sizes and scalar operands use.
+    fn lower_symint_input(&mut self, name: &str, index: usize) -> Result<LoweredInput> {
+        let recorded =
+            self.src.program.graph_module.graph.sym_int_values.get(name).ok_or_else(|| {
+                Error::Unsupported(format!("user input {index}: SymInt '{name}' has no recorded value"))
+            })?;
+        let value =
+            self.parse_sym(&recorded.clone()).map_err(|m| Error::Unsupported(format!("user input '{name}': {m}")))?;
+        let s = match value {
+            // Export specialised it after all: a constant like any other python scalar.
+            SymExpr::Int(v) => return Ok(LoweredInput::Constant { name: name.to_string(), value: ConstValue::Int(v) }),
+            SymExpr::Sym(s) if self.is_free(s) => s,
+            SymExpr::Sym(s) => {
+                return Err(Error::Unsupported(format!(
+                    "user input {index} ('{name}') is the SymInt {}, which is also a dimension of a tensor input: \
+                     aotc binds a SymInt input that is a symbol of its own",
+                    self.symbols[s as usize].name
+                )))
+            }
+            other => {
+                return Err(Error::Unsupported(format!(
+                    "user input {index} ('{name}') is recorded as the expression {other}: aotc binds a SymInt \
+                     input that is a symbol of its own"
+                )))
+            }
+        };
+        let buf = self.prog.add_buffer(name, DType::I64, vec![], BufKind::Input(index));
+        self.node_desc = format!("user input {index} ('{name}')");
+        self.bind_data_symbol(s, buf);
+        Ok(LoweredInput::Tensor { name: name.to_string(), dtype: DType::I64, sizes: vec![], buf })
+    }
+
+    /// A SymInt input's symbol must not also be a dimension of a tensor input (bound from
+    /// its shape), whichever input comes first.
+    fn check_scalar_input_symbols(&self, inputs: &[LoweredInput]) -> Result<()> {
+        for d in &self.prog.data_symbols {
+            let BufKind::Input(i) = self.prog.buffers[d.buf].kind else { continue };
+            if self.input_symbols.contains(&d.sym) {
+                return Err(Error::Unsupported(format!(
+                    "user input {i} ('{}') is the SymInt {}, which is also a dimension of a tensor input: aotc \
+                     binds a SymInt input that is a symbol of its own",
+                    inputs.get(i).map_or("?", input_name),
+                    self.symbols[d.sym as usize].name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A scalar user output as the 0-dim value the library returns (int64 for a SymInt or
+    /// an int, float64 for a SymFloat or a float, bool for a SymBool or a bool), and the
+    /// name it goes by. `None` for an argument that is no scalar.
+    fn scalar_output(&mut self, arg: &Argument, k: usize) -> Result<Option<(String, TensorValue)>> {
+        let unsupported = |m: String| Error::Unsupported(format!("user output {k}: {m}"));
+        let constant = |v: Scalar, dtype: DType| TensorValue::lazy(dtype, vec![], expr::constant(v, dtype));
+        let named = |v: &serde_json::Value| v.get("as_name").and_then(|n| n.as_str()).map(str::to_string);
+        let out = match arg {
+            Argument::SymInt(s) => {
+                let e = self.sym_arg(s).map_err(unsupported)?;
+                let name = match s {
+                    SymIntArgument::Name(n) => n.clone(),
+                    SymIntArgument::Int(v) => format!("{v}"),
+                };
+                (name, TensorValue::lazy(DType::I64, vec![], expr::size_value(&e)))
+            }
+            Argument::SymFloat(v) => match (named(v), v.get("as_float").and_then(|f| f.as_f64())) {
+                (Some(n), _) => {
+                    let value = self.value(&n).map_err(unsupported)?;
+                    if value.rank() != 0 || !value.dtype.is_float() {
+                        return Err(unsupported(format!("SymFloat '{n}' is not a float value")));
+                    }
+                    let body = expr::cast(value.load(&[]), DType::F64);
+                    (n, TensorValue::lazy(DType::F64, vec![], body))
+                }
+                (None, Some(f)) => (format!("{f}"), constant(Scalar::F(f), DType::F64)),
+                _ => return Err(unsupported(format!("unexpected SymFloat {v}"))),
+            },
+            Argument::SymBool(v) => {
+                let name = named(v).unwrap_or_else(|| v.to_string());
+                let requirements = self.sym_bool(v).map_err(unsupported)?;
+                let holds = |(lhs, op, rhs): (SymExpr, GuardOp, SymExpr)| {
+                    let prim = match op {
+                        GuardOp::Eq => Prim::Eq,
+                        GuardOp::Le => Prim::Le,
+                    };
+                    expr::binary(prim, expr::size_value(&lhs), expr::size_value(&rhs))
+                };
+                let body = requirements
+                    .into_iter()
+                    .map(holds)
+                    .reduce(|a, b| expr::binary(Prim::And, a, b))
+                    .unwrap_or_else(|| expr::constant(Scalar::B(true), DType::Bool));
+                (name, TensorValue::lazy(DType::Bool, vec![], body))
+            }
+            Argument::Int(v) => (format!("{v}"), constant(Scalar::I(*v), DType::I64)),
+            Argument::Float(v) => (format!("{v}"), constant(Scalar::F(*v), DType::F64)),
+            Argument::Bool(v) => (format!("{v}"), constant(Scalar::B(*v), DType::Bool)),
+            _ => return Ok(None),
+        };
+        Ok(Some(out))
     }
 
     /// Every graph output gets a buffer of its own (a copy when it is an input, a weight, a
@@ -116,14 +245,16 @@ impl<'s> Lowerer<'s> {
         sig: &schema::GraphSignature,
         inputs: &[LoweredInput],
         buffers: &[LoweredBuffer],
-    ) -> Result<(Vec<(String, BufId)>, Vec<(BufId, usize)>, Vec<(BufId, usize)>)> {
+    ) -> Result<(Vec<(String, BufId)>, Vec<i32>, Vec<(BufId, usize)>, Vec<(BufId, usize)>)> {
         let mut claimed: Vec<BufId> = vec![];
         let mut outputs = vec![];
+        let mut kinds = vec![];
         let mut buffer_mutations = vec![];
         let mut input_mutations = vec![];
         // (graph value, the buffer or user input it mutates, if any)
         enum Role<'a> {
-            Output,
+            /// A user output, of this `value_kind`.
+            Output(i32),
             Buffer(&'a str),
             Input(&'a str),
         }
@@ -153,11 +284,26 @@ impl<'s> Lowerer<'s> {
             }
         }
         for spec in &sig.output_specs {
+            // The flat index of this output, if it is one.
+            let flat = roles.iter().filter(|(_, r)| matches!(r, Role::Output(_))).count();
             let (name, role) = match spec {
                 OutputSpec::UserOutput { arg } => match arg {
-                    Argument::Tensor(t) => (t.name.clone(), Role::Output),
+                    Argument::Tensor(t) => (t.name.clone(), Role::Output(value_kind::TENSOR)),
                     Argument::None(_) => continue,
-                    other => return Err(Error::Unsupported(format!("a non-tensor user output ({other:?})"))),
+                    other => match self.scalar_output(other, flat)? {
+                        Some((name, value)) => {
+                            // SymInts and numbers are no tensors of the graph: their names
+                            // are free; a SymFloat's value becomes its float64 form.
+                            let kind = match value.dtype {
+                                DType::Bool => value_kind::BOOL,
+                                DType::F64 => value_kind::FLOAT,
+                                _ => value_kind::INT,
+                            };
+                            self.env.insert(name.clone(), value);
+                            (name, Role::Output(kind))
+                        }
+                        None => return Err(Error::Unsupported(format!("a user output of kind {other:?}"))),
+                    },
                 },
                 // A graph input the graph also writes in place: its final value.
                 OutputSpec::BufferMutation { arg, buffer_name } => {
@@ -176,7 +322,7 @@ impl<'s> Lowerer<'s> {
                         false => (arg.name.clone(), Role::Input(user_input_name)),
                     }
                 }
-                OutputSpec::LossOutput { arg } => (arg.name.clone(), Role::Output),
+                OutputSpec::LossOutput { arg } => (arg.name.clone(), Role::Output(value_kind::TENSOR)),
                 OutputSpec::ParameterMutation { parameter_name, .. } => {
                     return Err(Error::Unsupported(format!("the program mutates parameter '{parameter_name}'")))
                 }
@@ -239,10 +385,19 @@ impl<'s> Lowerer<'s> {
                     .map_err(Error::Unsupported)?;
                     input_mutations.push((buf, i));
                 }
-                Role::Output => outputs.push((name, buf)),
+                Role::Output(kind) => {
+                    outputs.push((name, buf));
+                    kinds.push(kind);
+                }
             }
         }
-        Ok((outputs, buffer_mutations, input_mutations))
+        Ok((outputs, kinds, buffer_mutations, input_mutations))
+    }
+}
+
+fn input_name(input: &LoweredInput) -> &str {
+    match input {
+        LoweredInput::Tensor { name, .. } | LoweredInput::Constant { name, .. } => name,
     }
 }
 

@@ -86,6 +86,7 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
                     dtype: *dtype,
                     sizes: sizes.clone(),
                     slot: index(*buf),
+                    kind: aotc_abi::value_kind::TENSOR,
                 }),
                 LoweredInput::Constant { name, value } => {
                     InputSpec::Constant { name: name.clone(), value: value.clone() }
@@ -95,9 +96,11 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         outputs: l
             .outputs
             .iter()
-            .map(|(name, b)| {
+            .enumerate()
+            .map(|(i, (name, b))| {
                 let buf = &p.buffers[*b];
-                TensorSpec { name: name.clone(), dtype: buf.dtype, sizes: buf.sizes.clone(), slot: index(*b) }
+                let kind = l.output_kinds.get(i).copied().unwrap_or(aotc_abi::value_kind::TENSOR);
+                TensorSpec { name: name.clone(), dtype: buf.dtype, sizes: buf.sizes.clone(), slot: index(*b), kind }
             })
             .collect(),
         buffers: l

@@ -2,22 +2,27 @@
 //! on every call once the inputs have bound the symbols, before any memory is touched.
 
 use crate::error::{err, Result};
-use aotc_abi::manifest::{Guard, Manifest};
+use aotc_abi::manifest::{Guard, GuardKind, Manifest};
 use aotc_abi::status;
 
-/// Fails with `AOTC_ERR_SHAPE` on the first guard that does not hold for `syms` (or
-/// cannot be evaluated), naming the node it protects.
+/// Fails on the first guard that does not hold for `syms` (or cannot be evaluated),
+/// naming the node it protects: `AOTC_ERR_SHAPE` for a size rule, `AOTC_ERR_ASSERT` for
+/// the program's own check.
 pub fn check_guards<'g>(guards: impl IntoIterator<Item = &'g Guard>, syms: &[Option<i64>]) -> Result<()> {
     for g in guards {
         let op = g.op.symbol();
+        let code = match g.kind {
+            GuardKind::Shape => status::SHAPE,
+            GuardKind::Assert => status::ASSERT,
+        };
         let (l, r) = match (g.lhs.eval(syms), g.rhs.eval(syms)) {
             (Ok(l), Ok(r)) => (l, r),
             (Err(e), _) | (_, Err(e)) => {
-                return err(status::SHAPE, format!("{}: cannot check {} {op} {}: {e}", g.what, g.lhs, g.rhs))
+                return err(code, format!("{}: cannot check {} {op} {}: {e}", g.what, g.lhs, g.rhs))
             }
         };
         if !g.op.holds(l, r) {
-            return err(status::SHAPE, format!("{}: {} {op} {} does not hold ({l} vs {r})", g.what, g.lhs, g.rhs));
+            return err(code, format!("{}: {} {op} {} does not hold ({l} vs {r})", g.what, g.lhs, g.rhs));
         }
     }
     Ok(())
@@ -49,7 +54,7 @@ mod tests {
     use aotc_abi::sym::SymExpr;
 
     fn guard(lhs: SymExpr, op: GuardOp, rhs: SymExpr) -> Guard {
-        Guard { lhs, op, rhs, what: "node 'view_3' (view)".into() }
+        Guard { lhs, op, rhs, what: "node 'view_3' (view)".into(), kind: GuardKind::Shape }
     }
 
     fn message(guards: &[Guard], syms: &[Option<i64>]) -> Option<(i32, String)> {

@@ -1,9 +1,11 @@
 //! The inputs of a call: each descriptor checked against the manifest, and the symbols of
 //! dynamic dimensions bound from their shapes (consistently, and within their ranges).
+//! A python int export kept dynamic (a SymInt input) binds its symbol from its value; a
+//! specialised python scalar must hold the exported value.
 
 use crate::descriptor::{check_view, dtype_of, Place, View};
 use crate::error::{err, Error, Result};
-use aotc_abi::manifest::{ConstValue, InputSpec, Manifest, TensorSpec};
+use aotc_abi::manifest::{ConstValue, DataSymbol, InputSpec, Manifest, TensorSpec};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::{status, AotcTensor, DType};
 use std::fmt::Display;
@@ -55,6 +57,10 @@ pub fn bind_inputs_into(m: &Manifest, inputs: &[AotcTensor], place: Place, bound
         let what = InputName(i, spec.name());
         views.push(match spec {
             InputSpec::Constant { value, .. } => check_constant(&what, value, t)?,
+            InputSpec::Tensor(_) if m.input_symbol(i).is_some() => {
+                let d = m.input_symbol(i).expect("checked");
+                bind_int_input(m, &what, d, t, syms)?
+            }
             InputSpec::Tensor(ts) => {
                 if DType::from_dlpack(t.dtype) != Some(ts.dtype) {
                     return err(status::DTYPE, format!("{what}: expected dtype {}, got {}", ts.dtype, dtype_of(t)));
@@ -182,36 +188,79 @@ fn join(sizes: &[SymExpr], m: &Manifest) -> String {
         .join(", ")
 }
 
-/// A python scalar export specialised: a 0-dim tensor that must hold the exported value.
+/// A SymInt input: a 0-dim int64 on the CPU (a python int, as every python scalar), whose
+/// value is symbol `d.sym`, within the range export recorded for it.
+fn bind_int_input(
+    m: &Manifest,
+    what: &dyn Display,
+    d: &DataSymbol,
+    t: &AotcTensor,
+    syms: &mut [Option<i64>],
+) -> Result<View> {
+    if DType::from_dlpack(t.dtype) != Some(DType::I64) {
+        return err(
+            status::DTYPE,
+            format!("{what}: a python int input is a 0-dim int64 tensor, got dtype {}", dtype_of(t)),
+        );
+    }
+    let view = check_view(t, what, Place::Cpu, 0, DType::I64.size(), String::new)?;
+    // SAFETY: check_view found a 0-dim int64 tensor with non-null data: one element.
+    let v = unsafe { (view.data as *const i64).read_unaligned() };
+    let r = m.symbols.get(d.sym as usize).ok_or_else(|| Error {
+        code: status::INTERNAL,
+        message: format!("{what}: the manifest names no symbol s{}", d.sym),
+    })?;
+    if !r.contains(v) {
+        return err(
+            status::RANGE,
+            format!("{what}: the python int {v} is outside the range {r} export recorded for it ({})", r.name),
+        );
+    }
+    syms[d.sym as usize] = Some(v);
+    Ok(view)
+}
+
+/// A python scalar export specialised: a 0-dim tensor that must hold the exported value,
+/// and be of its kind (torch refuses a value of another type: an int for a float, a bool
+/// for an int).
 fn check_constant(what: &dyn Display, value: &ConstValue, t: &AotcTensor) -> Result<View> {
-    let want = match value {
-        ConstValue::Float(v) => Some(*v),
-        ConstValue::Int(v) => Some(*v as f64),
-        ConstValue::Bool(v) => Some(*v as i64 as f64),
-        ConstValue::None | ConstValue::Str(_) => None,
+    let dtype = DType::from_dlpack(t.dtype);
+    let (kind, fits) = match value {
+        ConstValue::Float(_) => ("float (a float64 0-dim tensor)", matches!(dtype, Some(DType::F64 | DType::F32))),
+        ConstValue::Int(_) => ("int (an int64 0-dim tensor)", matches!(dtype, Some(DType::I64 | DType::I32))),
+        ConstValue::Bool(_) => ("bool (a bool 0-dim tensor)", dtype == Some(DType::Bool)),
+        ConstValue::None | ConstValue::Str(_) => ("", dtype.is_some()),
     };
-    let dtype = DType::from_dlpack(t.dtype)
-        .filter(|d| want.is_none() || matches!(d, DType::F64 | DType::F32 | DType::I64 | DType::I32 | DType::Bool))
-        .ok_or_else(|| Error {
-            code: status::DTYPE,
-            message: format!("{what}: a scalar must be a float64/int64/bool 0-dim tensor, got {}", dtype_of(t)),
-        })?;
+    let Some(dtype) = dtype.filter(|_| fits) else {
+        let want = if kind.is_empty() { "a 0-dim tensor of a dtype aotc knows" } else { kind };
+        return err(
+            status::DTYPE,
+            format!("{what}: export specialised this python scalar to {value}: expected a {want}, got {}", dtype_of(t)),
+        );
+    };
     // A python scalar is a value of the call, never device memory.
     let view = check_view(t, what, Place::Cpu, 0, dtype.size(), String::new)?;
-    let Some(want) = want else { return Ok(view) };
     let data = view.data;
-    // SAFETY: check_view found a 0-dim tensor with non-null data: one element of dtype.
+    // SAFETY: check_view found a 0-dim tensor with non-null data: one element of dtype
+    // (read only for the dtypes matched above).
     let got = unsafe {
         match dtype {
-            DType::F64 => (data as *const f64).read_unaligned(),
-            DType::F32 => (data as *const f32).read_unaligned() as f64,
-            DType::I64 => (data as *const i64).read_unaligned() as f64,
-            DType::I32 => (data as *const i32).read_unaligned() as f64,
-            _ => (data.read() != 0) as i64 as f64,
+            DType::F64 => ConstValue::Float((data as *const f64).read_unaligned()),
+            DType::F32 => ConstValue::Float((data as *const f32).read_unaligned() as f64),
+            DType::I64 => ConstValue::Int((data as *const i64).read_unaligned()),
+            DType::I32 => ConstValue::Int((data as *const i32).read_unaligned() as i64),
+            DType::Bool => ConstValue::Bool(data.read() != 0),
+            _ => return Ok(view),
         }
     };
-    if got != want {
-        return err(status::CONSTANT, format!("{what}: export specialised this input to {want}; got {got}"));
+    if matches!(value, ConstValue::None | ConstValue::Str(_)) {
+        return Ok(view);
+    }
+    if got != *value {
+        return err(
+            status::CONSTANT,
+            format!("{what}: export specialised this input to {value}; got {got} (compile the program again to use another value)"),
+        );
     }
     Ok(view)
 }

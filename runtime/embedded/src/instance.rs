@@ -67,6 +67,8 @@ impl Instance {
                     .enumerate()
                     .map(|(d, e)| match m.stage_of(e) {
                         0 => output_dim(m, o, d, &bound.syms),
+                        // A size of a python int input's symbol is known with the inputs.
+                        _ if bound_now(e, &bound.syms) => output_dim(m, o, d, &bound.syms),
                         _ => Ok(-1),
                     })
                     .collect()
@@ -120,4 +122,11 @@ impl Instance {
             Instance::Cuda(_) => err(status::DEVICE, "profiling is not available on CUDA instances yet"),
         }
     }
+}
+
+/// Whether every symbol of `e` is bound.
+fn bound_now(e: &aotc_abi::sym::SymExpr, syms: &[Option<i64>]) -> bool {
+    let mut all = true;
+    e.for_each_symbol(&mut |s| all &= syms.get(s as usize).is_some_and(|v| v.is_some()));
+    all
 }

@@ -383,10 +383,11 @@ impl Model {
         Ok(())
     }
 
-    /// Binds the symbols stage `stage` computed, within the ranges export recorded.
+    /// Binds the symbols stage `stage` computed, within the ranges export recorded (those
+    /// read from a python int input were bound with the inputs).
     fn bind_data_symbols(&self, stage: usize, syms: &mut [Option<i64>]) -> Result<()> {
         let m = &self.program.manifest;
-        for d in m.data_symbols.iter().filter(|d| d.stage == stage) {
+        for d in m.data_symbols.iter().filter(|d| d.stage == stage && !m.is_input_symbol(d)) {
             let bytes = scratch_prefix(&self.scratch, d.slot, 8)?;
             let v = i64::from_le_bytes(bytes.try_into().expect("8 bytes"));
             let r = m.symbols.get(d.sym as usize).ok_or_else(|| Error {

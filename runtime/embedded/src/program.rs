@@ -100,10 +100,10 @@ pub fn program() -> Result<&'static Program> {
             let inputs = m
                 .inputs
                 .iter()
-                .map(|i| match i {
-                    InputSpec::Tensor(t) => {
-                        ValueInfoStore::new(&t.name, aotc_abi::value_kind::TENSOR, t.dtype, &t.sizes, &m)
-                    }
+                .enumerate()
+                .map(|(k, i)| match i {
+                    // A python int export kept dynamic (a SymInt input) is kind INT.
+                    InputSpec::Tensor(t) => ValueInfoStore::new(&t.name, m.input_kind(k), t.dtype, &t.sizes, &m),
                     InputSpec::Constant { name, value } => {
                         let (kind, dtype) = match value {
                             ConstValue::Int(_) => (aotc_abi::value_kind::INT, DType::I64),
@@ -114,11 +114,8 @@ pub fn program() -> Result<&'static Program> {
                     }
                 })
                 .collect();
-            let outputs = m
-                .outputs
-                .iter()
-                .map(|t| ValueInfoStore::new(&t.name, aotc_abi::value_kind::TENSOR, t.dtype, &t.sizes, &m))
-                .collect();
+            let outputs =
+                m.outputs.iter().map(|t| ValueInfoStore::new(&t.name, t.kind, t.dtype, &t.sizes, &m)).collect();
             let buffers = m
                 .buffers
                 .iter()

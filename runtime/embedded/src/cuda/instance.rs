@@ -223,8 +223,9 @@ impl CudaModel {
     fn check_device_memory(&self, views: &[View]) -> Result<()> {
         let driver = self.gpu.driver;
         for (i, (spec, v)) in self.program.manifest.inputs.iter().zip(views).enumerate() {
+            // A python int input (a SymInt) is a host value, as every python scalar.
             let InputSpec::Tensor(_) = spec else { continue };
-            if v.bytes == 0 {
+            if v.bytes == 0 || self.program.manifest.input_symbol(i).is_some() {
                 continue;
             }
             if v.strides.is_some() {
@@ -363,7 +364,8 @@ impl CudaModel {
                 // The record: site + 1, index, bound (int64 each).
                 check_index_errors(&self.download(slots[e.slot], 24)?, &e.sites)?;
             }
-            for d in m.data_symbols.iter().filter(|d| d.stage == stage) {
+            // Those read from a python int input were bound with the inputs.
+            for d in m.data_symbols.iter().filter(|d| d.stage == stage && !m.is_input_symbol(d)) {
                 let bytes = self.download(slots[d.slot], 8)?;
                 let v = i64::from_le_bytes(
                     bytes

@@ -127,10 +127,14 @@ fn vector_norm(
     };
     let terms = TensorValue::lazy(dtype, x.sizes.clone(), body);
     let total = reduce(lw, &terms, dims, keepdim, op, dtype, name);
-    let root = |t: E| match ord {
-        o if o == 2.0 => unary(Prim::Sqrt, t),
-        o if o == 1.0 || o == 0.0 || o.is_infinite() => t,
-        o => binary(Prim::Pow, t, c(1.0 / o)),
+    let root = |t: E| {
+        if ord == 2.0 {
+            unary(Prim::Sqrt, t)
+        } else if ord == 1.0 || ord == 0.0 || ord.is_infinite() {
+            t
+        } else {
+            binary(Prim::Pow, t, c(1.0 / ord))
+        }
     };
     TensorValue::lazy(dtype, total.sizes.clone(), root(total.load(&vars(total.rank()))))
 }
