@@ -122,7 +122,10 @@ def run(cmd, timeout, env=None):
     t0 = time.time()
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, env=env)
-        return p.returncode == 0, time.time() - t0, p.stdout.decode(errors="replace")[-1500:]
+        out = p.stdout.decode(errors="replace")[-1500:]
+        if p.returncode < 0:  # a crash says nothing itself: name the signal
+            out += f"\nkilled by signal {-p.returncode}"
+        return p.returncode == 0, time.time() - t0, out
     except subprocess.TimeoutExpired:
         return False, time.time() - t0, f"timed out after {timeout} s"
 
