@@ -11,7 +11,7 @@ use super::args::Args;
 use super::Lowerer;
 use crate::frontend::schema::{Argument, Node};
 use crate::frontend::sympy;
-use crate::ir::expr::{cast, Affine};
+use crate::ir::expr::cast;
 use crate::ir::{BufKind, Kernel};
 use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
@@ -77,13 +77,7 @@ impl Lowerer<'_> {
     /// `_assert_async(t)`: the one element of `t` must be nonzero when the call runs.
     fn assert_on_data(&mut self, a: &Args, message: &str) -> Result<(), String> {
         let x = a.tensor(self, "self")?;
-        self.require(
-            SymExpr::product(x.sizes.iter()),
-            GuardOp::Eq,
-            SymExpr::Int(1),
-            "an assert's condition is a tensor of one element",
-        )?;
-        let element = x.load(&vec![Affine::constant(SymExpr::Int(0)); x.rank()]);
+        let element = self.only_element(&x, "an assert's condition is a tensor of one element")?;
         let name = format!("{}_holds", a.node_name());
         let flag = self.prog.add_buffer(name.as_str(), DType::I64, vec![], BufKind::Scratch);
         let body = cast(cast(element, DType::Bool), DType::I64);

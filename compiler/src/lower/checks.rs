@@ -10,6 +10,7 @@
 
 use super::tensor::TensorValue;
 use super::Lowerer;
+use crate::ir::expr::{Affine, E};
 use aotc_abi::manifest::{Guard, GuardKind, GuardOp, SymbolRange};
 use aotc_abi::sym::{EvalError, SymExpr};
 use aotc_abi::DType;
@@ -96,6 +97,13 @@ impl Lowerer<'_> {
         }
         let bytes = SymExpr::mul(v.sizes.iter().cloned().chain([SymExpr::Int(v.dtype.size() as i64)]));
         self.require(bytes, GuardOp::Le, SymExpr::Int(MAX_TENSOR_BYTES), "the tensor must fit in 64 GiB")
+    }
+
+    /// The one element of `x`, which must hold exactly one (`rule` says why: item(), an
+    /// assert's condition, a cond's predicate).
+    pub fn only_element(&mut self, x: &TensorValue, rule: &str) -> Result<E, String> {
+        self.require(SymExpr::product(x.sizes.iter()), GuardOp::Eq, SymExpr::Int(1), rule)?;
+        Ok(x.load(&vec![Affine::constant(SymExpr::Int(0)); x.rank()]))
     }
 
     /// `v` has exactly `dtype` and `sizes`: a value written into memory laid out for them

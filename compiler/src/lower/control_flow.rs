@@ -20,7 +20,7 @@ use super::tensor::{vars, TensorValue};
 use super::{count_users, output_names, Lowerer};
 use crate::error::{Error, Result};
 use crate::frontend::schema::{self, Argument, Node};
-use crate::ir::expr::{binary, cast, constant, select, size_value, Affine};
+use crate::ir::expr::{binary, cast, constant, select, size_value};
 use crate::ir::{Prim, Scalar};
 use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
@@ -189,13 +189,7 @@ impl Lowerer<'_> {
         on_false: Vec<TensorValue>,
         name: &str,
     ) -> std::result::Result<Vec<TensorValue>, String> {
-        self.require(
-            SymExpr::product(pred.sizes.iter()),
-            GuardOp::Eq,
-            SymExpr::Int(1),
-            "the predicate of cond is a tensor of one element",
-        )?;
-        let holds = cast(pred.load(&vec![Affine::constant(SymExpr::Int(0)); pred.rank()]), DType::Bool);
+        let holds = cast(self.only_element(pred, "the predicate of cond is a tensor of one element")?, DType::Bool);
         if on_true.len() != on_false.len() {
             return Err(format!("the branches return {} and {} values", on_true.len(), on_false.len()));
         }

@@ -10,13 +10,12 @@
 use super::reduction::reduce;
 use super::registry::LowerFn;
 use crate::frontend::schema::{Argument, SymIntArgument};
-use crate::ir::expr::{binary, cast, constant, Affine};
+use crate::ir::expr::{binary, cast, constant};
 use crate::ir::{BufKind, ExternArg, ExternCall, Kernel, Prim, ReduceOp, Scalar};
 use crate::lower::args::Args;
 use crate::lower::checks::show;
 use crate::lower::tensor::{vars, TensorValue};
 use crate::lower::Lowerer;
-use aotc_abi::manifest::GuardOp;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 
@@ -28,13 +27,7 @@ pub const OPS: &[(&str, LowerFn)] =
 /// `self.item()`: the one element of `self`.
 fn local_scalar_dense(lw: &mut Lowerer, a: &Args) -> R {
     let x = a.tensor(lw, "self")?;
-    lw.require(
-        SymExpr::product(x.sizes.iter()),
-        GuardOp::Eq,
-        SymExpr::Int(1),
-        "item() needs a tensor of exactly one element",
-    )?;
-    let element = x.load(&vec![Affine::constant(SymExpr::Int(0)); x.rank()]);
+    let element = lw.only_element(&x, "item() needs a tensor of exactly one element")?;
     match a.node.outputs.as_slice() {
         [Argument::SymInt(SymIntArgument::Name(out))] => {
             if x.dtype.is_float() || x.dtype == DType::Bool {
