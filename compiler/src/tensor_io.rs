@@ -161,7 +161,7 @@ pub fn read_named_inputs(path: &Path, names: &[impl AsRef<str>]) -> Result<Vec<V
 }
 
 /// A python scalar of the metadata as an input value.
-fn scalar(v: &serde_json::Value) -> Option<Value> {
+pub fn scalar(v: &serde_json::Value) -> Option<Value> {
     match v {
         serde_json::Value::Bool(b) => Some(Value::Bool(*b)),
         serde_json::Value::Number(n) => {

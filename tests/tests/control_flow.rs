@@ -2,7 +2,7 @@
 //! predicate, whose two calls take the two branches, and `map` over a leading dimension.
 
 use aotc_runtime::{Device, Model, Tensor, Value};
-use aotc_tests::{check_call, compile, compile_json, fixture, program_json, recorded, tolerance};
+use aotc_tests::{check_call, check_fixture, compile, compile_json, fixture, program_json, recorded, tolerance};
 use serde_json::json;
 
 /// Both recorded calls of cond_data_dependent: `x.sum() > 0` picks `relu(a(x)) * 2` in
@@ -25,11 +25,7 @@ fn a_cond_on_data_takes_each_branch_at_run_time() {
 
 #[test]
 fn map_over_the_leading_dimension_matches_pytorch() {
-    let dir = fixture("raw/hop_map");
-    let (_tmp, so) = compile(&dir.join("model.pt2"));
-    let mut m = Model::load(&so, Device::Cpu).unwrap();
-    let (inputs, expected) = recorded(&dir, 0);
-    check_call(&mut m, &inputs, &expected, tolerance(&dir), "call 0");
+    check_fixture("raw/hop_map");
 }
 
 /// A cond whose branches disagree on an output's shape is refused, naming the node.
@@ -57,11 +53,5 @@ fn weights_of(dir: &std::path::Path) -> Vec<(String, Tensor)> {
 /// the call's sizes (batch 3 takes the false branch, batch 6 the true one).
 #[test]
 fn a_cond_on_sizes_takes_each_branch_at_run_time() {
-    let dir = fixture("raw/cond_on_sizes");
-    let (_tmp, so) = compile(&dir.join("model.pt2"));
-    let mut m = Model::load(&so, Device::Cpu).unwrap();
-    for call in 0..2 {
-        let (inputs, expected) = recorded(&dir, call);
-        check_call(&mut m, &inputs, &expected, tolerance(&dir), &format!("call {call}"));
-    }
+    check_fixture("raw/cond_on_sizes");
 }

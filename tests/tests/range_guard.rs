@@ -12,6 +12,14 @@ fn symbol(name: &str, hint: i64) -> serde_json::Value {
     json!({"as_expr": {"expr_str": format!("Symbol('{name}', positive=True, integer=True)"), "hint": {"as_int": hint}}})
 }
 
+/// The edited pytree_io program compiled with `w` the 4x4 identity, and loaded.
+fn load_with_identity_weight(program: &serde_json::Value, expect: &str) -> (tempfile::TempDir, Model) {
+    let identity: Vec<f32> = (0..16).map(|i| if i % 5 == 0 { 1.0 } else { 0.0 }).collect();
+    let (dir, so) = compile_json(program, &[("w".into(), &Tensor::from_f32(&[4, 4], &identity))]);
+    let model = Model::load(so.expect(expect), Device::Cpu).unwrap();
+    (dir, model)
+}
+
 #[test]
 fn an_equality_the_ranges_cannot_decide_is_guarded_at_run_time() {
     let mut j = program_json(&fixture("pytree_io").join("model.pt2"));
@@ -31,11 +39,7 @@ fn an_equality_the_ranges_cannot_decide_is_guarded_at_run_time() {
     ]);
     j["range_constraints"] = json!({"s0": {"min_val": 1, "max_val": 64}, "s1": {"min_val": 1, "max_val": 64}});
 
-    let identity: Vec<f32> = (0..16).map(|i| if i % 5 == 0 { 1.0 } else { 0.0 }).collect();
-    let (_dir, so) = compile_json(&j, &[("w".into(), &Tensor::from_f32(&[4, 4], &identity))]);
-    let so = so.expect("an equality the ranges leave open compiles to a guard");
-
-    let mut m = Model::load(&so, Device::Cpu).unwrap();
+    let (_dir, mut m) = load_with_identity_weight(&j, "an equality the ranges leave open compiles to a guard");
     // Agreeing sizes: add = a @ I + b = 2.
     let out = m.run(&mut [ones(&[5, 4]), ones(&[5, 4]), Value::Float(3.0)]).unwrap();
     assert_eq!(out[0].shape, vec![5, 4]);
@@ -64,11 +68,7 @@ fn a_broadcast_the_ranges_cannot_decide_is_guarded_at_run_time() {
     }
     j["range_constraints"] = json!({"s0": {"min_val": 2, "max_val": 64}, "s1": {"min_val": 2, "max_val": 64}});
 
-    let identity: Vec<f32> = (0..16).map(|i| if i % 5 == 0 { 1.0 } else { 0.0 }).collect();
-    let (_dir, so) = compile_json(&j, &[("w".into(), &Tensor::from_f32(&[4, 4], &identity))]);
-    let so = so.expect("a broadcast the ranges leave open compiles to a guard");
-
-    let mut m = Model::load(&so, Device::Cpu).unwrap();
+    let (_dir, mut m) = load_with_identity_weight(&j, "a broadcast the ranges leave open compiles to a guard");
     let out = m.run(&mut [ones(&[5, 4]), ones(&[5, 4]), Value::Float(3.0)]).unwrap();
     assert_eq!(out[0].shape, vec![5, 4]);
     assert!(out[0].to_f64_vec().iter().all(|&v| v == 4.0), "a @ I + b * 3 = 4");

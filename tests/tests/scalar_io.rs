@@ -7,7 +7,7 @@
 
 use aotc_runtime::pytree::PyValue;
 use aotc_runtime::{DType, Model, Tensor, Value};
-use aotc_tests::{calls, compare, compile, fixture, tolerance};
+use aotc_tests::{calls, compare, compile, fixture, run_with, tolerance, Outputs};
 use std::path::Path;
 
 /// One recorded call: its flat inputs (tensors and python scalars), and PyTorch's outputs
@@ -25,13 +25,8 @@ fn recorded(dir: &Path, call: usize, inputs: usize) -> Recorded {
     let scalars = scalars
         .into_iter()
         .map(|(k, v)| {
-            let v = match v {
-                serde_json::Value::Bool(b) => Value::Bool(b),
-                serde_json::Value::Number(n) if n.is_i64() => Value::Int(n.as_i64().unwrap()),
-                serde_json::Value::Number(n) => Value::Float(n.as_f64().unwrap()),
-                other => panic!("expected scalar {k} is {other}"),
-            };
-            (index(&k), v)
+            let value = aotc::tensor_io::scalar(&v).unwrap_or_else(|| panic!("expected scalar {k} is {v}"));
+            (index(&k), value)
         })
         .collect();
     (values, tensors, scalars)
@@ -65,19 +60,8 @@ fn check_every_call(name: &str) -> usize {
         for call in 0..calls(&dir) {
             let (mut inputs, tensors, scalars) = recorded(&dir, call, model.inputs().len());
             let what = format!("{name} call {call}{}", if into { " (run_into)" } else { "" });
-            let outputs = if into {
-                let shapes = model.output_shapes(&mut inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
-                let mut outs: Vec<Tensor> = model
-                    .outputs()
-                    .iter()
-                    .zip(&shapes)
-                    .map(|(info, shape)| Tensor::zeros(info.dtype.expect("output dtype"), shape))
-                    .collect();
-                model.run_into(&mut inputs, &mut outs).unwrap_or_else(|e| panic!("{what}: {e}"));
-                outs
-            } else {
-                model.run(&mut inputs).unwrap_or_else(|e| panic!("{what}: {e}"))
-            };
+            let how = if into { Outputs::IntoCaller } else { Outputs::Returned };
+            let outputs = run_with(&mut model, &mut inputs, how).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(outputs.len(), tensors.len() + scalars.len(), "{what}: output count");
             for (i, want) in &tensors {
                 compare(&format!("{what} output {i}"), want, &outputs[*i], rtol, atol).unwrap();

@@ -195,6 +195,10 @@ impl SymExpr {
         let fold = |xs: &[SymExpr], init: i64, f: fn(i64, i64) -> Option<i64>| -> Result<i64, EvalError> {
             xs.iter().try_fold(init, |acc, x| f(acc, x.eval(syms)?).ok_or(EvalError::Overflow))
         };
+        let divide = |a: &SymExpr, b: &SymExpr, f: fn(i64, i64) -> Option<i64>| match (a.eval(syms)?, b.eval(syms)?) {
+            (_, 0) => Err(EvalError::DivisionByZero),
+            (a, b) => f(a, b).ok_or(EvalError::Overflow),
+        };
         match self {
             SymExpr::Int(v) => Ok(*v),
             SymExpr::Sym(s) => syms.get(*s as usize).copied().flatten().ok_or(EvalError::UnboundSymbol(*s)),
@@ -202,22 +206,8 @@ impl SymExpr {
             SymExpr::Mul(xs) => fold(xs, 1, i64::checked_mul),
             SymExpr::Max(xs) => fold(&xs[1..], xs[0].eval(syms)?, |a, b| Some(a.max(b))),
             SymExpr::Min(xs) => fold(&xs[1..], xs[0].eval(syms)?, |a, b| Some(a.min(b))),
-            SymExpr::FloorDiv(a, b) => {
-                let (a, b) = (a.eval(syms)?, b.eval(syms)?);
-                if b == 0 {
-                    Err(EvalError::DivisionByZero)
-                } else {
-                    floor_div(a, b).ok_or(EvalError::Overflow)
-                }
-            }
-            SymExpr::Mod(a, b) => {
-                let (a, b) = (a.eval(syms)?, b.eval(syms)?);
-                if b == 0 {
-                    Err(EvalError::DivisionByZero)
-                } else {
-                    py_mod(a, b).ok_or(EvalError::Overflow)
-                }
-            }
+            SymExpr::FloorDiv(a, b) => divide(a, b, floor_div),
+            SymExpr::Mod(a, b) => divide(a, b, py_mod),
         }
     }
 

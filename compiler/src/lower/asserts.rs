@@ -93,7 +93,7 @@ impl Lowerer<'_> {
     /// names, from the graph's `sym_bool_values`.
     pub(super) fn sym_bool(&mut self, v: &serde_json::Value) -> Result<Vec<Requirement>, String> {
         if let Some(b) = v.get("as_bool").and_then(|b| b.as_bool()) {
-            return Ok(if b { vec![] } else { vec![(SymExpr::Int(1), GuardOp::Le, SymExpr::Int(0))] });
+            return Ok(constant_condition(b));
         }
         let name = v.get("as_name").and_then(|n| n.as_str()).ok_or_else(|| format!("unexpected SymBool {v}"))?;
         let values = match self.scopes.last() {
@@ -102,7 +102,7 @@ impl Lowerer<'_> {
         };
         let recorded = values.get(name).cloned().ok_or_else(|| format!("SymBool '{name}' has no recorded value"))?;
         if let Some(b) = recorded.get("as_bool").and_then(|b| b.as_bool()) {
-            return self.sym_bool(&serde_json::json!({ "as_bool": b }));
+            return Ok(constant_condition(b));
         }
         let text = recorded
             .get("as_expr")
@@ -117,8 +117,8 @@ impl Lowerer<'_> {
     fn condition(&mut self, text: &str) -> Result<Vec<Requirement>, String> {
         let text = text.trim();
         match text {
-            "true" | "True" | "BooleanTrue()" => return Ok(vec![]),
-            "false" | "False" | "BooleanFalse()" => return Ok(vec![(SymExpr::Int(1), GuardOp::Le, SymExpr::Int(0))]),
+            "true" | "True" | "BooleanTrue()" => return Ok(constant_condition(true)),
+            "false" | "False" | "BooleanFalse()" => return Ok(constant_condition(false)),
             _ => {}
         }
         let (head, args) = split_call(text).ok_or_else(|| "not a condition".to_string())?;
@@ -142,6 +142,15 @@ impl Lowerer<'_> {
             "StrictGreaterThan" | "Gt" => (plus_one(b), GuardOp::Le, a),
             other => return Err(format!("aotc checks conjunctions of =, <=, <, >=, > only, not {other}")),
         }])
+    }
+}
+
+/// A condition that always holds (no requirement) or never does (`1 <= 0`).
+fn constant_condition(holds: bool) -> Vec<Requirement> {
+    if holds {
+        vec![]
+    } else {
+        vec![(SymExpr::Int(1), GuardOp::Le, SymExpr::Int(0))]
     }
 }
 

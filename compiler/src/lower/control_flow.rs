@@ -73,12 +73,12 @@ impl Lowerer<'_> {
             (COND, [pred, on_true, on_false, operands]) => {
                 let (on_true, on_false) = (graph(on_true).map_err(err)?, graph(on_false).map_err(err)?);
                 let operands = self.tensor_list(operands).map_err(err)?;
-                self.cond(pred, &on_true, &on_false, &operands, &name)?
+                self.cond(pred, &on_true, &on_false, &operands, &name, &err)?
             }
             (MAP, [body, xs, rest]) => {
                 let body = graph(body).map_err(err)?;
                 let (xs, rest) = (self.tensor_list(xs).map_err(err)?, self.tensor_list(rest).map_err(err)?);
-                self.map(&body, &xs, &rest, &name)?
+                self.map(&body, &xs, &rest, &name, &err)?
             }
             // A region under `torch.autocast(..., enabled=False)`: its operators keep
             // their dtypes, so it is the subgraph as it stands.
@@ -92,7 +92,7 @@ impl Lowerer<'_> {
                     })
                     .collect::<std::result::Result<_, _>>()
                     .map_err(err)?;
-                Ok(self.lower_subgraph(&body, &operands)?)
+                self.lower_subgraph(&body, &operands)?
             }
             (AUTOCAST, _) => {
                 return Err(err("torch.autocast enabled inside the program is not supported: export the model \
@@ -104,7 +104,7 @@ impl Lowerer<'_> {
         // The selection and stacking kernels belong to the control-flow node itself.
         self.node_desc = format!("node '{name}' ({})", node.target);
         self.begin_node(Some(super::origin::graph_node(node, &name)));
-        results.map_err(err)
+        Ok(results)
     }
 
     fn tensor_list(&self, arg: &Argument) -> std::result::Result<Vec<TensorValue>, String> {
@@ -157,28 +157,29 @@ impl Lowerer<'_> {
         on_false: &Subgraph,
         operands: &[TensorValue],
         name: &str,
-    ) -> Result<std::result::Result<Vec<TensorValue>, String>> {
+        err: &dyn Fn(String) -> Error,
+    ) -> Result<Vec<TensorValue>> {
         let pred = match pred {
             Argument::Bool(b) => Predicate::Static(*b),
             Argument::SymBool(v) => match (self.decide(v), self.sym_bool(v)) {
                 (Ok(Some(b)), _) => Predicate::Static(b),
                 (Ok(None), Ok(condition)) => Predicate::Data(self.sizes_hold(&condition)),
-                (Err(m), _) | (_, Err(m)) => return Ok(Err(m)),
+                (Err(m), _) | (_, Err(m)) => return Err(err(m)),
             },
             Argument::Tensor(t) => match self.value(&t.name) {
                 Ok(p) => Predicate::Data(p),
-                Err(m) => return Ok(Err(m)),
+                Err(m) => return Err(err(m)),
             },
-            other => return Ok(Err(format!("unexpected predicate {other:?}"))),
+            other => return Err(err(format!("unexpected predicate {other:?}"))),
         };
         let pred = match pred {
-            Predicate::Static(true) => return self.lower_subgraph(on_true, operands).map(Ok),
-            Predicate::Static(false) => return self.lower_subgraph(on_false, operands).map(Ok),
+            Predicate::Static(true) => return self.lower_subgraph(on_true, operands),
+            Predicate::Static(false) => return self.lower_subgraph(on_false, operands),
             Predicate::Data(p) => p,
         };
         let taken = self.lower_subgraph(on_true, operands)?;
         let other = self.lower_subgraph(on_false, operands)?;
-        Ok(self.select_outputs(&pred, taken, other, name))
+        self.select_outputs(&pred, taken, other, name).map_err(err)
     }
 
     /// Each output `pred ? t : f` elementwise, the one-element `pred` read once per element.
@@ -245,18 +246,19 @@ impl Lowerer<'_> {
         xs: &[TensorValue],
         rest: &[TensorValue],
         name: &str,
-    ) -> Result<std::result::Result<Vec<TensorValue>, String>> {
-        let Some(first) = xs.first() else { return Ok(Err("map over no tensors".into())) };
+        err: &dyn Fn(String) -> Error,
+    ) -> Result<Vec<TensorValue>> {
+        let Some(first) = xs.first() else { return Err(err("map over no tensors".into())) };
         let Some(n) = first.sizes.first().and_then(|s| s.as_int()) else {
-            return Ok(Err(
+            return Err(err(
                 "map over a dynamic or 0-dim leading dimension: aotc unrolls map and needs its length".into()
             ));
         };
         if !(1..=MAX_MAP_ITERATIONS).contains(&n) {
-            return Ok(Err(format!("map over {n} slices: aotc unrolls map up to {MAX_MAP_ITERATIONS}")));
+            return Err(err(format!("map over {n} slices: aotc unrolls map up to {MAX_MAP_ITERATIONS}")));
         }
         if xs.iter().any(|x| x.sizes.first() != Some(&SymExpr::Int(n))) {
-            return Ok(Err("the mapped tensors differ in their leading dimension".into()));
+            return Err(err("the mapped tensors differ in their leading dimension".into()));
         }
         let mut per_output: Vec<Vec<TensorValue>> = vec![];
         for i in 0..n {
@@ -268,9 +270,7 @@ impl Lowerer<'_> {
                 per_output[k].push(self.realize(r, &format!("{name}_{i}_{k}")).unsqueeze(0));
             }
         }
-        let stacked: std::result::Result<Vec<_>, _> =
-            per_output.iter().map(|parts| super::aten::index::concat(self, parts, 0, name)).collect();
-        Ok(stacked)
+        per_output.iter().map(|parts| super::aten::index::concat(self, parts, 0, name).map_err(err)).collect()
     }
 }
 
