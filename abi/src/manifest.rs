@@ -53,6 +53,10 @@ pub struct Manifest {
     /// slot that uses such a symbol is evaluated only from the next stage on.
     #[serde(default)]
     pub data_symbols: Vec<DataSymbol>,
+    /// Where the stages branch (a `while_loop`): see [`Jump`]. Without jumps the stages
+    /// run in order.
+    #[serde(default)]
+    pub jumps: Vec<Jump>,
     /// Floating-point operations of one call in its GEMMs (convolutions included), as
     /// the compiler counts them: 2 * m * n * k per product.
     #[serde(default = "zero")]
@@ -91,10 +95,34 @@ pub struct DataSymbol {
     pub what: String,
 }
 
+/// After stage `after`, the next one is `to` when `unless` is None or the int64 in scratch
+/// slot `unless` (a loop's condition, just computed) is 0; else `after + 1`. A loop is two
+/// jumps: its condition's stage leaves the loop when the condition is false, its body's
+/// last stage goes back to the condition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Jump {
+    pub after: usize,
+    pub to: usize,
+    pub unless: Option<usize>,
+}
+
 impl Manifest {
-    /// How many stages the generated driver runs (1 without data-dependent symbols).
+    /// How many stages the generated driver runs (1 without data-dependent symbols or
+    /// loops).
     pub fn stages(&self) -> usize {
-        self.data_symbols.iter().map(|d| d.stage + 2).max().unwrap_or(1)
+        let bindings = self.data_symbols.iter().map(|d| d.stage + 2);
+        let jumps = self.jumps.iter().map(|j| (j.after + 2).max(j.to + 1));
+        bindings.chain(jumps).max().unwrap_or(1)
+    }
+
+    /// The stage that runs after `stage`, given the value of a slot a jump tests (`flag`
+    /// reads it); `stages()` when the call is over.
+    pub fn next_stage<E>(&self, stage: usize, flag: impl FnOnce(usize) -> Result<i64, E>) -> Result<usize, E> {
+        Ok(match self.jumps.iter().find(|j| j.after == stage) {
+            Some(Jump { to, unless: None, .. }) => *to,
+            Some(Jump { to, unless: Some(slot), .. }) if flag(*slot)? == 0 => *to,
+            _ => stage + 1,
+        })
     }
 
     /// The first stage at which `e` can be evaluated: after every data symbol it uses is bound.
@@ -369,4 +397,45 @@ pub enum Slot {
     Input(usize),
     /// Memory the instance owns: intermediates, outputs, mutated values.
     Scratch { bytes: SymExpr },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A manifest of 5 stages: 0 before a loop, 1 its condition, 2 and 3 its body, 4 after.
+    fn looping() -> Manifest {
+        let mut m: Manifest = serde_json::from_value(serde_json::json!({
+            "abi_version": crate::ABI_VERSION, "source": "", "in_spec": "", "out_spec": "", "symbols": [],
+            "inputs": [], "outputs": [], "buffers": [], "slots": [], "dims": [],
+            "buffer_mutations": [], "input_mutations": []
+        }))
+        .expect("a minimal manifest");
+        m.jumps = vec![Jump { after: 1, to: 4, unless: Some(7) }, Jump { after: 3, to: 1, unless: None }];
+        m
+    }
+
+    /// The stages a call visits when the condition (slot 7) holds `flags` in turn.
+    fn visits(m: &Manifest, flags: &[i64]) -> Vec<usize> {
+        let mut flags = flags.iter();
+        let (mut stage, mut seen) = (0, vec![]);
+        while stage < m.stages() {
+            seen.push(stage);
+            stage = m
+                .next_stage(stage, |slot| {
+                    assert_eq!(slot, 7, "the condition's slot");
+                    flags.next().copied().ok_or("read past the recorded conditions")
+                })
+                .unwrap();
+        }
+        seen
+    }
+
+    #[test]
+    fn a_loop_runs_its_body_while_the_condition_holds() {
+        let m = looping();
+        assert_eq!(m.stages(), 5);
+        assert_eq!(visits(&m, &[0]), [0, 1, 4], "no iteration");
+        assert_eq!(visits(&m, &[1, 1, 0]), [0, 1, 2, 3, 1, 2, 3, 1, 4], "two iterations");
+    }
 }

@@ -25,6 +25,6 @@ pub mod program;
 pub use expr::{Affine, Expr, ExprKind, Scalar, E};
 pub use prims::Prim;
 pub use program::{
-    strided_elements, BufId, BufKind, Buffer, DataBinding, ExternArg, ExternCall, Kernel, Matmul, Program, ReduceOp,
-    StridedRef,
+    strided_elements, BufId, BufKind, Buffer, DataBinding, ExternArg, ExternCall, Kernel, LoopRegion, Matmul, Program,
+    ReduceOp, StridedRef,
 };

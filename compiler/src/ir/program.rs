@@ -280,6 +280,9 @@ pub struct Program {
     /// Symbols whose values the program computes (`tensor.item()`, `nonzero`'s row count),
     /// in binding order.
     pub data_symbols: Vec<DataBinding>,
+    /// The program's loops (`while_loop`), each a span of the kernel list; nested ones lie
+    /// inside the body of the loop around them.
+    pub loops: Vec<LoopRegion>,
 }
 
 impl Program {
@@ -288,9 +291,11 @@ impl Program {
     pub fn remove_kernel(&mut self, i: usize) -> Vec<usize> {
         self.kernels.remove(i);
         let nodes = if i < self.kernel_nodes.len() { self.kernel_nodes.remove(i) } else { vec![] };
-        for d in &mut self.data_symbols {
-            if d.after > i {
-                d.after -= 1;
+        let boundaries = self.data_symbols.iter_mut().map(|d| &mut d.after);
+        let loop_bounds = self.loops.iter_mut().flat_map(|l| [&mut l.cond, &mut l.body, &mut l.end]);
+        for b in boundaries.chain(loop_bounds) {
+            if *b > i {
+                *b -= 1;
             }
         }
         nodes
@@ -333,6 +338,18 @@ pub struct DataBinding {
     pub what: String,
 }
 
+/// A loop: kernels `cond..body` compute whether to go on into `flag` (a one-element int64,
+/// 0 or 1), kernels `body..end` one iteration, which ends by copying the new values into
+/// the loop's state; then the condition runs again. The driver runs each span as a stage
+/// of its own, and the library follows the branches (`aotc_abi::manifest::Jump`).
+#[derive(Clone, Debug)]
+pub struct LoopRegion {
+    pub cond: usize,
+    pub body: usize,
+    pub end: usize,
+    pub flag: BufId,
+}
+
 impl Program {
     pub fn add_buffer(&mut self, name: impl Into<String>, dtype: DType, sizes: Vec<SymExpr>, kind: BufKind) -> BufId {
         self.buffers.push(Buffer { name: name.into(), dtype, sizes, kind })
@@ -366,6 +383,17 @@ impl fmt::Display for Program {
         for (i, k) in self.kernels.iter().enumerate() {
             for d in self.data_symbols.iter().filter(|d| d.after == i) {
                 writeln!(f, "bind s{} = {}[0]", d.sym, d.buf)?;
+            }
+            for (n, l) in self.loops.iter().enumerate() {
+                if l.cond == i {
+                    writeln!(f, "loop{n}: while {}[0] != 0 (computed next)", l.flag)?;
+                }
+                if l.body == i {
+                    writeln!(f, "loop{n}: body")?;
+                }
+                if l.end == i {
+                    writeln!(f, "loop{n}: end")?;
+                }
             }
             let nodes = self
                 .kernel_nodes
@@ -403,6 +431,9 @@ impl fmt::Display for Program {
         }
         for d in self.data_symbols.iter().filter(|d| d.after == self.kernels.len()) {
             writeln!(f, "bind s{} = {}[0]", d.sym, d.buf)?;
+        }
+        for (n, _) in self.loops.iter().enumerate().filter(|(_, l)| l.end == self.kernels.len()) {
+            writeln!(f, "loop{n}: end")?;
         }
         Ok(())
     }

@@ -11,9 +11,8 @@
 //! - `map_impl(body, xs, args)`: the body applied to each slice of `xs` along their leading
 //!   dimension, which must be static (the loop is unrolled); the results are stacked.
 //!
+//! - `while_loop` and `scan`: loops in the generated code (loops.rs).
 //! - `wrap_with_autocast` with autocast disabled: the region's subgraph as it stands.
-//!
-//! `while_loop` and `scan` need a loop in the generated code and are not lowered yet.
 
 use super::checks::show;
 use super::tensor::{vars, TensorValue};
@@ -30,12 +29,15 @@ use std::rc::Rc;
 const COND: &str = "torch.ops.higher_order.cond";
 const MAP: &str = "torch.ops.higher_order.map_impl";
 const AUTOCAST: &str = "torch.ops.higher_order.wrap_with_autocast";
+const WHILE: &str = "torch.ops.higher_order.while_loop";
+const SCAN: &str = "torch.ops.higher_order.scan";
 
-/// The most iterations `map` is unrolled to: each one is a copy of the body's code.
-const MAX_MAP_ITERATIONS: i64 = 64;
+/// The most iterations `map` (and `scan`) is unrolled to: each one is a copy of the
+/// body's code.
+pub(super) const MAX_UNROLLED: i64 = 64;
 
 /// The control-flow operators lowered here, by target.
-pub const TARGETS: &[&str] = &[COND, MAP, AUTOCAST];
+pub const TARGETS: &[&str] = &[COND, MAP, WHILE, SCAN, AUTOCAST];
 
 pub fn is_control_flow(target: &str) -> bool {
     TARGETS.contains(&target)
@@ -80,6 +82,19 @@ impl Lowerer<'_> {
                 let (xs, rest) = (self.tensor_list(xs).map_err(err)?, self.tensor_list(rest).map_err(err)?);
                 self.map(&body, &xs, &rest, &name, &err)?
             }
+            (WHILE, [cond, body, carried, additional]) => {
+                let (cond, body) = (graph(cond).map_err(err)?, graph(body).map_err(err)?);
+                let carried = self.tensor_list(carried).map_err(err)?;
+                let additional = self.tensor_list(additional).map_err(err)?;
+                self.while_loop(&cond, &body, &carried, &additional, &name, &err)?
+            }
+            (SCAN, [combine, init, xs, additional]) => {
+                let combine = graph(combine).map_err(err)?;
+                let init = self.tensor_list(init).map_err(err)?;
+                let xs = self.tensor_list(xs).map_err(err)?;
+                let additional = self.tensor_list(additional).map_err(err)?;
+                self.scan(&combine, &init, &xs, &additional, &name, &err)?
+            }
             // A region under `torch.autocast(..., enabled=False)`: its operators keep
             // their dtypes, so it is the subgraph as it stands.
             (AUTOCAST, [_device, _dtype, Argument::Bool(false), _cache, body, operands @ ..]) => {
@@ -107,7 +122,7 @@ impl Lowerer<'_> {
         Ok(results)
     }
 
-    fn tensor_list(&self, arg: &Argument) -> std::result::Result<Vec<TensorValue>, String> {
+    pub(super) fn tensor_list(&self, arg: &Argument) -> std::result::Result<Vec<TensorValue>, String> {
         match arg {
             Argument::Tensors(ts) => ts.iter().map(|t| self.value(&t.name)).collect(),
             other => Err(format!("expected a list of tensors, got {other:?}")),
@@ -115,7 +130,7 @@ impl Lowerer<'_> {
     }
 
     /// The outputs of `sub` applied to `operands`, lowered in the subgraph's own scope.
-    fn lower_subgraph(&mut self, sub: &Subgraph, operands: &[TensorValue]) -> Result<Vec<TensorValue>> {
+    pub(super) fn lower_subgraph(&mut self, sub: &Subgraph, operands: &[TensorValue]) -> Result<Vec<TensorValue>> {
         let graph = sub.graph.clone();
         let fail = |message: String| Error::Lower { node: sub.name.clone(), target: "subgraph".into(), message };
         if graph.inputs.len() != operands.len() {
@@ -254,8 +269,8 @@ impl Lowerer<'_> {
                 "map over a dynamic or 0-dim leading dimension: aotc unrolls map and needs its length".into()
             ));
         };
-        if !(1..=MAX_MAP_ITERATIONS).contains(&n) {
-            return Err(err(format!("map over {n} slices: aotc unrolls map up to {MAX_MAP_ITERATIONS}")));
+        if !(1..=MAX_UNROLLED).contains(&n) {
+            return Err(err(format!("map over {n} slices: aotc unrolls map up to {MAX_UNROLLED}")));
         }
         if xs.iter().any(|x| x.sizes.first() != Some(&SymExpr::Int(n))) {
             return Err(err("the mapped tensors differ in their leading dimension".into()));

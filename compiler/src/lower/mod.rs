@@ -13,6 +13,7 @@ pub mod aten;
 pub mod checks;
 mod control_flow;
 mod functionalize;
+mod loops;
 mod origin;
 mod signature;
 mod symbols;

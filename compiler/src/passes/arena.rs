@@ -27,6 +27,7 @@ pub fn plan_arena(l: &Lowered, data_symbols: &[DataSymbol]) -> Result<Arena> {
         .chain(l.buffer_mutations.iter().chain(&l.input_mutations).map(|(b, _)| *b))
         .chain(p.index_errors)
         .chain(p.data_symbols.iter().map(|d| d.buf))
+        .chain(p.loops.iter().map(|l| l.flag))
         .collect();
     let lifetimes = lifetimes(p);
     let mut slots = vec![];
@@ -66,12 +67,25 @@ pub fn plan_arena(l: &Lowered, data_symbols: &[DataSymbol]) -> Result<Arena> {
 }
 
 /// The kernels from the first to the last that touches each buffer (`None`: no kernel).
+/// A loop runs its kernels again: a buffer written before a loop and touched inside it
+/// stays live to the loop's last kernel (its next iteration reads it again).
 fn lifetimes(p: &Program) -> SecondaryMap<BufId, Option<Lifetime>> {
     let mut live: SecondaryMap<BufId, Option<Lifetime>> = SecondaryMap::with_capacity(p.buffers.len());
     for (i, k) in p.kernels.iter().enumerate() {
         for b in k.inputs().0 {
             let l = live[b].get_or_insert(Lifetime { first: i, last: i });
             l.last = i;
+        }
+    }
+    // Outer loops contain inner ones: extending for an inner loop first can carry a
+    // lifetime into the outer loop's span, which the outer loop then extends.
+    let mut loops = p.loops.clone();
+    loops.sort_by_key(|l| l.end - l.cond);
+    for l in &loops {
+        for (_, life) in live.iter_mut() {
+            if let Some(life) = life.as_mut().filter(|life| life.first < l.cond && life.last >= l.cond) {
+                life.last = life.last.max(l.end - 1);
+            }
         }
     }
     live
@@ -118,5 +132,33 @@ mod tests {
         let layout = arena.layout.unwrap();
         assert_eq!(layout.bytes, 2 * 448);
         assert_eq!(layout.offsets[0], layout.offsets[2]);
+    }
+
+    /// A value made before a loop and last read inside it is read again by the next
+    /// iteration: it stays live to the loop's last kernel, so nothing made in the loop
+    /// shares its memory.
+    #[test]
+    fn a_value_read_inside_a_loop_lives_to_the_loop_end() {
+        let mut p = Program::default();
+        let before = copy(&mut p, "before", None);
+        let state = copy(&mut p, "state", None);
+        let flag = p.add_buffer("go_on", DType::I64, vec![], BufKind::Scratch);
+        p.kernels.push(Kernel::Pointwise { out: flag, ranges: vec![], body: constant(Scalar::I(1), DType::I64) });
+        let read = copy(&mut p, "read", Some(before));
+        let late = copy(&mut p, "late", Some(read));
+        p.kernels.push(Kernel::Pointwise {
+            out: state,
+            ranges: vec![SymExpr::Int(100)],
+            body: load(late, DType::F32, Affine::var(0)),
+        });
+        p.loops.push(crate::ir::LoopRegion { cond: 2, body: 3, end: 6, flag });
+        let arena = plan_arena(&lowered(p, vec![state]), &[]).unwrap();
+        let live = |b: BufId| arena.slots.iter().find(|s| s.slot == b.index()).map(|s| (s.live.first, s.live.last));
+        assert_eq!(live(before), Some((0, 5)), "read in the loop's body, kept to its end");
+        assert_eq!(live(read), Some((3, 4)), "made and read within one iteration");
+        assert_eq!(live(flag), None, "the condition the library reads has memory of its own");
+        let layout = arena.layout.unwrap();
+        let offset = |b: BufId| layout.offsets[arena.slots.iter().position(|s| s.slot == b.index()).unwrap()];
+        assert_ne!(offset(before), offset(late), "'late' is written while 'before' is still needed");
     }
 }

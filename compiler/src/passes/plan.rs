@@ -1,10 +1,10 @@
 //! The memory and interface plan: slots, weights layout, dims table, manifest.
 
 use crate::error::{Error, Result};
-use crate::ir::{BufId, BufKind, Kernel, Program};
+use crate::ir::{BufId, BufKind, Kernel, LoopRegion, Program};
 use crate::lower::{Lowered, LoweredInput};
 use aotc_abi::manifest::{
-    BufferSpec, DataSymbol, GraphNode, IndexErrors, InputSpec, KernelInfo, Manifest, Slot, TensorSpec,
+    BufferSpec, DataSymbol, GraphNode, IndexErrors, InputSpec, Jump, KernelInfo, Manifest, Slot, TensorSpec,
 };
 use aotc_abi::sym::SymExpr;
 use aotc_abi::weights::{WeightEntry, WeightsTable};
@@ -126,6 +126,7 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         guards: l.guards.clone(),
         index_errors: p.index_errors.map(|b| IndexErrors { slot: index(b), sites: p.index_sites.clone() }),
         data_symbols: vec![],
+        jumps: vec![],
         arena: Default::default(),
         flops: SymExpr::add(p.kernels.iter().filter_map(|k| match k {
             Kernel::Matmul(m) => {
@@ -139,10 +140,10 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         cuda: None,
         weights: table,
     };
-    let (stage_ends, data_symbols) = stages(p)?;
+    let (stage_ends, data_symbols, jumps) = stages(p)?;
     let (nodes, kernels) = kernel_infos(p, &stage_ends);
     let arena = super::arena::plan_arena(l, &data_symbols)?;
-    let manifest = Manifest { data_symbols, nodes, kernels, arena, ..manifest };
+    let manifest = Manifest { data_symbols, jumps, nodes, kernels, arena, ..manifest };
     check_stages(p, &manifest, &stage_ends)?;
     Ok(Plan { manifest, weights_blob, dim_index, stage_ends })
 }
@@ -189,16 +190,19 @@ fn weights_table(p: &Program, offsets: &[u64], blob: &[u8]) -> Result<(WeightsTa
     Ok((WeightsTable::new(entries, blob), entry_of))
 }
 
-/// Cuts the kernel list after each kernel whose result binds a data symbol.
-fn stages(p: &Program) -> Result<(Vec<usize>, Vec<DataSymbol>)> {
-    let mut ends: Vec<usize> = p.data_symbols.iter().map(|d| d.after).collect();
+/// Cuts the kernel list after each kernel whose result binds a data symbol and around
+/// each loop's condition and body, and gives the loops' branches between those stages.
+fn stages(p: &Program) -> Result<(Vec<usize>, Vec<DataSymbol>, Vec<Jump>)> {
+    check_loops(p)?;
+    let cuts = p.loops.iter().flat_map(|l| [l.cond, l.body, l.end]);
+    let mut ends: Vec<usize> = p.data_symbols.iter().map(|d| d.after).chain(cuts).collect();
     ends.sort_unstable();
     ends.dedup();
+    let ending_at = |b: usize| ends.iter().position(|&e| e == b).expect("every cut ends a stage");
     let data_symbols = p
         .data_symbols
         .iter()
         .map(|d| {
-            let stage = ends.iter().position(|&e| e == d.after).expect("every binding ends a stage");
             let bytes = p.buffers[d.buf].bytes();
             if p.buffers[d.buf].dtype != DType::I64 || bytes != SymExpr::Int(8) {
                 return Err(internal(format!(
@@ -209,13 +213,48 @@ fn stages(p: &Program) -> Result<(Vec<usize>, Vec<DataSymbol>)> {
             Ok(DataSymbol {
                 sym: d.sym,
                 slot: cranelift_codegen::entity::EntityRef::index(d.buf),
-                stage,
+                stage: ending_at(d.after),
                 what: d.what.clone(),
             })
         })
         .collect::<Result<_>>()?;
+    let jumps = p
+        .loops
+        .iter()
+        .flat_map(|l| {
+            let flag = cranelift_codegen::entity::EntityRef::index(l.flag);
+            [
+                Jump { after: ending_at(l.body), to: ending_at(l.end) + 1, unless: Some(flag) },
+                Jump { after: ending_at(l.end), to: ending_at(l.cond) + 1, unless: None },
+            ]
+        })
+        .collect();
+    // The last stage runs what follows the last cut (possibly nothing).
     ends.push(p.kernels.len());
-    Ok((ends, data_symbols))
+    Ok((ends, data_symbols, jumps))
+}
+
+/// Each loop: a condition and a body of at least one kernel each, within the program,
+/// nested in or apart from every other, binding no data symbol (a size computed anew on
+/// every iteration), its flag a one-element int64.
+fn check_loops(p: &Program) -> Result<()> {
+    for (n, l) in p.loops.iter().enumerate() {
+        if !(l.cond < l.body && l.body < l.end && l.end <= p.kernels.len()) {
+            return Err(internal(format!("loop {n} spans kernels {}..{}..{}", l.cond, l.body, l.end)));
+        }
+        if p.buffers[l.flag].dtype != DType::I64 || p.buffers[l.flag].bytes() != SymExpr::Int(8) {
+            return Err(internal(format!("loop {n} tests {}, not a one-element int64", l.flag)));
+        }
+        if let Some(d) = p.data_symbols.iter().find(|d| l.cond < d.after && d.after <= l.end) {
+            return Err(internal(format!("loop {n} binds s{} ({}) inside", d.sym, d.what)));
+        }
+        let overlaps = |o: &LoopRegion| o.cond < l.end && l.cond < o.end;
+        let nested = |o: &LoopRegion| (l.body <= o.cond && o.end <= l.end) || (o.body <= l.cond && l.end <= o.end);
+        if let Some(m) = p.loops.iter().enumerate().position(|(m, o)| m != n && overlaps(o) && !nested(o)) {
+            return Err(internal(format!("loops {n} and {m} overlap without one inside the other's body")));
+        }
+    }
+    Ok(())
 }
 
 /// What profiles report of each kernel, and the graph nodes they name (only those: views

@@ -95,12 +95,20 @@ pub(crate) fn eval_size(e: &SymExpr, syms: &[Option<i64>], what: impl Fn() -> St
     })
 }
 
-/// The first `len` bytes of scratch slot `slot`: the new value of mutated state.
+/// The first `len` bytes of scratch slot `slot`: the new value of mutated state, a data
+/// symbol, a loop's condition.
 fn scratch_prefix(scratch: &[AlignedBuf], slot: usize, len: usize) -> Result<&[u8]> {
     scratch.get(slot).and_then(|b| b.as_slice().get(..len)).ok_or_else(|| Error {
         code: status::INTERNAL,
-        message: format!("scratch slot {slot} holds fewer than the {len} bytes of a mutated value"),
+        message: format!("scratch slot {slot} holds fewer than the {len} bytes the program left there"),
     })
+}
+
+/// The int64 the program left in scratch slot `slot`: a data symbol's value, a loop's
+/// condition.
+fn scratch_i64(scratch: &[AlignedBuf], slot: usize) -> Result<i64> {
+    let bytes = scratch_prefix(scratch, slot, 8)?;
+    Ok(i64::from_le_bytes(bytes.try_into().expect("8 bytes")))
 }
 
 /// Output `o`'s dimension `d` for the symbols `syms`.
@@ -291,10 +299,14 @@ impl Model {
         if let Some(e) = &m.index_errors {
             self.scratch[e.slot].as_mut_slice().fill(0);
         }
-        for stage in 0..m.stages() {
-            if stage > 0 {
-                self.evaluate_stage(stage, syms, sizes, caller)?;
+        // Stages run in order but for a loop's jumps; each is prepared (its guards, sizes
+        // and scratch) when first reached, and a jump forward prepares those it passes.
+        let (mut stage, mut prepared) = (0, 1);
+        while stage < m.stages() {
+            while prepared <= stage {
+                self.evaluate_stage(prepared, syms, sizes, caller)?;
                 self.allocate_scratch(slots, &sizes.scratch, caller)?;
+                prepared += 1;
             }
             let recorder = self.profile.stage_recorder();
             // SAFETY: every slot this stage touches points to memory of the size the
@@ -310,6 +322,7 @@ impl Model {
                 check_index_errors(self.scratch[e.slot].as_slice(), &e.sites)?;
             }
             self.bind_data_symbols(stage, syms)?;
+            stage = m.next_stage(stage, |flag| scratch_i64(&self.scratch, flag))?;
         }
         match outputs {
             Outputs::Describe(descriptors) => {
@@ -388,8 +401,7 @@ impl Model {
     fn bind_data_symbols(&self, stage: usize, syms: &mut [Option<i64>]) -> Result<()> {
         let m = &self.program.manifest;
         for d in m.data_symbols.iter().filter(|d| d.stage == stage && !m.is_input_symbol(d)) {
-            let bytes = scratch_prefix(&self.scratch, d.slot, 8)?;
-            let v = i64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+            let v = scratch_i64(&self.scratch, d.slot)?;
             let r = m.symbols.get(d.sym as usize).ok_or_else(|| Error {
                 code: status::INTERNAL,
                 message: format!("{}: no symbol s{}", d.what, d.sym),

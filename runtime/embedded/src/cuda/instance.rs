@@ -298,18 +298,24 @@ impl CudaModel {
         };
         let mut syms = bound.syms;
         let mut slots = vec![0u64; m.slots.len()];
-        for stage in 0..m.stages() {
-            check_stage_guards(m, stage, &syms)?;
-            if let Some(c) = &caller {
-                c.check_shapes(m, stage, &syms)?;
-            }
-            self.bind_slots(stage, &syms, &bound.views, caller.as_ref(), &mut slots)?;
-            if let (0, Some(e)) = (stage, &m.index_errors) {
-                // SAFETY: the record's slot holds its bytes on the device.
-                driver.check(
-                    unsafe { (driver.memset_d8_async)(slots[e.slot], 0, self.scratch[e.slot].len, self.stream) },
-                    "cuMemsetD8Async",
-                )?;
+        // Stages run in order but for a loop's jumps; each is prepared (guards, shapes,
+        // slots) when first reached, and a jump forward prepares those it passes.
+        let (mut stage, mut prepared) = (0, 0);
+        while stage < m.stages() {
+            while prepared <= stage {
+                check_stage_guards(m, prepared, &syms)?;
+                if let Some(c) = &caller {
+                    c.check_shapes(m, prepared, &syms)?;
+                }
+                self.bind_slots(prepared, &syms, &bound.views, caller.as_ref(), &mut slots)?;
+                if let (0, Some(e)) = (prepared, &m.index_errors) {
+                    // SAFETY: the record's slot holds its bytes on the device.
+                    driver.check(
+                        unsafe { (driver.memset_d8_async)(slots[e.slot], 0, self.scratch[e.slot].len, self.stream) },
+                        "cuMemsetD8Async",
+                    )?;
+                }
+                prepared += 1;
             }
             for (k, (kernel, f)) in plan
                 .kernels
@@ -366,13 +372,7 @@ impl CudaModel {
             }
             // Those read from a python int input were bound with the inputs.
             for d in m.data_symbols.iter().filter(|d| d.stage == stage && !m.is_input_symbol(d)) {
-                let bytes = self.download(slots[d.slot], 8)?;
-                let v = i64::from_le_bytes(
-                    bytes
-                        .as_slice()
-                        .try_into()
-                        .map_err(|_| Error { code: status::INTERNAL, message: "data symbol".into() })?,
-                );
+                let v = self.download_i64(slots[d.slot])?;
                 let r = &m.symbols[d.sym as usize];
                 if !r.contains(v) {
                     return err(
@@ -382,6 +382,7 @@ impl CudaModel {
                 }
                 syms[d.sym as usize] = Some(v);
             }
+            stage = m.next_stage(stage, |flag| self.download_i64(slots[flag]))?;
         }
         self.apply_mutations(&slots, &bound.views)?;
         match outputs {
@@ -466,6 +467,12 @@ impl CudaModel {
         // SAFETY: `src` holds at least len bytes on this device; `out` is len bytes.
         driver.check(unsafe { (driver.memcpy_dtoh)(out.as_mut_ptr().cast(), src, len) }, "cuMemcpyDtoH")?;
         Ok(out)
+    }
+
+    /// The int64 at device address `src`: a data symbol's value, a loop's condition.
+    fn download_i64(&self, src: u64) -> Result<i64> {
+        let bytes: [u8; 8] = self.download(src, 8)?.try_into().expect("8 bytes downloaded");
+        Ok(i64::from_le_bytes(bytes))
     }
 
     /// New values of state and of mutated inputs, copied on the device.
