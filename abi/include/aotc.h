@@ -116,7 +116,11 @@ typedef struct {
 
 /* What an input or output is: a tensor, or a python scalar passed or returned as a 0-dim
  * CPU tensor of float64 / int64 / bool (see Conventions). */
-enum { AOTC_KIND_TENSOR = 0, AOTC_KIND_FLOAT = 1, AOTC_KIND_INT = 2, AOTC_KIND_BOOL = 3 };
+enum { AOTC_KIND_TENSOR = 0, AOTC_KIND_FLOAT = 1, AOTC_KIND_INT = 2, AOTC_KIND_BOOL = 3,
+       /* inputs export specialised to a python str (pass its UTF-8 bytes as a 1-D uint8
+        * CPU tensor, checked: AOTC_ERR_CONSTANT when they differ) or to None (pass any
+        * 0-dim CPU tensor, not read); added within ABI version 1 */
+       AOTC_KIND_STR = 4, AOTC_KIND_NONE = 5 };
 
 /* Metadata of one input, output or buffer; pointers are owned by the instance.
  * sizes[i] == -1 marks a dynamic dimension in [dim_min[i], dim_max[i]] (dim_max -1: unbounded). */

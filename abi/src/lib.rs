@@ -127,6 +127,12 @@ pub mod value_kind {
     /// A python bool: an input export specialised (pass a 0-dim bool tensor), or a
     /// SymBool output.
     pub const BOOL: i32 = 3;
+    /// A python str export specialised (an input only): pass its UTF-8 bytes as a 1-D
+    /// uint8 CPU tensor; they must be the exported string's.
+    pub const STR: i32 = 4;
+    /// None export specialised (an input only): pass any 0-dim CPU tensor, which is not
+    /// read.
+    pub const NONE: i32 = 5;
 }
 
 /// Metadata of one input, output or buffer; all pointers are owned by the model instance.

@@ -158,6 +158,8 @@ impl Manifest {
         match self.inputs.get(i) {
             Some(InputSpec::Constant { value: ConstValue::Int(_), .. }) => crate::value_kind::INT,
             Some(InputSpec::Constant { value: ConstValue::Bool(_), .. }) => crate::value_kind::BOOL,
+            Some(InputSpec::Constant { value: ConstValue::Str(_), .. }) => crate::value_kind::STR,
+            Some(InputSpec::Constant { value: ConstValue::None, .. }) => crate::value_kind::NONE,
             Some(InputSpec::Constant { .. }) => crate::value_kind::FLOAT,
             _ if self.input_symbol(i).is_some() => crate::value_kind::INT,
             _ => crate::value_kind::TENSOR,

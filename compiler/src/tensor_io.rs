@@ -118,9 +118,9 @@ pub fn read_named_inputs(path: &Path, names: &[impl AsRef<str>]) -> Result<Vec<V
     let mut values: Vec<Option<(String, Value)>> = vec![None; names.len()];
     let mut unknown = vec![];
     let given = tensors.into_iter().map(|(k, t)| Ok((k, Value::Tensor(t)))).chain(scalars.into_iter().map(|(k, v)| {
-        scalar(&v)
-            .map(|v| (k.clone(), v))
-            .ok_or_else(|| format!("{file}: scalar '{k}' is {v}; a python scalar input is a number or a bool"))
+        scalar(&v).map(|v| (k.clone(), v)).ok_or_else(|| {
+            format!("{file}: scalar '{k}' is {v}; a python scalar input is a number, a bool, a string or null")
+        })
     }));
     for entry in given {
         let (key, value) = entry?;
@@ -167,6 +167,8 @@ pub fn scalar(v: &serde_json::Value) -> Option<Value> {
         serde_json::Value::Number(n) => {
             Some(n.as_i64().map_or_else(|| Value::Float(n.as_f64().unwrap_or(f64::NAN)), Value::Int))
         }
+        serde_json::Value::String(s) => Some(Value::Str(s.clone())),
+        serde_json::Value::Null => Some(Value::None),
         _ => None,
     }
 }
@@ -178,6 +180,8 @@ pub fn scalar_json(v: &Value) -> Option<serde_json::Value> {
         Value::Bool(b) => Some((*b).into()),
         // JSON has no NaN or infinity: those are written as python spells them.
         Value::Float(f) => Some(serde_json::Number::from_f64(*f).map_or_else(|| f.to_string().into(), Into::into)),
+        Value::Str(s) => Some(s.clone().into()),
+        Value::None => Some(serde_json::Value::Null),
         Value::Tensor(_) => None,
     }
 }

@@ -28,8 +28,8 @@ pub struct Leaf {
     dtype: DLDataType,
     shape: Vec<i64>,
     strides: Option<Vec<i64>>,
-    /// The value of a scalar leaf (`data` is null then: the descriptor points here).
-    scalar: Option<Box<[u8; 8]>>,
+    /// The bytes of a scalar or str leaf (`data` is null then: the descriptor points here).
+    scalar: Option<Box<[u8]>>,
     /// The data may not be written (a read-only numpy array).
     pub readonly: bool,
     /// Came through `__dlpack__` from a torch tensor.
@@ -62,14 +62,19 @@ impl Leaf {
     }
 
     fn scalar(dtype: DType, bytes: [u8; 8]) -> Leaf {
+        Leaf::owned(dtype, vec![], Box::new(bytes))
+    }
+
+    /// A leaf over bytes of its own, of `dtype` and `shape`.
+    fn owned(dtype: DType, shape: Vec<i64>, bytes: Box<[u8]>) -> Leaf {
         Leaf {
             data: std::ptr::null_mut(),
             byte_offset: 0,
             device: DLDevice { device_type: DL_CPU, device_id: 0 },
             dtype: dtype.to_dlpack(),
-            shape: vec![],
+            shape,
             strides: None,
-            scalar: Some(Box::new(bytes)),
+            scalar: Some(bytes),
             readonly: true,
             torch: false,
             _owner: None,
@@ -127,6 +132,16 @@ pub fn convert(np: &Numpy, obj: &Bound<'_, PyAny>, kind: i32, what: &dyn std::fm
             let v: bool =
                 obj.extract().map_err(|_| bad(py, what, format!("expected a python bool, got {}", type_name(obj))))?;
             Ok(Leaf::scalar(DType::Bool, [v as u8, 0, 0, 0, 0, 0, 0, 0]))
+        }
+        // Its UTF-8 bytes, which the library compares with the exported string.
+        value_kind::STR => {
+            let v: String =
+                obj.extract().map_err(|_| bad(py, what, format!("expected a python str, got {}", type_name(obj))))?;
+            Ok(Leaf::owned(DType::U8, vec![v.len() as i64], v.into_bytes().into_boxed_slice()))
+        }
+        value_kind::NONE if obj.is_none() => Ok(Leaf::scalar(DType::U8, [0; 8])),
+        value_kind::NONE => {
+            Err(bad(py, what, format!("export specialised this input to None, got {}", type_name(obj))))
         }
         _ => tensor(np, obj, what),
     }

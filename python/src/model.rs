@@ -70,6 +70,8 @@ fn kind_name(kind: i32) -> &'static str {
         value_kind::FLOAT => "float",
         value_kind::INT => "int",
         value_kind::BOOL => "bool",
+        value_kind::STR => "str",
+        value_kind::NONE => "none",
         _ => "tensor",
     }
 }
@@ -211,7 +213,7 @@ impl Model {
     }
 
     /// The inputs (the leaves of in_spec, in order): name, kind ("tensor", "float", "int",
-    /// "bool"), dtype, shape (None for a dynamic size) and dynamic ({dim: (min, max or None)}).
+    /// "bool", "str", "none"), dtype, shape (None for a dynamic size) and dynamic ({dim: (min, max or None)}).
     #[getter]
     fn inputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         PyList::new(py, self.inputs.iter().map(|i| info_dict(py, i)).collect::<PyResult<Vec<_>>>()?)

@@ -25,6 +25,11 @@ def scalar_args(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def constant_args(tmp_path_factory):
+    return _load("constant_args", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
 def symint_output(tmp_path_factory):
     return _load("symint_output", tmp_path_factory)
 
@@ -90,3 +95,20 @@ def test_a_symint_output_comes_back_with_its_value(symint_output):
         else:
             assert kind == "tensor" and isinstance(out[1], np.ndarray)
             assert out[1].dtype == np.int64 and out[1].shape == () and int(out[1]) == want
+
+
+def test_a_specialised_str_and_none_are_passed_as_python_values(constant_args):
+    m, d = constant_args
+    rtol, atol = helpers.tolerance(d)
+    assert [(i["name"], i["kind"]) for i in m.inputs] == [
+        ("x", "tensor"), ("reduction", "str"), ("scale", "float"), ("extra", "none")]
+    inputs, scalars = _call(d, 0, "inputs")
+    expected, _ = _call(d, 0, "expected")
+    assert scalars == {"1": "mean", "2": 2.0, "3": None}
+    out = m(inputs["0"], "mean", 2.0, None)
+    helpers.compare("output 0", expected["0"], out[0] if isinstance(out, tuple) else out, rtol, atol)
+    with pytest.raises(aotc.Error) as e:
+        m(inputs["0"], "sum", 2.0, None)
+    assert e.value.status == "AOTC_ERR_CONSTANT" and '"mean"' in str(e.value) and '"sum"' in str(e.value)
+    with pytest.raises(aotc.Error, match=r"input 3 \('extra'\): export specialised this input to None"):
+        m(inputs["0"], "mean", 2.0, 1.0)

@@ -78,13 +78,15 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// An input value: a tensor, or a python scalar (one export specialised, or a dynamic
-/// python int: a SymInt input).
+/// python int: a SymInt input), or a str or None export specialised.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Tensor(Tensor),
     Float(f64),
     Int(i64),
     Bool(bool),
+    Str(String),
+    None,
 }
 
 /// Metadata of an input, output or buffer. `sizes[i] == -1` marks a dynamic dimension
@@ -564,25 +566,19 @@ impl Described {
         let mut shapes: Vec<Vec<i64>> = Vec::with_capacity(inputs.len());
         let mut scalars: Vec<[u8; 8]> = Vec::with_capacity(inputs.len());
         for (i, v) in inputs.iter().enumerate() {
-            match v {
+            let (shape, scalar) = match v {
                 Value::Tensor(t) => {
                     t.check_len(&format!("input {i}"))?;
-                    shapes.push(t.shape.clone());
-                    scalars.push([0; 8]);
+                    (t.shape.clone(), [0; 8])
                 }
-                Value::Float(f) => {
-                    shapes.push(vec![]);
-                    scalars.push(f.to_le_bytes())
-                }
-                Value::Int(i) => {
-                    shapes.push(vec![]);
-                    scalars.push(i.to_le_bytes())
-                }
-                Value::Bool(b) => {
-                    shapes.push(vec![]);
-                    scalars.push([*b as u8, 0, 0, 0, 0, 0, 0, 0])
-                }
-            }
+                Value::Float(f) => (vec![], f.to_le_bytes()),
+                Value::Int(i) => (vec![], i.to_le_bytes()),
+                Value::Bool(b) => (vec![], [*b as u8, 0, 0, 0, 0, 0, 0, 0]),
+                Value::Str(s) => (vec![s.len() as i64], [0; 8]),
+                Value::None => (vec![], [0; 8]),
+            };
+            shapes.push(shape);
+            scalars.push(scalar);
         }
         let cpu = DLDevice { device_type: DL_CPU, device_id: 0 };
         // The descriptors point into the vectors' heap memory, which moving them keeps.
@@ -596,6 +592,9 @@ impl Described {
                     Value::Float(_) => (scalar.as_mut_ptr(), DType::F64),
                     Value::Int(_) => (scalar.as_mut_ptr(), DType::I64),
                     Value::Bool(_) => (scalar.as_mut_ptr(), DType::Bool),
+                    // The library only reads a constant input.
+                    Value::Str(s) => (s.as_ptr().cast_mut(), DType::U8),
+                    Value::None => (scalar.as_mut_ptr(), DType::U8),
                 };
                 AotcTensor {
                     data: data.cast(),

@@ -170,6 +170,8 @@ pub fn flatten(v: &PyValue, spec: &TreeSpec) -> Result<Vec<Value>, String> {
                 PyValue::Float(f) => Value::Float(*f),
                 PyValue::Int(i) => Value::Int(*i),
                 PyValue::Bool(b) => Value::Bool(*b),
+                PyValue::Str(s) => Value::Str(s.clone()),
+                PyValue::None => Value::None,
                 other => return Err(format!("leaf {} of kind {} cannot be passed", out.len(), kind(other))),
             });
             return Ok(());

@@ -136,6 +136,31 @@ fn a_specialised_float_must_hold_the_exported_value_and_be_a_float() {
     assert!(e.message.contains("input 2 ('s')") && e.message.contains("float"), "{e}");
 }
 
+/// forward(x, reduction: str, scale: float, extra=None), specialised to ("mean", 2.0,
+/// None): the str and None are inputs of their own kinds; the str must be the exported one.
+#[test]
+fn a_specialised_str_and_none_are_inputs_the_call_checks() {
+    assert_eq!(check_every_call("raw/constant_args"), 4);
+    let dir = fixture("raw/constant_args");
+    let (_tmp, so) = compile(&dir.join("model.pt2"));
+    let mut model = Model::load(&so, aotc_runtime::Device::Cpu).expect("load");
+    let described: Vec<(&str, i32)> = model.inputs().iter().map(|i| (i.name.as_str(), i.kind)).collect();
+    use aotc_abi::value_kind::{FLOAT, NONE, STR, TENSOR};
+    assert_eq!(described, [("x", TENSOR), ("reduction", STR), ("scale", FLOAT), ("extra", NONE)]);
+    let x = || Value::Tensor(Tensor::from_f32(&[4, 3], &[1.0; 12]));
+    let out = model.run(&mut [x(), Value::Str("mean".into()), Value::Float(2.0), Value::None]).expect("the call");
+    assert_eq!(out[0].to_f64_vec(), [2.0; 3], "mean over the rows of 2 * ones");
+    let e = model.run(&mut [x(), Value::Str("sum".into()), Value::Float(2.0), Value::None]).unwrap_err();
+    assert_eq!(e.code, aotc_abi::status::CONSTANT, "{e}");
+    assert!(
+        e.message.contains("input 1 ('reduction')") && e.message.contains("\"mean\"") && e.message.contains("\"sum\""),
+        "{e}"
+    );
+    let e = model.run(&mut [x(), Value::Float(1.0), Value::Float(2.0), Value::None]).unwrap_err();
+    assert_eq!(e.code, aotc_abi::status::DTYPE, "{e}");
+    assert!(e.message.contains("input 1 ('reduction')") && e.message.contains("uint8"), "{e}");
+}
+
 #[test]
 fn a_pytree_call_takes_the_int_and_returns_the_scalar_output() {
     let dir = fixture("raw/symint_output");
@@ -164,6 +189,8 @@ fn a_pytree_call_takes_the_int_and_returns_the_scalar_output() {
             Value::Int(i) => PyValue::Int(i),
             Value::Float(f) => PyValue::Float(f),
             Value::Bool(b) => PyValue::Bool(b),
+            Value::Str(s) => PyValue::Str(s),
+            Value::None => PyValue::None,
         })
         .collect();
     let out = model.call(&mut PyValue::Tuple(leaves), &mut PyValue::Dict(vec![])).expect("call");

@@ -222,20 +222,22 @@ fn bind_int_input(
 
 /// A python scalar export specialised: a 0-dim tensor that must hold the exported value,
 /// and be of its kind (torch refuses a value of another type: an int for a float, a bool
-/// for an int).
+/// for an int); a str's UTF-8 bytes as a 1-D uint8 tensor; for None any 0-dim tensor.
 fn check_constant(what: &dyn Display, value: &ConstValue, t: &AotcTensor) -> Result<View> {
+    if let ConstValue::Str(s) = value {
+        return check_string(what, s, t);
+    }
     let dtype = DType::from_dlpack(t.dtype);
     let (kind, fits) = match value {
         ConstValue::Float(_) => ("float (a float64 0-dim tensor)", matches!(dtype, Some(DType::F64 | DType::F32))),
         ConstValue::Int(_) => ("int (an int64 0-dim tensor)", matches!(dtype, Some(DType::I64 | DType::I32))),
         ConstValue::Bool(_) => ("bool (a bool 0-dim tensor)", dtype == Some(DType::Bool)),
-        ConstValue::None | ConstValue::Str(_) => ("", dtype.is_some()),
+        ConstValue::None | ConstValue::Str(_) => ("0-dim tensor of a dtype aotc knows", dtype.is_some()),
     };
     let Some(dtype) = dtype.filter(|_| fits) else {
-        let want = if kind.is_empty() { "a 0-dim tensor of a dtype aotc knows" } else { kind };
         return err(
             status::DTYPE,
-            format!("{what}: export specialised this python scalar to {value}: expected a {want}, got {}", dtype_of(t)),
+            format!("{what}: export specialised this python scalar to {value}: expected a {kind}, got {}", dtype_of(t)),
         );
     };
     // A python scalar is a value of the call, never device memory.
@@ -253,13 +255,36 @@ fn check_constant(what: &dyn Display, value: &ConstValue, t: &AotcTensor) -> Res
             _ => return Ok(view),
         }
     };
-    if matches!(value, ConstValue::None | ConstValue::Str(_)) {
-        return Ok(view);
-    }
-    if got != *value {
+    if *value != ConstValue::None && got != *value {
         return err(
             status::CONSTANT,
             format!("{what}: export specialised this input to {value}; got {got} (compile the program again to use another value)"),
+        );
+    }
+    Ok(view)
+}
+
+/// A str export specialised: its UTF-8 bytes, a contiguous 1-D uint8 CPU tensor.
+fn check_string(what: &dyn Display, s: &str, t: &AotcTensor) -> Result<View> {
+    if DType::from_dlpack(t.dtype) != Some(DType::U8) {
+        return err(
+            status::DTYPE,
+            format!("{what}: export specialised this input to the str {s:?}: expected its UTF-8 bytes as a 1-D uint8 tensor, got {}", dtype_of(t)),
+        );
+    }
+    let view = check_view(t, what, Place::Cpu, 1, 1, || s.len().to_string())?;
+    let got = match (&view.strides, view.bytes) {
+        (Some(_), _) => None,
+        (None, 0) => Some(&[][..]),
+        // SAFETY: check_view found a contiguous tensor of `view.bytes` bytes at non-null
+        // `view.data`, which the caller keeps alive and unchanged through the call.
+        (None, n) => Some(unsafe { std::slice::from_raw_parts(view.data.cast_const(), n) }),
+    };
+    if got != Some(s.as_bytes()) {
+        let shown = got.map_or_else(|| "a strided tensor".to_string(), |b| format!("{:?}", String::from_utf8_lossy(b)));
+        return err(
+            status::CONSTANT,
+            format!("{what}: export specialised this input to the str {s:?}; got {shown} (compile the program again to use another value)"),
         );
     }
     Ok(view)

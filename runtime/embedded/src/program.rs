@@ -104,13 +104,16 @@ pub fn program() -> Result<&'static Program> {
                 .map(|(k, i)| match i {
                     // A python int export kept dynamic (a SymInt input) is kind INT.
                     InputSpec::Tensor(t) => ValueInfoStore::new(&t.name, m.input_kind(k), t.dtype, &t.sizes, &m),
+                    // What aotc.h asks the caller to pass for it.
                     InputSpec::Constant { name, value } => {
-                        let (kind, dtype) = match value {
-                            ConstValue::Int(_) => (aotc_abi::value_kind::INT, DType::I64),
-                            ConstValue::Bool(_) => (aotc_abi::value_kind::BOOL, DType::Bool),
-                            _ => (aotc_abi::value_kind::FLOAT, DType::F64),
+                        let (dtype, sizes) = match value {
+                            ConstValue::Int(_) => (DType::I64, vec![]),
+                            ConstValue::Bool(_) => (DType::Bool, vec![]),
+                            ConstValue::Float(_) => (DType::F64, vec![]),
+                            ConstValue::Str(s) => (DType::U8, vec![SymExpr::Int(s.len() as i64)]),
+                            ConstValue::None => (DType::U8, vec![]),
                         };
-                        ValueInfoStore::new(name, kind, dtype, &[], &m)
+                        ValueInfoStore::new(name, m.input_kind(k), dtype, &sizes, &m)
                     }
                 })
                 .collect();

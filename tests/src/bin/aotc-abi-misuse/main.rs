@@ -199,12 +199,19 @@ impl Owned {
         t
     }
 
+    /// A constant input as aotc.h asks for it: a 0-dim scalar, a str's bytes (1-D uint8).
     fn scalar(value: &ConstValue) -> Owned {
         let (dtype, bits) = match value {
             ConstValue::Int(v) => (DType::I64, *v as u64),
             ConstValue::Bool(b) => (DType::Bool, *b as u64),
             ConstValue::Float(v) => (DType::F64, v.to_bits()),
-            ConstValue::None | ConstValue::Str(_) => (DType::F64, 0),
+            ConstValue::None => (DType::U8, 0),
+            ConstValue::Str(s) => {
+                let mut data = vec![0u64; s.len().div_ceil(8).max(1)];
+                // SAFETY: data holds at least s.len() bytes.
+                unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), data.as_mut_ptr().cast::<u8>(), s.len()) };
+                return Owned { data, shape: vec![s.len() as i64], dtype: DType::U8 };
+            }
         };
         Owned { data: vec![bits], shape: vec![], dtype }
     }
