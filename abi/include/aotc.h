@@ -96,9 +96,13 @@ typedef enum {
                                     (beside the library), a tensor missing, another dtype or
                                     shape, another layout, truncated, unaligned (added within
                                     ABI version 1) */
-  AOTC_ERR_ASSERT = 14           /* a check of the program itself (torch._check, an assert on
+  AOTC_ERR_ASSERT = 14,          /* a check of the program itself (torch._check, an assert on
                                     data such as one_hot's class range) fails for this call,
                                     where PyTorch raises (added within ABI version 1) */
+  AOTC_ERR_CPU = 15              /* aotc_model_create: the library's code needs a CPU feature
+                                    this machine lacks (compiled with aotc compile --cpu for a
+                                    newer CPU; the message names the feature) (added within
+                                    ABI version 1) */
 } AotcStatus;
 
 /* DLPack-compatible types (identical layout to dlpack.h's DLDevice/DLDataType/DLTensor). */

@@ -10,6 +10,7 @@
 
 pub mod arena;
 pub mod conv;
+pub mod cpu;
 pub mod cuda;
 pub mod dtype;
 pub mod gemm;
@@ -56,6 +57,10 @@ pub mod status {
     /// `_assert_async`: one_hot's class range...), where PyTorch raises. Added within ABI
     /// version 1.
     pub const ASSERT: i32 = 14;
+    /// The library's code needs a CPU feature this machine lacks (it was compiled with
+    /// `aotc compile --cpu` for a newer CPU): refused when an instance is created, instead
+    /// of an illegal instruction. Added within ABI version 1.
+    pub const CPU: i32 = 15;
 
     /// The name a status code has in `aotc.h`, for messages.
     pub fn name(code: i32) -> &'static str {
@@ -74,6 +79,7 @@ pub mod status {
             INDEX => "AOTC_ERR_INDEX",
             WEIGHTS => "AOTC_ERR_WEIGHTS",
             ASSERT => "AOTC_ERR_ASSERT",
+            CPU => "AOTC_ERR_CPU",
             _ => "AOTC_ERR_INTERNAL",
         }
     }

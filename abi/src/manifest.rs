@@ -80,6 +80,10 @@ pub struct Manifest {
     /// that `Slot::Weight` and `BufferSpec::init_entry` index.
     #[serde(default)]
     pub weights: WeightsTable,
+    /// The CPU the generated code was compiled for, checked when an instance is created
+    /// (empty in libraries compiled before `--cpu`: no check).
+    #[serde(default)]
+    pub cpu: crate::cpu::CpuTarget,
 }
 
 fn zero() -> SymExpr {

@@ -50,6 +50,13 @@ fn named(e: &SymExpr, m: &[SymbolRange]) -> String {
 pub fn describe_manifest(m: &Manifest) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "compiled from: {} (ABI {})", m.source, m.abi_version);
+    if m.cuda.is_none() {
+        let _ = match (m.cpu.name.as_str(), m.cpu.features.is_empty()) {
+            ("", _) => writeln!(s, "cpu target: the compiling machine's (a library from before --cpu)"),
+            (name, true) => writeln!(s, "cpu target: {name} (any x86-64)"),
+            (name, false) => writeln!(s, "cpu target: {name} ({})", m.cpu.features.join(", ")),
+        };
+    }
     let _ = writeln!(s, "inputs ({}):", m.inputs.len());
     for (i, inp) in m.inputs.iter().enumerate() {
         let _ = match inp {
@@ -166,9 +173,9 @@ pub fn describe_program(src: &Source, l: &Lowered) -> String {
 pub fn inspect(path: &Path, opts: &CompileOptions) -> Result<String> {
     let head = std::fs::read(path).map_err(|source| crate::Error::Io { path: path.into(), source })?;
     if head.starts_with(b"\x7fELF") {
-        let model = aotc_runtime::Model::load(path, aotc_runtime::Device::Cpu)
+        let json = aotc_runtime::library_metadata(path)
             .map_err(|e| crate::Error::Format { path: path.into(), message: e.to_string() })?;
-        let m: Manifest = serde_json::from_str(model.metadata_json())
+        let m: Manifest = serde_json::from_str(&json)
             .map_err(|e| crate::Error::Format { path: path.into(), message: format!("embedded manifest: {e}") })?;
         return Ok(describe_manifest(&m));
     }

@@ -36,6 +36,9 @@ pub struct CompileOptions {
     pub weights_out: Option<PathBuf>,
     /// The device lowered for (see [`Target`]).
     pub device: Target,
+    /// The CPU the generated code is compiled for (`--cpu`); the default (empty) is
+    /// [`aotc_abi::cpu::DEFAULT`], the x86-64 baseline.
+    pub cpu: aotc_abi::cpu::CpuTarget,
 }
 
 pub use lower::Target;
@@ -123,6 +126,10 @@ pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<Com
             Some(codegen::cuda::launch_plan(&lowered.program, &module, &plan).map_err(Error::Codegen)?);
         lap("ptx", &mut stages);
     }
+    plan.manifest.cpu = match opts.cpu.name.is_empty() {
+        true => aotc_abi::cpu::CpuTarget::parse(aotc_abi::cpu::DEFAULT).map_err(Error::Codegen)?,
+        false => opts.cpu.clone(),
+    };
     let object = codegen::cpu::emit_object(&lowered.program, &plan)?;
     lap("codegen", &mut stages);
     link::link(&object, output)?;

@@ -44,6 +44,13 @@ enum Command {
         /// as PTX kernels on an NVIDIA GPU, and only there). Default: $AOTC_DEVICE, else cpu.
         #[arg(long, env = "AOTC_DEVICE", default_value = "cpu", value_parser = ["cpu", "cuda"])]
         device: String,
+        /// The CPU the generated code runs on: x86-64 (the baseline every 64-bit x86 CPU
+        /// has), x86-64-v2, x86-64-v3 (AVX2, FMA), x86-64-v4 (AVX-512), or native (this
+        /// machine's features). A library is refused (AOTC_ERR_CPU) on a CPU that lacks
+        /// its target's features; the support library's kernels pick AVX2 at run time
+        /// whatever the target. Default: $AOTC_CPU, else x86-64.
+        #[arg(long, env = "AOTC_CPU", default_value = aotc_abi::cpu::DEFAULT)]
+        cpu: String,
         /// Print stage timings and the loop IR.
         #[arg(short, long)]
         verbose: bool,
@@ -204,7 +211,17 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Compile { model, output, weights, external_weights, embed_weights, weights_out, device, verbose } => {
+        Command::Compile {
+            model,
+            output,
+            weights,
+            external_weights,
+            embed_weights,
+            weights_out,
+            device,
+            cpu,
+            verbose,
+        } => {
             let t = Instant::now();
             let placement = match (external_weights, embed_weights) {
                 (true, _) => WeightsPlacement::External,
@@ -219,6 +236,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     placement,
                     weights_out,
                     device: if device == "cuda" { aotc::Target::Cuda } else { aotc::Target::Cpu },
+                    cpu: aotc_abi::cpu::CpuTarget::parse(&cpu)?,
                 },
             )
             .map_err(|e| e.to_string())?;

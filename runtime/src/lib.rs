@@ -206,23 +206,7 @@ impl Model {
     /// library's own ([`Weights::Default`]: linked in, or the file its compilation wrote
     /// beside it), another weights file of the same structure, or its bytes.
     pub fn load_with(path: impl AsRef<Path>, device: Device, threads: usize, weights: Weights) -> Result<Model, Error> {
-        let path = path.as_ref();
-        // dlopen looks a name without a '/' up in the library search path, never in the
-        // current directory: "model.so" means ./model.so to whoever types it.
-        let file = if path.is_relative() { Path::new(".").join(path) } else { path.to_path_buf() };
-        check_library_file(path)?;
-        // SAFETY: loading runs the library's initialisers; an aotc .so has none beyond libc's.
-        let lib = unsafe { Library::new(&file) }
-            .map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("{}: {e}", path.display())))?;
-        let version: ft::AbiVersion = sym(&lib, symbols::ABI_VERSION)?;
-        // SAFETY: calling a symbol with its declared signature.
-        let v = unsafe { version() };
-        if v != aotc_abi::ABI_VERSION {
-            return Err(Error::new(status::INVALID_ARGUMENT, format!(
-                "{}: the library was compiled for aotc ABI version {v}, this loader (aotc-runtime {}) speaks ABI version {}: compile the model again with a matching aotc, or load it with a matching runtime",
-                path.display(), env!("CARGO_PKG_VERSION"), aotc_abi::ABI_VERSION
-            )));
-        }
+        let lib = open_library(path.as_ref())?;
         let fns = Fns {
             last_error: sym(&lib, symbols::LAST_ERROR)?,
             destroy: sym(&lib, symbols::MODEL_DESTROY)?,
@@ -537,6 +521,36 @@ fn scalar_kinds(metadata: &str, inputs: &mut [ValueInfo]) {
             info.kind = m.input_kind(i);
         }
     }
+}
+
+/// Opens an aotc library of this loader's ABI version.
+fn open_library(path: &Path) -> Result<Library, Error> {
+    // dlopen looks a name without a '/' up in the library search path, never in the
+    // current directory: "model.so" means ./model.so to whoever types it.
+    let file = if path.is_relative() { Path::new(".").join(path) } else { path.to_path_buf() };
+    check_library_file(path)?;
+    // SAFETY: loading runs the library's initialisers; an aotc .so has none beyond libc's.
+    let lib = unsafe { Library::new(&file) }
+        .map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("{}: {e}", path.display())))?;
+    let version: ft::AbiVersion = sym(&lib, symbols::ABI_VERSION)?;
+    // SAFETY: calling a symbol with its declared signature.
+    let v = unsafe { version() };
+    if v != aotc_abi::ABI_VERSION {
+        return Err(Error::new(status::INVALID_ARGUMENT, format!(
+            "{}: the library was compiled for aotc ABI version {v}, this loader (aotc-runtime {}) speaks ABI version {}: compile the model again with a matching aotc, or load it with a matching runtime",
+            path.display(), env!("CARGO_PKG_VERSION"), aotc_abi::ABI_VERSION
+        )));
+    }
+    Ok(lib)
+}
+
+/// The manifest (JSON) of the library at `path`, read without creating an instance: no
+/// weights are loaded and the CPU is not checked (`aotc inspect`).
+pub fn library_metadata(path: impl AsRef<Path>) -> Result<String, Error> {
+    let lib = open_library(path.as_ref())?;
+    let meta: unsafe extern "C" fn() -> *const c_char = sym(&lib, symbols::METADATA_JSON)?;
+    // SAFETY: the library's static NUL-terminated manifest, alive while `lib` is.
+    Ok(owned(unsafe { meta() }))
 }
 
 /// The inputs the manifest says the program writes back into.

@@ -11,6 +11,24 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the repo").to_path_buf()
 }
 
+/// examples/c/run_model.c compiled with cc (warnings as errors) against aotc.h alone,
+/// into `dir`: `run_model LIB [calls] [batch]`.
+pub fn build_c_example(dir: &Path) -> PathBuf {
+    let exe = dir.join("run_model");
+    let root = repo_root();
+    let cc = std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(root.join("abi/include"))
+        .arg(root.join("examples/c/run_model.c"))
+        .arg("-ldl")
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("a C compiler");
+    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+    exe
+}
+
 /// The repository's fixtures (tests/fixtures: model fixtures, with the op suite in ops/
 /// and standard architectures in models/), or the folder $AOTC_FIXTURES names instead
 /// (one of the same layout, such as ../shared/fixtures).

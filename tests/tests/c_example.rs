@@ -2,24 +2,13 @@
 //! compiles and prints the same numbers as the Rust loader.
 
 use aotc_runtime::{Device, Model, Tensor, Value};
-use aotc_tests::{compile, fixture, repo_root};
+use aotc_tests::{build_c_example, compile, fixture};
 use std::process::Command;
 
 #[test]
 fn c_example_runs_a_compiled_library() {
     let (dir, so) = compile(&fixture("mlp_buffer_mutation").join("model.pt2"));
-    let exe = dir.path().join("run_model");
-    let root = repo_root();
-    let cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(root.join("abi/include"))
-        .arg(root.join("examples/c/run_model.c"))
-        .arg("-ldl")
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("a C compiler");
-    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+    let exe = build_c_example(dir.path());
     let run = Command::new(&exe).arg(&so).arg("2").output().unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));

@@ -139,6 +139,8 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
         kernels: vec![],
         cuda: None,
         weights: table,
+        // Set by the compile driver, which knows the target.
+        cpu: Default::default(),
     };
     let (stage_ends, data_symbols, jumps) = stages(p)?;
     let (nodes, kernels) = kernel_infos(p, &stage_ends);

@@ -19,11 +19,30 @@ pub enum Instance {
     Cuda(Box<CudaModel>),
 }
 
+/// The generated code runs only on a CPU with its target's features: a library compiled
+/// for a newer CPU is refused here rather than dying of an illegal instruction.
+fn check_cpu(target: &aotc_abi::cpu::CpuTarget) -> Result<()> {
+    match target.missing_on_host() {
+        None => Ok(()),
+        Some(feature) => err(
+            status::CPU,
+            format!(
+                "this library was compiled for the CPU target {} (aotc compile --cpu), which needs {feature}; this \
+                 CPU lacks it: compile the model again with --cpu x86-64 (runs on any x86-64) or --cpu native here",
+                target.name
+            ),
+        ),
+    }
+}
+
 impl Instance {
     pub fn new(device: &str, threads: i64, weights: Source) -> Result<Instance> {
         let program = program()?;
         match (device, cuda::ordinal(device), &program.manifest.cuda) {
-            ("cpu" | "cpu:0", _, None) => Model::new(program, threads, weights).map(Instance::Cpu),
+            ("cpu" | "cpu:0", _, None) => {
+                check_cpu(&program.manifest.cpu)?;
+                Model::new(program, threads, weights).map(Instance::Cpu)
+            }
             (_, Some(n), Some(_)) => CudaModel::new(program, n, weights).map(|m| Instance::Cuda(Box::new(m))),
             (_, Some(_), None) => err(status::DEVICE, format!("this library was compiled for the CPU; got \"{device}\": compile the model with `aotc compile --device cuda` to run it on a GPU")),
             ("cpu" | "cpu:0", _, Some(_)) => err(status::DEVICE, format!("this library was compiled for CUDA; got \"{device}\": load it on \"cuda\" or \"cuda:N\"")),

@@ -35,13 +35,15 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{DataDescription, FuncId, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
+use std::str::FromStr;
 
 fn cg<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> Error + '_ {
     move |e| Error::Codegen(format!("{what}: {e}"))
 }
 
-/// The host ISA with the settings the `.so` needs (see ../shared/notes/cranelift.md).
-pub fn host_isa() -> Result<isa::OwnedTargetIsa> {
+/// The x86-64 ISA with `cpu`'s features and the settings the `.so` needs (see
+/// ../shared/notes/cranelift.md).
+pub fn target_isa(cpu: &aotc_abi::cpu::CpuTarget) -> Result<isa::OwnedTargetIsa> {
     let mut flags = settings::builder();
     for (k, v) in
         [("is_pic", "true"), ("opt_level", "speed"), ("probestack_strategy", "inline"), ("unwind_info", "false")]
@@ -51,7 +53,15 @@ pub fn host_isa() -> Result<isa::OwnedTargetIsa> {
     flags
         .set("enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })
         .map_err(cg("enable_verifier"))?;
-    let builder = cranelift_native::builder().map_err(|e| Error::Codegen(format!("host ISA: {e}")))?;
+    let triple = target_lexicon::Triple::from_str("x86_64-unknown-linux-gnu").map_err(cg("target triple"))?;
+    let mut builder = isa::lookup(triple).map_err(cg("x86-64 ISA"))?;
+    for feature in &cpu.features {
+        let (_, setting) = aotc_abi::cpu::FEATURES
+            .iter()
+            .find(|(f, _)| f == feature)
+            .ok_or_else(|| Error::Codegen(format!("CPU target {}: unknown feature {feature}", cpu.name)))?;
+        builder.enable(setting).map_err(cg(setting))?;
+    }
     builder.finish(settings::Flags::new(flags)).map_err(cg("ISA"))
 }
 
@@ -83,7 +93,7 @@ fn define_data(module: &mut ObjectModule, name: &str, bytes: Vec<u8>, align: u64
 
 /// Compiles the program into an object file.
 pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
-    let isa = host_isa()?;
+    let isa = target_isa(&plan.manifest.cpu)?;
     let builder =
         ObjectBuilder::new(isa, "aotc_model", cranelift_module::default_libcall_names()).map_err(cg("object"))?;
     let mut module = ObjectModule::new(builder);
