@@ -12,6 +12,7 @@ pub mod arena;
 pub mod conv;
 pub mod cuda;
 pub mod dtype;
+pub mod file;
 pub mod gemm;
 pub mod layout;
 pub mod manifest;
