@@ -328,3 +328,21 @@ fn fifos_are_refused_without_waiting_for_a_writer() {
     fails_with(&aotc_within_30s(&[&"run", &so, &"--input", &fifo]), &not_regular);
     succeeds(&aotc_within_30s(&[&"run", &so, &"--input", &inputs]));
 }
+
+#[test]
+fn a_signature_listing_an_input_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pt2 = edited_pt2("mlp_buffer_mutation", dir.path(), "models/model.json", |j| {
+        let specs = j["graph_module"]["signature"]["input_specs"].as_array_mut().unwrap();
+        let user = specs.iter().find(|s| s.get("user_input").is_some()).unwrap().clone();
+        specs.push(user);
+    });
+    fails_with(
+        &compile(&pt2, dir.path()),
+        &format!(
+            "{}: the graph signature lists graph input 'x' twice (input_specs 5 and 6); torch.export gives each input \
+             its own placeholder",
+            pt2.display()
+        ),
+    );
+}
