@@ -46,6 +46,8 @@ pub mod status {
     pub const DEVICE: i32 = 8;
     pub const NOT_FOUND: i32 = 9;
     pub const OUT_OF_MEMORY: i32 = 10;
+    /// A bug of aotc's: a panic caught at the ABI, or an extern kernel called with arguments
+    /// it cannot run (the call's outputs are not valid).
     pub const INTERNAL: i32 = 11;
     /// A data-dependent index (gather, embedding, index...) lies outside its dimension.
     pub const INDEX: i32 = 12;
