@@ -89,7 +89,9 @@ typedef enum {
   AOTC_ERR_DEVICE = 8,
   AOTC_ERR_NOT_FOUND = 9,        /* no buffer of that name */
   AOTC_ERR_OUT_OF_MEMORY = 10,
-  AOTC_ERR_INTERNAL = 11,
+  AOTC_ERR_INTERNAL = 11,        /* a bug of aotc's: a panic caught at the ABI, or an extern
+                                    kernel (convolution, pooling, FFT...) called with arguments
+                                    it cannot run; the call's outputs are not valid */
   AOTC_ERR_INDEX = 12,           /* a data-dependent index (gather, embedding...) out of range */
   AOTC_ERR_WEIGHTS = 13,         /* a weights file or buffer missing, unreadable, not an aotc
                                     weights file, or not this library's: another compilation

@@ -13,6 +13,7 @@ pub mod conv;
 pub mod cpu;
 pub mod cuda;
 pub mod dtype;
+pub mod file;
 pub mod gemm;
 pub mod layout;
 pub mod manifest;
@@ -46,6 +47,8 @@ pub mod status {
     pub const DEVICE: i32 = 8;
     pub const NOT_FOUND: i32 = 9;
     pub const OUT_OF_MEMORY: i32 = 10;
+    /// A bug of aotc's: a panic caught at the ABI, or an extern kernel called with arguments
+    /// it cannot run (the call's outputs are not valid).
     pub const INTERNAL: i32 = 11;
     /// A data-dependent index (gather, embedding, index...) lies outside its dimension.
     pub const INDEX: i32 = 12;

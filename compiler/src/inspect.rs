@@ -171,7 +171,7 @@ pub fn describe_program(src: &Source, l: &Lowered) -> String {
 
 /// `aotc inspect PATH`: a compiled library (ELF) or a program.
 pub fn inspect(path: &Path, opts: &CompileOptions) -> Result<String> {
-    let head = std::fs::read(path).map_err(|source| crate::Error::Io { path: path.into(), source })?;
+    let head = aotc_abi::file::read_regular(path).map_err(|source| crate::Error::Io { path: path.into(), source })?;
     if head.starts_with(b"\x7fELF") {
         let json = aotc_runtime::library_metadata(path)
             .map_err(|e| crate::Error::Format { path: path.into(), message: e.to_string() })?;

@@ -45,7 +45,7 @@ index (`aotc run --help` shows how to write one)";
 
 /// Reads every tensor (by key) and the scalars metadata (by key).
 pub fn read(path: &Path) -> Result<(BTreeMap<String, Tensor>, Scalars), String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = aotc_abi::file::read_regular(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let not_safetensors = |e: safetensors::SafeTensorError| not_safetensors(path, &bytes, e);
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(not_safetensors)?;
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(not_safetensors)?;

@@ -237,3 +237,112 @@ fn zip_entries_claiming_absurd_sizes_are_refused() {
         "entry model/data/weights/weight_0: larger than the 64 GiB aotc reads from an archive",
     );
 }
+
+#[test]
+fn a_program_inflating_past_the_json_limit_is_refused() {
+    // A model.json claiming 10 GiB, as a 47 MB deflated one really can: refused before
+    // inflating. (archive.rs's unit tests cover an entry whose header understates it.)
+    let dir = tempfile::tempdir().unwrap();
+    let pt2 = write_pt2(dir.path(), &entries("mlp_buffer_mutation"));
+    let mut bytes = std::fs::read(&pt2).unwrap();
+    claim_size(&mut bytes, "model/models/model.json", 10 << 30);
+    std::fs::write(&pt2, bytes).unwrap();
+    fails_with(
+        &compile(&pt2, dir.path()),
+        &format!(
+            "{}: entry model/models/model.json: passes 1024 MiB once inflated, the most aotc reads from a JSON entry",
+            pt2.display()
+        ),
+    );
+}
+
+/// Runs aotc with `args`, failing the test if it has not finished within 30 s (a read of
+/// a FIFO waits for a writer forever).
+fn aotc_within_30s(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut child = std::process::Command::new(common::aotc_bin())
+        .args(args.iter().map(|a| a.as_ref()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("aotc {:?} hangs", args.iter().map(|a| a.as_ref().to_owned()).collect::<Vec<_>>());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: c is a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+}
+
+#[test]
+fn fifos_are_refused_without_waiting_for_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    let not_regular = format!("{}: a FIFO (named pipe), not a regular file", fifo.display());
+    let pt2 = fixture("mlp_buffer_mutation").join("model.pt2");
+    let so = dir.path().join("m.so");
+    fails_with(&aotc_within_30s(&[&"compile", &fifo, &"-o", &so]), &not_regular);
+    fails_with(&aotc_within_30s(&[&"compile", &pt2, &"--weights", &fifo, &"-o", &so]), &not_regular);
+    fails_with(&aotc_within_30s(&[&"inspect", &fifo]), &not_regular);
+    // A bare model.json whose weights config is a FIFO.
+    let root = dir.path().join("unpacked");
+    for (name, bytes) in entries("mlp_buffer_mutation") {
+        let path = root.join(name.split_once('/').unwrap().1);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        if name.ends_with(WEIGHTS_CONFIG) {
+            mkfifo(&path);
+        } else {
+            std::fs::write(path, bytes).unwrap();
+        }
+    }
+    fails_with(
+        &aotc_within_30s(&[&"compile", &root.join("models/model.json"), &"-o", &so]),
+        &format!("{}: a FIFO (named pipe), not a regular file", root.join(WEIGHTS_CONFIG).display()),
+    );
+    // The library's side: the weights beside it, --weights-file, and an inputs file.
+    succeeds(&aotc(&[&"compile", &pt2, &"--external-weights", &"-o", &so]));
+    let beside = dir.path().join("m.weights.safetensors");
+    std::fs::rename(&beside, dir.path().join("w.safetensors")).unwrap();
+    mkfifo(&beside);
+    let inputs = dir.path().join("in.safetensors");
+    std::fs::copy(fixture("mlp_buffer_mutation").join("inputs_0.safetensors"), &inputs).unwrap();
+    fails_with(
+        &aotc_within_30s(&[&"run", &so, &"--input", &inputs]),
+        &format!("weights file '{}': a FIFO (named pipe), not a regular file", beside.display()),
+    );
+    std::fs::remove_file(&beside).unwrap();
+    std::fs::rename(dir.path().join("w.safetensors"), &beside).unwrap();
+    fails_with(
+        &aotc_within_30s(&[&"run", &so, &"--input", &inputs, &"--weights-file", &fifo]),
+        &format!("weights file '{}': a FIFO (named pipe), not a regular file", fifo.display()),
+    );
+    fails_with(&aotc_within_30s(&[&"run", &so, &"--input", &fifo]), &not_regular);
+    succeeds(&aotc_within_30s(&[&"run", &so, &"--input", &inputs]));
+}
+
+#[test]
+fn a_signature_listing_an_input_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pt2 = edited_pt2("mlp_buffer_mutation", dir.path(), "models/model.json", |j| {
+        let specs = j["graph_module"]["signature"]["input_specs"].as_array_mut().unwrap();
+        let user = specs.iter().find(|s| s.get("user_input").is_some()).unwrap().clone();
+        specs.push(user);
+    });
+    fails_with(
+        &compile(&pt2, dir.path()),
+        &format!(
+            "{}: the graph signature lists graph input 'x' twice (input_specs 5 and 6); torch.export gives each input \
+             its own placeholder",
+            pt2.display()
+        ),
+    );
+}

@@ -186,3 +186,48 @@ fn topk_smallest_breaks_ties_by_position() {
     same("topk values", &out[0], &values);
     same("topk indices", &out[1], &indices);
 }
+
+/// index_select of a 0-dim self: torch takes index 0 only ("index out of range in self"
+/// for -1, 1 and the rest).
+#[test]
+fn index_select_of_a_0_dim_tensor_takes_index_0_only() {
+    let (_dir, mut model) = compiled("index_select__float32__0");
+    let inputs = |i: i64| [floats(&[], &[2.5]), longs(&[1], &[i])];
+    same("index_select", &run(&mut model, &inputs(0)).unwrap()[0], &[2.5]);
+    for bad in [-1, 1, 1_000_000_000, i64::MIN] {
+        fails_with_index_error(
+            run(&mut model, &inputs(bad)),
+            &format!("index_select of a 0-dim tensor: index {bad} is out of range for a dimension of size 1"),
+        );
+    }
+}
+
+/// _embedding_bag(weight [10, 3], indices [8], offsets [4], mode mean): torch raises for
+/// offsets past the indices, negative, decreasing or not starting at 0; so does the call.
+#[test]
+fn embedding_bag_checks_its_offsets() {
+    let (_dir, mut model) = compiled("handwritten._embedding_bag__float32__0");
+    let weight = arange(30);
+    let indices = [1, 2, 4, 5, 4, 3, 2, 9];
+    let inputs = |offsets: &[i64]| [floats(&[10, 3], &weight), longs(&[8], &indices), longs(&[4], offsets)];
+    // Bags [0, 2), [2, 2) (empty: 0), [2, 5), [5, 8): the mean of their rows.
+    let mean = |rows: &[i64]| -> Vec<f64> {
+        (0..3)
+            .map(|c| match rows.len() {
+                0 => 0.0,
+                k => rows.iter().map(|&r| (r * 3 + c) as f64).sum::<f64>() / k as f64,
+            })
+            .collect()
+    };
+    let want: Vec<f64> =
+        [&indices[0..2], &indices[2..2], &indices[2..5], &indices[5..8]].iter().flat_map(|r| mean(r)).collect();
+    same("embedding_bag", &run(&mut model, &inputs(&[0, 2, 2, 5])).unwrap()[0], &want);
+    for (offsets, message) in [
+        (&[0, 2, 5, 9], "embedding_bag offsets (positions 0..=n in the indices): index 9 is out of range for a dimension of size 9"),
+        (&[0, 2, -1, 5], "embedding_bag offsets (positions 0..=n in the indices): index -1 is out of range for a dimension of size 9"),
+        (&[0, 5, 2, 6], "embedding_bag bag length (offsets must not decrease): index -3 is out of range for a dimension of size 9"),
+        (&[1, 2, 5, 6], "embedding_bag offsets[0] (must be 0): index 1 is out of range for a dimension of size 1"),
+    ] {
+        fails_with_index_error(run(&mut model, &inputs(offsets)), message);
+    }
+}

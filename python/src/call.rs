@@ -35,17 +35,26 @@ impl Model {
         self.signature
             .flatten_call(&self.in_spec, args, kwargs, &mut flat)
             .map_err(|m| raise(py, status::INPUT_COUNT, m))?;
-        flat.iter().zip(&self.inputs).zip(&self.mutated).enumerate().map(|(index, ((obj, info), &mutated))| {
-            let label = Label { what: "input", index, name: &info.name };
-            let leaf = leaf::convert(&self.support.np, obj, info.kind, &label)?;
-            if info.kind == value_kind::TENSOR && leaf.device != self.dl_device {
-                return Err(raise(py, status::DEVICE, self.wrong_device(&label, obj, leaf.device)));
-            }
-            if mutated && leaf.readonly {
-                return Err(raise(py, status::INVALID_ARGUMENT, format!("{label}: the program writes this input back (mutates it in place), but the array is read-only")));
-            }
-            Ok(leaf)
-        }).collect()
+        flat.iter()
+            .zip(&self.inputs)
+            .zip(&self.mutated)
+            .enumerate()
+            .map(|(index, ((obj, info), &mutated))| {
+                let label = Label { what: "input", index, name: &info.name };
+                let leaf = leaf::convert(&self.support.np, obj, info.kind, &label)?;
+                if info.kind == value_kind::TENSOR && leaf.device != self.dl_device {
+                    return Err(raise(py, status::DEVICE, self.wrong_device(&label, obj, leaf.device)));
+                }
+                if let Some(why) = if mutated { leaf.unwritable(obj)? } else { None } {
+                    return Err(raise(
+                        py,
+                        status::INVALID_ARGUMENT,
+                        format!("{label}: the program writes this input back (mutates it in place), but {why}"),
+                    ));
+                }
+                Ok(leaf)
+            })
+            .collect()
     }
 
     /// Why a tensor on `device` cannot be input `label` of this model: aotc never copies

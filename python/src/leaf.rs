@@ -61,6 +61,32 @@ impl Leaf {
         }
     }
 
+    /// Why the program may not write this leaf back (it mutates it in place) where PyTorch
+    /// would refuse the in-place write, if it may not; `obj` is the caller's value.
+    pub fn unwritable(&self, obj: &Bound<'_, PyAny>) -> PyResult<Option<&'static str>> {
+        if self.readonly {
+            return Ok(Some("the array is read-only"));
+        }
+        let shared = |s: &Vec<i64>| s.iter().zip(&self.shape).any(|(&stride, &n)| stride == 0 && n > 1);
+        if self.strides.as_ref().is_some_and(shared) {
+            return Ok(Some(
+                "several of its elements share one memory location (a stride of 0, as expand() or broadcast_to() \
+                 make), where torch refuses an in-place write: pass a copy (x.clone(), x.copy())",
+            ));
+        }
+        if self.torch
+            && obj.getattr("requires_grad")?.is_truthy()?
+            && obj.getattr("is_leaf")?.is_truthy()?
+            && obj.py().import("torch")?.call_method0("is_grad_enabled")?.is_truthy()?
+        {
+            return Ok(Some(
+                "it is a leaf tensor that requires grad, which torch refuses to write in place: pass x.detach(), \
+                 or call under torch.no_grad()",
+            ));
+        }
+        Ok(None)
+    }
+
     fn scalar(dtype: DType, bytes: [u8; 8]) -> Leaf {
         Leaf::owned(dtype, vec![], Box::new(bytes))
     }
@@ -285,10 +311,31 @@ pub fn read_capsule(capsule: &Bound<'_, PyCapsule>) -> Result<AotcTensor, String
     Ok(unsafe { ptr.cast::<DLManagedTensor>().as_ref().dl_tensor })
 }
 
+/// `obj` with its negative and conjugate bits resolved (torch's `resolve_neg()`,
+/// `resolve_conj()`: a copy), or None when it has neither (or is no torch tensor).
+fn resolve_lazy_bits<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    for (bit, resolve) in [("is_neg", "resolve_neg"), ("is_conj", "resolve_conj")] {
+        if let Some(is_set) = obj.getattr_opt(bit)? {
+            if is_set.call0()?.is_truthy()? {
+                return Ok(Some(obj.call_method0(resolve)?));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// A leaf over a `__dlpack__` producer's memory. The capsule is read, not consumed: it
 /// stays alive in the leaf and releases the tensor when dropped.
 fn dlpack(obj: &Bound<'_, PyAny>, what: &dyn std::fmt::Display) -> PyResult<Leaf> {
     let py = obj.py();
+    // A torch tensor with its negative (or conjugate) bit set holds -v (conj(v)) in
+    // memory, which DLPack exports as it is: the model takes the values the tensor has,
+    // resolved into a copy as torch's kernels do (written back if the program mutates it).
+    if let Some(resolved) = resolve_lazy_bits(obj)? {
+        let mut leaf = dlpack(&resolved, what)?;
+        leaf.copied_from = Some((obj.clone().unbind(), resolved.unbind()));
+        return Ok(leaf);
+    }
     let capsule = match obj.call_method0("__dlpack__") {
         Ok(c) => c,
         // torch refuses to export a tensor that requires grad; its detached view shares

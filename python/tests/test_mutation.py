@@ -54,3 +54,19 @@ def test_read_only_array_cannot_be_mutated(case):
     with pytest.raises(aotc.Error, match=r"input 0 \('x'\).*read-only"):
         m(x, y.copy())
     assert (x == before).all()
+
+
+def test_input_whose_elements_share_memory_cannot_be_mutated(case):
+    # A stride of 0 (numpy's broadcast_to is read-only; as_strided is not): torch refuses
+    # an in-place write to such a tensor ("more than one element of the written-to tensor
+    # refers to a single memory location"), and so does the call, before running.
+    m, x, y, *_ = case
+    base = np.array([1.5], dtype=x.dtype)
+    shared = np.lib.stride_tricks.as_strided(base, shape=x.shape, strides=(0, 0))
+    assert shared.flags.writeable
+    with pytest.raises(aotc.Error, match=r"input 0 \('x'\).*share one memory location"):
+        m(shared, y.copy())
+    assert base[0] == 1.5
+    # Size-1 dimensions may have any stride: nothing is shared.
+    row = np.lib.stride_tricks.as_strided(x.copy(), shape=x.shape, strides=(x.shape[1] * x.itemsize, x.itemsize))
+    m(row, y.copy())

@@ -83,3 +83,43 @@ def test_torch_cuda_output_whose_shape_depends_on_the_data(tmp_path):
     expected, _ = helpers.read_safetensors(os.path.join(d, "expected_0.safetensors"))
     assert isinstance(out, torch.Tensor) and out.is_cuda
     helpers.compare("nonzero", expected["0"], out.cpu().numpy(), 0, 0)
+
+
+def test_torch_tensor_with_the_negative_bit_is_read_as_its_values(compiled):
+    # z.conj().imag is a view with the negative bit set: its memory holds -v. The model
+    # must see v, as torch's own operators do, and a mutated one is written back as v.
+    d = helpers.fixture("user_input_mutation")
+    m = aotc.load(compiled("user_input_mutation"))
+    x, y = (torch.from_numpy(a) for a in helpers.flat_inputs(d, 0, 2))
+    mutated, _ = helpers.read_safetensors(os.path.join(d, "mutated_0.safetensors"))
+    expected, _ = helpers.read_safetensors(os.path.join(d, "expected_0.safetensors"))
+    rtol, atol = helpers.tolerance(d)
+    zx, zy = torch.complex(torch.zeros_like(x), -x), torch.complex(torch.zeros_like(y), -y)
+    xn, yn = zx.conj().imag, zy.conj().imag
+    assert xn.is_neg() and yn.is_neg()
+    helpers.compare("x as given", x.numpy(), xn.resolve_neg().numpy(), 0, 0)
+    out = m(xn, yn)
+    helpers.compare("output", expected["0"], out.numpy(), rtol, atol)
+    helpers.compare("x in place", mutated["0"], xn.resolve_neg().numpy(), rtol, atol)
+    helpers.compare("y in place", mutated["1"], yn.resolve_neg().numpy(), rtol, atol)
+
+
+def test_torch_mutated_inputs_torch_would_not_write_are_refused(compiled):
+    d = helpers.fixture("user_input_mutation")
+    m = aotc.load(compiled("user_input_mutation"))
+    x, y = (torch.from_numpy(a) for a in helpers.flat_inputs(d, 0, 2))
+    expanded = torch.ones(1, 4).expand(3, 4)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        expanded.mul_(2)
+    with pytest.raises(aotc.Error, match=r"input 0 \('x'\).*share one memory location"):
+        m(expanded, y.clone())
+    leaf = x.clone().requires_grad_()
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        leaf.mul_(2)
+    with pytest.raises(aotc.Error, match=r"input 0 \('x'\).*leaf tensor that requires grad"):
+        m(leaf, y.clone())
+    assert (leaf.detach() == x).all()
+    # Under no_grad torch writes it, and so does the call.
+    with torch.no_grad():
+        m(leaf, y.clone())
+    assert (leaf.detach() == 2 * x).all()

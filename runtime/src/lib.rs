@@ -169,7 +169,7 @@ fn owned(p: *const c_char) -> String {
 fn check_library_file(path: &Path) -> Result<(), Error> {
     use std::io::Read;
     let mut head = Vec::with_capacity(64);
-    std::fs::File::open(path)
+    aotc_abi::file::open_regular(path)
         .and_then(|f| f.take(64).read_to_end(&mut head))
         .map_err(|e| Error::new(status::INVALID_ARGUMENT, format!("{}: {e}", path.display())))?;
     let p = path.display();

@@ -2,16 +2,49 @@
 //! unpacked twin on disk beside a bare `model.json`.
 
 use super::schema::PayloadConfig;
-use super::weights::{dense_from_storage, Tensor, MAX_BYTES};
+use super::weights::{Tensor, View, MAX_BYTES};
 use super::{parse_program, Source};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::io::{Cursor, Read};
 use std::path::Path;
 
+/// The most a JSON entry (the program, a payload config) may take once inflated: far
+/// beyond any real program's, yet a bound on what a forged archive makes aotc build.
+const MAX_JSON_BYTES: u64 = 1 << 30;
+
+/// How much of an entry to read.
+#[derive(Clone, Copy)]
+enum Take {
+    /// All of it, refused when it passes this many bytes: a JSON document, [`MAX_JSON_BYTES`].
+    All { limit: u64 },
+    /// At most its first this many bytes: a weight's storage, of which the views read a
+    /// prefix (a storage may be longer than what any view reads).
+    Prefix(u64),
+}
+
+impl Take {
+    /// How many bytes to read at most: one past an entire read's limit, to tell an entry
+    /// that passes it.
+    fn reads(self) -> u64 {
+        match self {
+            Take::All { limit } => limit.saturating_add(1),
+            Take::Prefix(n) => n,
+        }
+    }
+
+    /// The limit that `len` bytes pass, if any.
+    fn passed(self, len: u64) -> Option<u64> {
+        match self {
+            Take::All { limit } if len > limit => Some(limit),
+            _ => None,
+        }
+    }
+}
+
 /// Reads entries of one archive, addressed relative to its `<stem>/` root.
 trait Entries {
-    fn read(&mut self, rel: &str) -> Result<Option<Vec<u8>>>;
+    fn read(&mut self, rel: &str, take: Take) -> Result<Option<Vec<u8>>>;
 }
 
 struct ZipEntries<'p> {
@@ -26,7 +59,7 @@ struct ZipEntries<'p> {
 }
 
 impl Entries for ZipEntries<'_> {
-    fn read(&mut self, rel: &str) -> Result<Option<Vec<u8>>> {
+    fn read(&mut self, rel: &str, take: Take) -> Result<Option<Vec<u8>>> {
         let name = format!("{}{rel}", self.root);
         let err =
             |message: String| Error::Format { path: self.path.into(), message: format!("entry {name}: {message}") };
@@ -36,12 +69,24 @@ impl Entries for ZipEntries<'_> {
             Err(e) => return Err(err(e.to_string())),
         };
         let too_big = || err(format!("larger than the {} GiB aotc reads from an archive", MAX_BYTES >> 30));
+        let past_limit = |limit: u64| {
+            err(format!("passes {} MiB once inflated, the most aotc reads from a JSON entry", limit >> 20))
+        };
         if f.size() > self.budget {
             return Err(too_big());
         }
+        // The claimed size is refused when it passes the entry's limit, and the read stops
+        // past the limit whatever the claim: the header may lie.
+        if let Some(limit) = take.passed(f.size()) {
+            return Err(past_limit(limit));
+        }
+        let reads = take.reads().min(self.budget + 1);
         // The claimed size sizes the buffer only up to what the archive itself holds.
-        let mut buf = Vec::with_capacity(self.len.min(f.size() as usize));
-        f.take(self.budget + 1).read_to_end(&mut buf).map_err(|e| err(e.to_string()))?;
+        let mut buf = Vec::with_capacity(self.len.min(reads.min(f.size()) as usize));
+        f.take(reads).read_to_end(&mut buf).map_err(|e| err(e.to_string()))?;
+        if let Some(limit) = take.passed(buf.len() as u64) {
+            return Err(past_limit(limit));
+        }
         self.budget = self.budget.checked_sub(buf.len() as u64).ok_or_else(too_big)?;
         Ok(Some(buf))
     }
@@ -52,12 +97,21 @@ struct DirEntries<'p> {
 }
 
 impl Entries for DirEntries<'_> {
-    fn read(&mut self, rel: &str) -> Result<Option<Vec<u8>>> {
+    fn read(&mut self, rel: &str, take: Take) -> Result<Option<Vec<u8>>> {
         let p = self.root.join(rel);
-        match std::fs::read(&p) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(Error::Io { path: p, source }),
+        let file = match aotc_abi::file::open_regular(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(Error::Io { path: p, source }),
+        };
+        let mut buf = Vec::new();
+        file.take(take.reads()).read_to_end(&mut buf).map_err(|source| Error::Io { path: p.clone(), source })?;
+        match take.passed(buf.len() as u64) {
+            Some(limit) => Err(Error::Format {
+                path: p,
+                message: format!("larger than {} MiB, the most aotc reads from a JSON file", limit >> 20),
+            }),
+            None => Ok(Some(buf)),
         }
     }
 }
@@ -86,7 +140,9 @@ pub fn load_archive(path: &Path, bytes: Vec<u8>) -> Result<Source> {
     // `<root>models/<file>.json`: the filter above makes the last "models/" the directory.
     let (root, file) = model.rsplit_once("models/").ok_or_else(|| fmt_err(format!("cannot read {model}")))?;
     let mut entries = ZipEntries { path, zip, root: root.into(), len, budget: MAX_BYTES };
-    let json = entries.read(&format!("models/{file}"))?.ok_or_else(|| fmt_err(format!("cannot read {model}")))?;
+    let json = entries
+        .read(&format!("models/{file}"), Take::All { limit: MAX_JSON_BYTES })?
+        .ok_or_else(|| fmt_err(format!("cannot read {model}")))?;
     let program = parse_program(path, &json)?;
     load_payloads(path, program, &mut entries)
 }
@@ -172,7 +228,7 @@ fn load_payload_group(
     dir: &str,
     left: &mut u64,
 ) -> Result<BTreeMap<String, Tensor>> {
-    let Some(cfg) = entries.read(config)? else { return Ok(BTreeMap::new()) };
+    let Some(cfg) = entries.read(config, Take::All { limit: MAX_JSON_BYTES })? else { return Ok(BTreeMap::new()) };
     let cfg: PayloadConfig = serde_json::from_slice(&cfg)
         .map_err(|e| Error::Format { path: path.into(), message: format!("{config}: {e}") })?;
     let mut out = BTreeMap::new();
@@ -196,11 +252,12 @@ fn load_payload_group(
             });
         }
         let payload = format!("{dir}{}", meta.path_name);
-        let storage = entries.read(&payload)?.ok_or_else(|| Error::Weight {
+        let view = View::parse(&name, tm, *left)?;
+        let storage = entries.read(&payload, Take::Prefix(view.storage_bytes()))?.ok_or_else(|| Error::Weight {
             name: name.clone(),
             message: format!("payload {payload} is missing from the archive"),
         })?;
-        let t = dense_from_storage(&name, &payload, tm, &storage, *left)?;
+        let t = view.gather(&payload, &storage)?;
         *left -= t.data.len() as u64;
         out.insert(name, t);
     }
@@ -209,4 +266,45 @@ fn load_payload_group(
 
 fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A stored archive holding `m/models/model.json` of `len` bytes, its central directory
+    /// claiming `claimed` bytes.
+    fn archive(len: usize, claimed: u32) -> Vec<u8> {
+        let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        zip.start_file("m/models/model.json", stored).unwrap();
+        zip.write_all(&vec![b' '; len]).unwrap();
+        let mut bytes = zip.finish().unwrap().into_inner();
+        let central = bytes.windows(4).position(|w| w == b"PK\x01\x02").unwrap();
+        bytes[central + 24..central + 28].copy_from_slice(&claimed.to_le_bytes());
+        bytes
+    }
+
+    fn read(bytes: Vec<u8>, take: Take) -> Result<Option<Vec<u8>>> {
+        let len = bytes.len();
+        let zip = zip::ZipArchive::new(Cursor::new(bytes)).unwrap();
+        let path = Path::new("x.pt2");
+        ZipEntries { path, zip, root: "m/".into(), len, budget: MAX_BYTES }.read("models/model.json", take)
+    }
+
+    #[test]
+    fn an_entry_is_read_only_up_to_its_limit_whatever_its_header_claims() {
+        let limit = Take::All { limit: 3 << 20 };
+        assert_eq!(read(archive(1000, 1000), limit).unwrap().unwrap().len(), 1000);
+        let message =
+            "x.pt2: entry m/models/model.json: passes 3 MiB once inflated, the most aotc reads from a JSON entry";
+        // Claimed and real size past the limit: refused on the claim.
+        assert_eq!(read(archive(10, 4 << 20), limit).unwrap_err().to_string(), message);
+        // A header understating the size: the read stops past the limit.
+        assert_eq!(read(archive((3 << 20) + 1, 10), limit).unwrap_err().to_string(), message);
+        assert_eq!(read(archive(3 << 20, 10), limit).unwrap().unwrap().len(), 3 << 20);
+        // A weight's storage: only the prefix its views read.
+        assert_eq!(read(archive(1000, 1000), Take::Prefix(64)).unwrap().unwrap().len(), 64);
+    }
 }

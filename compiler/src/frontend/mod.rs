@@ -30,7 +30,7 @@ pub struct Source {
 /// Loads `path` (a `.pt2` zip or a `model.json`); `weights_file` overrides the weights
 /// with a safetensors file keyed by FQN.
 pub fn load(path: &Path, weights_file: Option<&Path>) -> Result<Source> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.into(), source })?;
+    let bytes = aotc_abi::file::read_regular(path).map_err(|source| Error::Io { path: path.into(), source })?;
     let mut src = if bytes.starts_with(b"PK") {
         archive::load_archive(path, bytes)?
     } else {
@@ -38,7 +38,7 @@ pub fn load(path: &Path, weights_file: Option<&Path>) -> Result<Source> {
         archive::load_json_with_layout(path, &bytes).map_err(|e| archive::not_json(path, &bytes).unwrap_or(e))?
     };
     if let Some(w) = weights_file {
-        let file = std::fs::read(w).map_err(|source| Error::Io { path: w.into(), source })?;
+        let file = aotc_abi::file::read_regular(w).map_err(|source| Error::Io { path: w.into(), source })?;
         override_payloads(&mut src, w, weights::from_safetensors(w, &file)?)?;
     }
     Ok(src)

@@ -57,52 +57,96 @@ fn extent(offset: i64, sizes: &[i64], strides: &[i64]) -> Option<(i64, i64)> {
     })
 }
 
-/// Gathers the view `meta` describes (sizes, strides, storage_offset) out of `storage`,
-/// the bytes of `payload` (its name in the archive, for messages), into at most `limit`
-/// bytes: what is left of [`MAX_BYTES`] for the archive's weights.
-pub fn dense_from_storage(name: &str, payload: &str, meta: &TensorMeta, storage: &[u8], limit: u64) -> Result<Tensor> {
-    let err = |message: String| Error::Weight { name: name.into(), message };
-    let dtype =
-        DType::from_torch_code(meta.dtype).ok_or_else(|| err(format!("unsupported dtype code {}", meta.dtype)))?;
-    let sizes = meta.sizes.iter().map(|s| static_int(name, "a size", s)).collect::<Result<Vec<_>>>()?;
-    let strides = meta.strides.iter().map(|s| static_int(name, "a stride", s)).collect::<Result<Vec<_>>>()?;
-    let offset = static_int(name, "the storage offset", &meta.storage_offset)?;
-    let view = format!("{dtype} sizes {sizes:?}, strides {strides:?}, storage offset {offset}");
-    if sizes.iter().any(|&n| n < 0) || offset < 0 {
-        return Err(err(format!("negative size or storage offset ({view})")));
+/// A weight's view of its storage (sizes, strides, storage_offset), checked: static,
+/// non-negative, ranks that agree, element offsets within 64 bits, a dense size within
+/// the limit it was parsed under.
+pub struct View {
+    name: String,
+    dtype: DType,
+    sizes: Vec<i64>,
+    strides: Vec<i64>,
+    offset: i64,
+    /// The dense tensor's byte size.
+    bytes: usize,
+    /// The lowest and highest element offsets it reads; None when it reads none.
+    extent: Option<(i64, i64)>,
+}
+
+impl View {
+    /// The view `meta` describes for weight `name`, whose dense form may take at most
+    /// `limit` bytes: what is left of [`MAX_BYTES`] for the archive's weights.
+    pub fn parse(name: &str, meta: &TensorMeta, limit: u64) -> Result<View> {
+        let err = |message: String| Error::Weight { name: name.into(), message };
+        let dtype =
+            DType::from_torch_code(meta.dtype).ok_or_else(|| err(format!("unsupported dtype code {}", meta.dtype)))?;
+        let sizes = meta.sizes.iter().map(|s| static_int(name, "a size", s)).collect::<Result<Vec<_>>>()?;
+        let strides = meta.strides.iter().map(|s| static_int(name, "a stride", s)).collect::<Result<Vec<_>>>()?;
+        let offset = static_int(name, "the storage offset", &meta.storage_offset)?;
+        let mut view = View { name: name.into(), dtype, sizes, strides, offset, bytes: 0, extent: None };
+        if view.sizes.iter().any(|&n| n < 0) || offset < 0 {
+            return Err(err(format!("negative size or storage offset ({})", view.describe())));
+        }
+        if view.strides.len() != view.sizes.len() {
+            return Err(err(format!(
+                "{} strides for {} sizes ({})",
+                view.strides.len(),
+                view.sizes.len(),
+                view.describe()
+            )));
+        }
+        view.bytes = dense_bytes(dtype, &view.sizes, limit).ok_or_else(|| {
+            err(format!("takes the weights past the {} GiB aotc builds ({})", MAX_BYTES >> 30, view.describe()))
+        })?;
+        if view.bytes > 0 {
+            let reach = extent(offset, &view.sizes, &view.strides)
+                .ok_or_else(|| err(format!("the view ({}) overflows 64-bit element offsets", view.describe())))?;
+            view.extent = Some(reach);
+        }
+        Ok(view)
     }
-    if strides.len() != sizes.len() {
-        return Err(err(format!("{} strides for {} sizes ({view})", strides.len(), sizes.len())));
+
+    fn describe(&self) -> String {
+        format!("{} sizes {:?}, strides {:?}, storage offset {}", self.dtype, self.sizes, self.strides, self.offset)
     }
-    let bytes = dense_bytes(dtype, &sizes, limit)
-        .ok_or_else(|| err(format!("takes the weights past the {} GiB aotc builds ({view})", MAX_BYTES >> 30)))?;
-    if bytes == 0 {
-        return Ok(Tensor { dtype, sizes, data: vec![] });
+
+    /// How many leading bytes of its storage the view reads: all a reader needs of the
+    /// payload (a storage may be longer, shared with other views).
+    pub fn storage_bytes(&self) -> u64 {
+        // A view reaching below the storage (hi < 0) needs none of it: gathering refuses it.
+        let elements = self.extent.and_then(|(_, hi)| u64::try_from(hi).ok()).map_or(0, |hi| hi + 1);
+        elements.saturating_mul(self.dtype.size() as u64)
     }
-    let es = dtype.size();
-    let held = i64::try_from(storage.len() / es).unwrap_or(i64::MAX);
-    let (lo, hi) = extent(offset, &sizes, &strides)
-        .ok_or_else(|| err(format!("the view ({view}) overflows 64-bit element offsets")))?;
-    if lo < 0 || hi >= held {
-        return Err(err(format!(
-            "the view ({view}) reads elements {lo}..={hi}, but payload {payload} holds {} bytes ({held} elements)",
-            storage.len()
-        )));
+
+    /// Gathers the view out of `storage`, the bytes of `payload` (its name in the archive,
+    /// for messages), into a dense tensor.
+    pub fn gather(self, payload: &str, storage: &[u8]) -> Result<Tensor> {
+        let view = self.describe();
+        let View { name, dtype, sizes, strides, offset, bytes, extent } = self;
+        let Some((lo, hi)) = extent else { return Ok(Tensor { dtype, sizes, data: vec![] }) };
+        let err = |message: String| Error::Weight { name: name.clone(), message };
+        let es = dtype.size();
+        let held = i64::try_from(storage.len() / es).unwrap_or(i64::MAX);
+        if lo < 0 || hi >= held {
+            return Err(err(format!(
+                "the view ({view}) reads elements {lo}..={hi}, but payload {payload} holds {} bytes ({held} elements)",
+                storage.len()
+            )));
+        }
+        // From here every element offset `offset + e` lies in lo..=hi, inside the storage, and
+        // the sums for_each_offset forms stay within those bounds.
+        // The usual case: a dense view is a slice of the storage.
+        if is_contiguous(&sizes, &strides) {
+            let start = offset as usize * es;
+            return Ok(Tensor { dtype, sizes, data: storage[start..start + bytes].to_vec() });
+        }
+        let mut data = Vec::new();
+        data.try_reserve_exact(bytes).map_err(|_| err(format!("cannot allocate {bytes} bytes ({view})")))?;
+        for_each_offset(&sizes, &strides, |_, e| {
+            let at = (offset + e) as usize * es;
+            data.extend_from_slice(&storage[at..at + es]);
+        });
+        Ok(Tensor { dtype, sizes, data })
     }
-    // From here every element offset `offset + e` lies in lo..=hi, inside the storage, and
-    // the sums for_each_offset forms stay within those bounds.
-    // The usual case: a dense view is a slice of the storage.
-    if is_contiguous(&sizes, &strides) {
-        let start = offset as usize * es;
-        return Ok(Tensor { dtype, sizes, data: storage[start..start + bytes].to_vec() });
-    }
-    let mut data = Vec::new();
-    data.try_reserve_exact(bytes).map_err(|_| err(format!("cannot allocate {bytes} bytes ({view})")))?;
-    for_each_offset(&sizes, &strides, |_, e| {
-        let at = (offset + e) as usize * es;
-        data.extend_from_slice(&storage[at..at + es]);
-    });
-    Ok(Tensor { dtype, sizes, data })
 }
 
 /// Every tensor of a safetensors file, keyed by its name.

@@ -27,6 +27,7 @@ impl<'s> Lowerer<'s> {
         &mut self,
         sig: &schema::GraphSignature,
     ) -> Result<(Vec<LoweredInput>, Vec<LoweredBuffer>)> {
+        check_distinct_inputs(&self.src.path, sig)?;
         let mutated: Vec<&str> = sig
             .output_specs
             .iter()
@@ -393,6 +394,34 @@ impl<'s> Lowerer<'s> {
         }
         Ok((outputs, kinds, buffer_mutations, input_mutations))
     }
+}
+
+/// Refuses a signature that lists one graph input twice: each entry becomes an input of
+/// the library (or a weight), so the library would take more inputs than the program's
+/// call takes.
+fn check_distinct_inputs(path: &std::path::Path, sig: &schema::GraphSignature) -> Result<()> {
+    let mut seen = std::collections::BTreeMap::new();
+    for (i, spec) in sig.input_specs.iter().enumerate() {
+        let name = match spec {
+            InputSpec::Parameter { arg, .. }
+            | InputSpec::Buffer { arg, .. }
+            | InputSpec::TensorConstant { arg, .. } => &arg.name,
+            InputSpec::UserInput { arg: Argument::Tensor(t) } => &t.name,
+            InputSpec::UserInput { arg: Argument::SymInt(SymIntArgument::Name(name)) } => name,
+            InputSpec::ConstantInput { name, .. } => name,
+            _ => continue,
+        };
+        if let Some(first) = seen.insert(name.as_str(), i) {
+            return Err(Error::Format {
+                path: path.into(),
+                message: format!(
+                    "the graph signature lists graph input '{name}' twice (input_specs {first} and {i}); \
+                     torch.export gives each input its own placeholder"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn input_name(input: &LoweredInput) -> &str {

@@ -186,8 +186,11 @@ pub unsafe extern "C" fn aotc_load_weights_bytes(m: *mut AotcModel, data: *const
     })
 }
 
+/// # Safety
+/// `m` is null or a handle from aotc_model_create* not yet destroyed (this destroys it:
+/// nothing uses it afterwards); no other call on it runs at the same time.
 #[no_mangle]
-pub extern "C" fn aotc_model_destroy(m: *mut AotcModel) {
+pub unsafe extern "C" fn aotc_model_destroy(m: *mut AotcModel) {
     if !m.is_null() {
         // SAFETY: m came from Box::into_raw in aotc_model_create and is destroyed once.
         guard(|| {
@@ -208,8 +211,10 @@ pub extern "C" fn aotc_metadata_json() -> *const c_char {
     p
 }
 
+/// # Safety
+/// `m` is null or a handle from aotc_model_create* not yet destroyed.
 #[no_mangle]
-pub extern "C" fn aotc_in_spec(m: *const AotcModel) -> *const c_char {
+pub unsafe extern "C" fn aotc_in_spec(m: *const AotcModel) -> *const c_char {
     let mut p = std::ptr::null();
     guard(|| {
         p = model_ref(m)?.program().in_spec.as_ptr();
@@ -218,8 +223,10 @@ pub extern "C" fn aotc_in_spec(m: *const AotcModel) -> *const c_char {
     p
 }
 
+/// # Safety
+/// `m` is null or a handle from aotc_model_create* not yet destroyed.
 #[no_mangle]
-pub extern "C" fn aotc_out_spec(m: *const AotcModel) -> *const c_char {
+pub unsafe extern "C" fn aotc_out_spec(m: *const AotcModel) -> *const c_char {
     let mut p = std::ptr::null();
     guard(|| {
         p = model_ref(m)?.program().out_spec.as_ptr();
@@ -259,33 +266,48 @@ fn info(
     })
 }
 
+/// # Safety
+/// `m` is null or a handle from aotc_model_create* not yet destroyed.
 #[no_mangle]
-pub extern "C" fn aotc_input_count(m: *const AotcModel) -> i64 {
+pub unsafe extern "C" fn aotc_input_count(m: *const AotcModel) -> i64 {
     count(m, |m| m.program().inputs.len())
 }
 
+/// # Safety
+/// `m` is null or a handle from aotc_model_create* not yet destroyed; `out` is null or
+/// points to one writable `AotcValueInfo`.
 #[no_mangle]
-pub extern "C" fn aotc_input_info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo) -> i32 {
+pub unsafe extern "C" fn aotc_input_info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo) -> i32 {
     info(m, i, out, "input", |m| &m.program().inputs)
 }
 
+/// # Safety
+/// `m` is null or a handle from aotc_model_create* not yet destroyed.
 #[no_mangle]
-pub extern "C" fn aotc_output_count(m: *const AotcModel) -> i64 {
+pub unsafe extern "C" fn aotc_output_count(m: *const AotcModel) -> i64 {
     count(m, |m| m.program().outputs.len())
 }
 
+/// # Safety
+/// `m` is null or a handle from aotc_model_create* not yet destroyed; `out` is null or
+/// points to one writable `AotcValueInfo`.
 #[no_mangle]
-pub extern "C" fn aotc_output_info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo) -> i32 {
+pub unsafe extern "C" fn aotc_output_info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo) -> i32 {
     info(m, i, out, "output", |m| &m.program().outputs)
 }
 
+/// # Safety
+/// `m` is null or a handle from aotc_model_create* not yet destroyed.
 #[no_mangle]
-pub extern "C" fn aotc_buffer_count(m: *const AotcModel) -> i64 {
+pub unsafe extern "C" fn aotc_buffer_count(m: *const AotcModel) -> i64 {
     count(m, |m| m.program().buffers.len())
 }
 
+/// # Safety
+/// `m` is null or a handle from aotc_model_create* not yet destroyed; `out` is null or
+/// points to one writable `AotcValueInfo`.
 #[no_mangle]
-pub extern "C" fn aotc_buffer_info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo) -> i32 {
+pub unsafe extern "C" fn aotc_buffer_info(m: *const AotcModel, i: i64, out: *mut AotcValueInfo) -> i32 {
     info(m, i, out, "buffer", |m| &m.program().buffers)
 }
 
@@ -434,13 +456,18 @@ pub unsafe extern "C" fn aotc_set_stream(m: *mut AotcModel, stream: *mut c_void)
     guard(|| model_mut(m)?.set_stream(stream))
 }
 
+/// # Safety
+/// `m` is null or a handle from aotc_model_create* not yet destroyed.
 #[no_mangle]
-pub extern "C" fn aotc_kernel_count(m: *const AotcModel) -> i64 {
+pub unsafe extern "C" fn aotc_kernel_count(m: *const AotcModel) -> i64 {
     count(m, |m| m.program().manifest.kernels.len())
 }
 
+/// # Safety
+/// `m` is null or a handle from aotc_model_create* not yet destroyed; no other call on it
+/// runs at the same time.
 #[no_mangle]
-pub extern "C" fn aotc_profile_enable(m: *mut AotcModel, on: i32) -> i32 {
+pub unsafe extern "C" fn aotc_profile_enable(m: *mut AotcModel, on: i32) -> i32 {
     guard(|| {
         model_mut(m)?.profile_mut()?.set(on != 0);
         Ok(())

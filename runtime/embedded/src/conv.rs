@@ -16,6 +16,7 @@ mod winograd;
 pub use max_pool::__aotc_max_pool2d_f32;
 
 use crate::gemm::{gemm_packed, Operands, Packed, Problem};
+use crate::guards::refuse_extern_call;
 use crate::pool::{self, for_items};
 use crate::spare::Handle;
 use aotc_abi::conv::{Algorithm, Conv2d, WeightForm};
@@ -42,9 +43,9 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     // SAFETY: the generated code passes its geometry list and its length.
     let list = unsafe { std::slice::from_raw_parts(geometry, count.max(0) as usize) };
     // The compiler passes only geometries it checked (statically or by guards); a list
-    // that is not consistent writes nothing rather than out of bounds.
+    // that is not consistent writes nothing rather than out of bounds, and fails the call.
     let Some((g, (x_len, weight_len, out_len))) = Conv2d::from_list(list).and_then(|g| Some((g, g.lens()?))) else {
-        return;
+        return refuse_extern_call("__aotc_conv2d_f32");
     };
     if g.batch == 0 {
         return;
@@ -230,7 +231,7 @@ fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], sums: Sums,
     let mut operands = Operands { activation: g.activation, bias: sums.bias(), ..Operands::default() };
     if let Weight::Packed(_) = lhs {
         // `lens` computed the padded size already: this cannot fail.
-        let Some(a) = Packed::new(a, m, aotc_abi::gemm::MR) else { return };
+        let Some(a) = Packed::new(a, m, aotc_abi::gemm::MR) else { return refuse_extern_call("__aotc_conv2d_f32") };
         operands.a = Some(a);
     }
     // SAFETY: A is the m x k row-major matrix or its packed form as `lhs` says (a packed

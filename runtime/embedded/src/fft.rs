@@ -3,6 +3,7 @@
 //! The compiler splits a multi-dimensional FFT into one call per dimension, as PyTorch's
 //! CPU backend does for complex-to-real transforms.
 
+use crate::guards::refuse_extern_call;
 use aotc_abi::fft as abi;
 use rustfft::num_complex::Complex32;
 use rustfft::{FftDirection, FftPlanner};
@@ -138,10 +139,11 @@ pub unsafe extern "C" fn __aotc_fft(
     len_out: i64,
     inner: i64,
 ) {
-    let Ok(input_offset) = usize::try_from(input_offset) else { return };
+    let refuse = || refuse_extern_call("__aotc_fft");
+    let Ok(input_offset) = usize::try_from(input_offset) else { return refuse() };
     // SAFETY: the caller's contract: the operand starts `input_offset` floats into `input`.
     let input = unsafe { input.add(input_offset) };
-    let Some(t) = Transform::new(kind, norm, outer, len_in, len_out, inner) else { return };
+    let Some(t) = Transform::new(kind, norm, outer, len_in, len_out, inner) else { return refuse() };
     if t.out_floats == 0 {
         return;
     }

@@ -7,6 +7,7 @@
 // The coefficients are vmath.rs's, digit for digit: clippy would round them to what float parsing gives anyway.
 #![allow(clippy::excessive_precision)]
 
+use crate::guards::refuse_extern_call;
 use crate::pool::for_items;
 
 /// `out[i] = gelu(x[i])` for `i < n`.
@@ -15,7 +16,7 @@ use crate::pool::for_items;
 /// `x` and `out` hold `n` floats each and do not overlap.
 #[no_mangle]
 pub unsafe extern "C" fn __aotc_gelu_f32(out: *mut f32, x: *const f32, n: i64) {
-    let n = n.max(0) as usize;
+    let Ok(n) = usize::try_from(n) else { return refuse_extern_call("__aotc_gelu_f32") };
     if n == 0 {
         return;
     }

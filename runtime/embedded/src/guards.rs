@@ -4,6 +4,7 @@
 use crate::error::{err, Result};
 use aotc_abi::manifest::{Guard, GuardKind, Manifest};
 use aotc_abi::status;
+use std::cell::Cell;
 
 /// Fails on the first guard that does not hold for `syms` (or cannot be evaluated),
 /// naming the node it protects: `AOTC_ERR_SHAPE` for a size rule, `AOTC_ERR_ASSERT` for
@@ -47,6 +48,34 @@ pub fn check_index_errors(record: &[u8], sites: &[String]) -> Result<()> {
     err(status::INDEX, format!("{what}: index {} is out of range for a dimension of size {}", field(1), field(2)))
 }
 
+thread_local! {
+    /// The first extern kernel of the running stage that refused its arguments: kernels
+    /// are never split over threads, so each runs on the thread that runs the stage.
+    static REFUSED: Cell<Option<&'static str>> = const { Cell::new(None) };
+}
+
+/// Called by an extern kernel (`__aotc_conv2d_f32`...) whose arguments describe no call
+/// it can make (a compiler bug), instead of writing anything: the stage fails.
+pub fn refuse_extern_call(kernel: &'static str) {
+    REFUSED.with(|r| {
+        if r.get().is_none() {
+            r.set(Some(kernel));
+        }
+    });
+}
+
+/// Fails with `AOTC_ERR_INTERNAL` when an extern kernel of the stage just run on this
+/// thread refused its arguments (its output was not written), and clears the record.
+pub fn check_extern_calls() -> Result<()> {
+    match REFUSED.with(Cell::take) {
+        None => Ok(()),
+        Some(kernel) => err(
+            status::INTERNAL,
+            format!("internal error: extern kernel {kernel} was called with inconsistent arguments; it wrote nothing"),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +88,44 @@ mod tests {
 
     fn message(guards: &[Guard], syms: &[Option<i64>]) -> Option<(i32, String)> {
         check_guards(guards, syms).err().map(|e| (e.code, e.message))
+    }
+
+    #[test]
+    fn an_extern_kernel_refusing_its_arguments_fails_the_stage() {
+        let refused = |kernel: &str| {
+            let e = check_extern_calls().expect_err("the kernel refused its arguments");
+            assert_eq!(e.code, status::INTERNAL);
+            assert!(
+                e.message.contains(&format!("extern kernel {kernel} was called with inconsistent")),
+                "{}",
+                e.message
+            );
+            assert!(check_extern_calls().is_ok(), "the check clears the record");
+        };
+        assert!(check_extern_calls().is_ok());
+        let (mut out, x) = ([7.0f32; 4], [1.0f32; 4]);
+        let (o, p) = (out.as_mut_ptr(), x.as_ptr());
+        // SAFETY: each call's arguments are refused before any pointer is read.
+        unsafe {
+            crate::conv::__aotc_conv2d_f32(o, p, p, p, o, p, [1i64, 2].as_ptr(), 2);
+            refused("__aotc_conv2d_f32");
+            crate::conv::__aotc_max_pool2d_f32(o, p, [3i64].as_ptr(), 1);
+            refused("__aotc_max_pool2d_f32");
+            crate::fft::__aotc_fft(o, p, -1, 0, 0, 1, 2, 2, 1);
+            refused("__aotc_fft");
+            crate::fft::__aotc_fft(o, p, 0, 99, 0, 1, 2, 2, 1);
+            refused("__aotc_fft");
+            crate::rows::__aotc_softmax_f32(o, p, i64::MAX, 4, 0);
+            refused("__aotc_softmax_f32");
+            crate::rows::__aotc_layer_norm_f32(o, p, p, p, -1, 4, 0, 0, 0);
+            refused("__aotc_layer_norm_f32");
+            crate::gelu::__aotc_gelu_f32(o, p, -4);
+            refused("__aotc_gelu_f32");
+            // A consistent empty call writes nothing and succeeds.
+            crate::gelu::__aotc_gelu_f32(o, p, 0);
+        }
+        assert!(check_extern_calls().is_ok());
+        assert_eq!(out, [7.0; 4], "a refused call writes nothing");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! the sequential scan of `nonzero`.
 
 use crate::gemm::{gemm, gemm_packed, Bias, Operands, Packed, Problem};
+use crate::guards::refuse_extern_call;
 use crate::pool;
 use aotc_abi::gemm::Activation;
 
@@ -74,7 +75,9 @@ pub unsafe extern "C" fn __aotc_sgemm_packed_b(
     activation: i64,
 ) {
     let (m, k, n) = (m.max(0) as usize, k.max(0) as usize, n.max(0) as usize);
-    let Some(packed_b) = Packed::new(b, n, aotc_abi::gemm::NR) else { return };
+    let Some(packed_b) = Packed::new(b, n, aotc_abi::gemm::NR) else {
+        return refuse_extern_call("__aotc_sgemm_packed_b");
+    };
     let (rsa, csa, rsc, csc) = (rsa as isize, csa as isize, rsc as isize, csc as isize);
     let p = Problem { m, k, n, alpha, a, rsa, csa, b, rsb: 0, csb: 0, beta, c, rsc, csc };
     let bias = if bias.is_null() { Bias::None } else { Bias::Cols(bias) };

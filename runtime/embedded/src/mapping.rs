@@ -56,11 +56,8 @@ fn weights_err(path: &str, message: impl std::fmt::Display) -> Error {
 /// The mapping of the file at `path`: the one an instance of this process already holds,
 /// or a new read-only one.
 pub fn map(path: &str) -> Result<Arc<Mapping>> {
-    let file = std::fs::File::open(path).map_err(|e| weights_err(path, e))?;
+    let file = aotc_abi::file::open_regular(path.as_ref()).map_err(|e| weights_err(path, e))?;
     let meta = file.metadata().map_err(|e| weights_err(path, e))?;
-    if !meta.is_file() {
-        return Err(weights_err(path, "not a regular file"));
-    }
     let key: Key = (meta.dev(), meta.ino(), meta.size(), meta.mtime(), meta.mtime_nsec());
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
     shared.retain(|(_, m)| m.strong_count() > 0);

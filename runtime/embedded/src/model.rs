@@ -3,7 +3,7 @@
 use crate::arena::ScratchArena;
 use crate::descriptor::{check_view, dtype_of, Place, View};
 use crate::error::{err, Error, Result};
-use crate::guards::{check_index_errors, check_stage_guards};
+use crate::guards::{check_extern_calls, check_index_errors, check_stage_guards};
 use crate::inputs::{bind_inputs_into, Bound};
 use crate::memory::{ensure_len, strided_copy, AlignedBuf, Direction};
 use crate::outputs::CallerOutputs;
@@ -317,6 +317,8 @@ impl Model {
             // (null unless profiling) is this instance's, alive through the stage.
             let run = || unsafe { __aotc_graph_run(slots.as_ptr(), sizes.dims.as_ptr(), stage as i64, recorder) };
             spare::lend(&self.spare, || with_threads(self.threads, run));
+            // An extern kernel that refused its arguments fails the call (checked first: this clears it).
+            check_extern_calls()?;
             // A data-dependent index out of range fails the call before any state changes.
             if let Some(e) = &m.index_errors {
                 check_index_errors(self.scratch[e.slot].as_slice(), &e.sites)?;

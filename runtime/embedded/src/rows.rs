@@ -5,7 +5,15 @@
 //! Rows run on the call's threads, 8 lanes at a time with AVX2 + FMA (exp as GELU's
 //! `exp8`; short softmax rows 8 rows at a time, one per lane), sums in float64 either way.
 
+use crate::guards::refuse_extern_call;
 use crate::pool::for_items;
+
+/// `rows`, `len` and their product as sizes, or None when one is negative or the product
+/// overflows: arguments that describe no tensor.
+fn row_counts(rows: i64, len: i64) -> Option<(usize, usize, usize)> {
+    let (rows, len) = (usize::try_from(rows).ok()?, usize::try_from(len).ok()?);
+    Some((rows, len, rows.checked_mul(len)?))
+}
 
 /// `out[r] = softmax(x[r])` (or `log_softmax` when `log != 0`) for `rows` rows of `len`:
 /// `exp(x - max) / sum`, a row holding NaN gives NaN throughout, as in torch.
@@ -14,8 +22,7 @@ use crate::pool::for_items;
 /// `x` and `out` hold `rows * len` floats each and do not overlap.
 #[no_mangle]
 pub unsafe extern "C" fn __aotc_softmax_f32(out: *mut f32, x: *const f32, rows: i64, len: i64, log: i64) {
-    let (rows, len) = (rows.max(0) as usize, len.max(0) as usize);
-    let Some(total) = rows.checked_mul(len) else { return };
+    let Some((rows, len, total)) = row_counts(rows, len) else { return refuse_extern_call("__aotc_softmax_f32") };
     if total == 0 {
         return;
     }
@@ -97,8 +104,9 @@ pub unsafe extern "C" fn __aotc_layer_norm_f32(
     has_bias: i64,
     eps: i64,
 ) {
-    let (rows, len) = (rows.max(0) as usize, len.max(0) as usize);
-    let Some(total) = rows.checked_mul(len) else { return };
+    let Some((rows, len, total)) = row_counts(rows, len) else {
+        return refuse_extern_call("__aotc_layer_norm_f32");
+    };
     if total == 0 {
         return;
     }

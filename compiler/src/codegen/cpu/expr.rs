@@ -142,6 +142,9 @@ fn load_at(cx: &mut Cx, buf: crate::ir::BufId, numel: &SymExpr, offset: Value, t
 /// An index into a dimension of size `bound`, normalized to `0..bound` (negatives count
 /// from the end when `wrap`); out of range, the first such error of the call is recorded
 /// as (site + 1, index, bound) and the result is 0, so the access it feeds stays in bounds.
+/// The record goes to the first failing check on any thread, whole: a compare-and-swap
+/// claims its site word, and only the check that claimed it writes the index and size
+/// (the CUDA backend's `atom.cas`, the same way).
 fn check_index(cx: &mut Cx, v: Value, bound: &SymExpr, wrap: bool, site: usize, record: crate::ir::BufId) -> Value {
     let n = cx.sym(bound);
     let index = if wrap {
@@ -158,13 +161,12 @@ fn check_index(cx: &mut Cx, v: Value, bound: &SymExpr, wrap: bool, site: usize, 
     cx.b.switch_to_block(fail);
     cx.b.seal_block(fail);
     let base = cx.base(record);
-    let first = cx.b.ins().load(types::I64, flags(), base, 0);
+    let (none, site_id) = (cx.b.ins().iconst(types::I64, 0), cx.b.ins().iconst(types::I64, site as i64 + 1));
+    let claimed_by = cx.b.ins().atomic_cas(flags(), base, none, site_id);
     let (write, done) = (cx.b.create_block(), cx.b.create_block());
-    cx.b.ins().brif(first, done, &[], write, &[]);
+    cx.b.ins().brif(claimed_by, done, &[], write, &[]);
     cx.b.switch_to_block(write);
     cx.b.seal_block(write);
-    let site_id = cx.b.ins().iconst(types::I64, site as i64 + 1);
-    cx.b.ins().store(flags(), site_id, base, 0);
     cx.b.ins().store(flags(), v, base, 8);
     cx.b.ins().store(flags(), n, base, 16);
     cx.b.ins().jump(done, &[]);

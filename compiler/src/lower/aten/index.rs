@@ -34,7 +34,8 @@ pub const OPS: &[(&str, LowerFn)] = &[
 
 impl Lowerer<'_> {
     /// The element of `v` at per-dimension indices `idx` (int64 expressions), reading
-    /// through `LoadAt`: `v` is realized first.
+    /// through `LoadAt`: `v` is realized first. One index per dimension: an index past
+    /// `v`'s rank is dropped, with the check it carries.
     pub fn load_at_indices(&mut self, v: &TensorValue, idx: &[E], name: &str) -> E {
         let (_, r) = self.strided(v, name);
         let offset = idx.iter().zip(&r.strides).fold(size_value(&r.offset), |acc, (i, s)| {
@@ -66,10 +67,11 @@ fn index_select(lw: &mut Lowerer, a: &Args) -> R {
         return Err(format!("index must be 0-D or 1-D, got rank {}", index.rank()));
     }
     if x.rank() == 0 {
-        // A 0-dim self: its one element, if the (one) index is 0 or -1.
+        // A 0-dim self: its one element, if the (one) index is 0 (torch refuses -1 too).
+        // It is read as a 1-element vector, so that the checked index is part of the load.
         let first = index.load(&vec![Affine::constant(SymExpr::Int(0)); index.rank()]);
         let i = lw.checked_index(first, SymExpr::Int(1), false, "index_select of a 0-dim tensor");
-        let body = lw.load_at_indices(&x, &[i], &a.node_name());
+        let body = lw.load_at_indices(&x.unsqueeze(0), &[i], &a.node_name());
         return Ok(vec![TensorValue::lazy(x.dtype, vec![], body)]);
     }
     let mut sizes = x.sizes.clone();
@@ -499,8 +501,25 @@ fn embedding_bag(lw: &mut Lowerer, a: &Args) -> R {
     let b = var_value(0);
     let next_start = lw.load_at_indices(&offsets, &[binary(Prim::Add, b.clone(), int(1))], &name);
     let is_last = binary(Prim::Ge, binary(Prim::Add, b.clone(), int(1)), size_value(&bags));
-    let end = expr::select(is_last, size_value(&n), cast(next_start, DType::I64));
-    let mut bag_size = binary(Prim::Sub, end, offset_at(Affine::var(0)));
+    // torch's checks of the offsets, each failing the call with AOTC_ERR_INDEX as torch
+    // raises: every offset within 0..=n, offsets[0] == 0, no offset below the one before.
+    let boundaries = SymExpr::add([n.clone(), SymExpr::Int(1)]);
+    let within = "embedding_bag offsets (positions 0..=n in the indices)";
+    let start = lw.checked_index(offset_at(Affine::var(0)), boundaries.clone(), false, within);
+    let has_next = binary(Prim::Lt, binary(Prim::Add, b.clone(), int(1)), size_value(&offsets.sizes[0]));
+    let next = lw.checked_index(
+        expr::select(has_next, cast(next_start, DType::I64), size_value(&n)),
+        boundaries.clone(),
+        false,
+        within,
+    );
+    let first = expr::select(binary(Prim::Eq, b.clone(), int(0)), offset_at(Affine::var(0)), int(0));
+    let first = lw.checked_index(first, SymExpr::Int(1), false, "embedding_bag offsets[0] (must be 0)");
+    let length = binary(Prim::Sub, next, start.clone());
+    let length = lw.checked_index(length, boundaries, false, "embedding_bag bag length (offsets must not decrease)");
+    // The last bag ends at n (include_last_offset's last offset ends none); `first` is 0.
+    let end_at_n = binary(Prim::Sub, size_value(&n), start);
+    let mut bag_size = binary(Prim::Add, expr::select(is_last, end_at_n, length), first);
     if padding_idx >= 0 {
         let padded =
             binary(Prim::And, bag.holds(Affine::var(1)), binary(Prim::Eq, bag.index(Affine::var(1)), int(padding_idx)));

@@ -4,6 +4,7 @@
 //! AVX2, the usual geometries (horizontal stride 1, or 2 undilated) take [`avx2::Rows`].
 
 use super::TapColumns;
+use crate::guards::refuse_extern_call;
 use crate::pool::for_items;
 use aotc_abi::conv::Conv2d;
 
@@ -20,9 +21,12 @@ pub unsafe extern "C" fn __aotc_max_pool2d_f32(out: *mut f32, x: *const f32, geo
     // SAFETY: the generated code passes its geometry list and its length.
     let list = unsafe { std::slice::from_raw_parts(geometry, count.max(0) as usize) };
     let Some((g, (x_len, _, out_len))) = Conv2d::windows_from_list(list).and_then(|g| Some((g, g.lens()?))) else {
-        return;
+        return refuse_extern_call("__aotc_max_pool2d_f32");
     };
-    if g.channels != g.out_channels || out_len == 0 || x_len == 0 {
+    if g.channels != g.out_channels {
+        return refuse_extern_call("__aotc_max_pool2d_f32");
+    }
+    if out_len == 0 || x_len == 0 {
         return;
     }
     // SAFETY: the caller's contract (sizes from the geometry).
