@@ -22,11 +22,13 @@ pub enum Instance {
 
 impl Instance {
     pub fn new(device: &str, threads: i64, weights: Source) -> Result<Instance> {
+        // Counted from before it takes the program, which the library's unload frees.
+        let live = Live::new();
         let program = program()?;
         match (device, cuda::ordinal(device), &program.manifest.cuda) {
-            ("cpu" | "cpu:0", _, None) => Model::new(program, threads, weights).map(|m| Instance::Cpu(m, Live::new())),
+            ("cpu" | "cpu:0", _, None) => Model::new(program, threads, weights).map(|m| Instance::Cpu(m, live)),
             (_, Some(n), Some(_)) => {
-                CudaModel::new(program, n, weights).map(|m| Instance::Cuda(Box::new(m), Live::new()))
+                CudaModel::new(program, n, weights).map(|m| Instance::Cuda(Box::new(m), live))
             }
             (_, Some(_), None) => err(status::DEVICE, format!("this library was compiled for the CPU; got \"{device}\": compile the model with `aotc compile --device cuda` to run it on a GPU")),
             ("cpu" | "cpu:0", _, Some(_)) => err(status::DEVICE, format!("this library was compiled for CUDA; got \"{device}\": load it on \"cuda\" or \"cuda:N\"")),
