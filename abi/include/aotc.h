@@ -12,7 +12,13 @@
  * Conventions
  * - Every fallible function returns an AotcStatus; on failure aotc_last_error() holds a
  *   message naming what is wrong (input index and name, expected vs got). The message
- *   is per thread and valid until the next failing call on that thread.
+ *   is per thread and valid until the next failing call on that thread, or until the
+ *   library is unloaded (dlclose), whichever comes first.
+ * - A library leaves nothing behind after its last instance: aotc_model_destroy of the
+ *   last one joins its worker threads, and then dlclose unloads it (no thread, thread-local
+ *   destructor, pthread key or allocation of it stays), so a process may load and unload
+ *   new libraries (model versions) without end. Strings and value infos the library
+ *   hands out are valid only while it is loaded.
  * - No function aborts the process or lets an exception/panic escape.
  * - Tensors are DLPack DLTensors (same layout). Inputs may be strided (copied when not
  *   contiguous); strides == NULL means contiguous; negative strides are allowed (data +

@@ -7,18 +7,10 @@ use crate::model::Outputs;
 use crate::program::{program, ValueInfoStore};
 use crate::weights::Source;
 use aotc_abi::{status, AotcModel, AotcTensor, AotcValueInfo, ABI_VERSION};
-use std::cell::RefCell;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
-}
-
-fn set_error(message: &str) {
-    let c = CString::new(message.replace('\0', "")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = c);
-}
+use crate::last_error::set as set_error;
 
 /// Runs `f`, turning an error or a panic into a status code and the last-error message.
 fn guard(f: impl FnOnce() -> Result<()>) -> i32 {
@@ -69,7 +61,7 @@ pub extern "C" fn aotc_abi_version() -> u32 {
 
 #[no_mangle]
 pub extern "C" fn aotc_last_error() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ptr())
+    crate::last_error::get()
 }
 
 /// # Safety

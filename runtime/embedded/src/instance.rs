@@ -9,14 +9,15 @@ use crate::inputs::bind_inputs;
 use crate::model::{output_dim, Model, Outputs};
 use crate::profile::Profile;
 use crate::program::{program, Program};
+use crate::unload::Live;
 use crate::weights::Source;
 use aotc_abi::{status, AotcTensor};
 
 // The CPU model inline: one Instance per aotc_model_create, so its size costs nothing.
 #[allow(clippy::large_enum_variant)]
 pub enum Instance {
-    Cpu(Model),
-    Cuda(Box<CudaModel>),
+    Cpu(Model, Live),
+    Cuda(Box<CudaModel>, Live),
 }
 
 /// The generated code runs only on a CPU with its target's features: a library compiled
@@ -37,13 +38,17 @@ fn check_cpu(target: &aotc_abi::cpu::CpuTarget) -> Result<()> {
 
 impl Instance {
     pub fn new(device: &str, threads: i64, weights: Source) -> Result<Instance> {
+        // Counted from before it takes the program, which the library's unload frees.
+        let live = Live::new();
         let program = program()?;
         match (device, cuda::ordinal(device), &program.manifest.cuda) {
             ("cpu" | "cpu:0", _, None) => {
                 check_cpu(&program.manifest.cpu)?;
-                Model::new(program, threads, weights).map(Instance::Cpu)
+                Model::new(program, threads, weights).map(|m| Instance::Cpu(m, live))
             }
-            (_, Some(n), Some(_)) => CudaModel::new(program, n, weights).map(|m| Instance::Cuda(Box::new(m))),
+            (_, Some(n), Some(_)) => {
+                CudaModel::new(program, n, weights).map(|m| Instance::Cuda(Box::new(m), live))
+            }
             (_, Some(_), None) => err(status::DEVICE, format!("this library was compiled for the CPU; got \"{device}\": compile the model with `aotc compile --device cuda` to run it on a GPU")),
             ("cpu" | "cpu:0", _, Some(_)) => err(status::DEVICE, format!("this library was compiled for CUDA; got \"{device}\": load it on \"cuda\" or \"cuda:N\"")),
             _ => err(status::DEVICE, format!("unknown device \"{device}\" (expected \"cpu\", \"cuda\" or \"cuda:N\")")),
@@ -52,22 +57,22 @@ impl Instance {
 
     pub fn program(&self) -> &'static Program {
         match self {
-            Instance::Cpu(m) => m.program(),
-            Instance::Cuda(m) => m.program(),
+            Instance::Cpu(m, _) => m.program(),
+            Instance::Cuda(m, _) => m.program(),
         }
     }
 
     fn place(&self) -> Place {
         match self {
-            Instance::Cpu(_) => Place::Cpu,
-            Instance::Cuda(m) => Place::Cuda(m.ordinal()),
+            Instance::Cpu(..) => Place::Cpu,
+            Instance::Cuda(m, _) => Place::Cuda(m.ordinal()),
         }
     }
 
     pub fn run(&mut self, inputs: &[AotcTensor], outputs: Outputs<'_>) -> Result<()> {
         match self {
-            Instance::Cpu(m) => m.run(inputs, outputs),
-            Instance::Cuda(m) => m.run(inputs, outputs),
+            Instance::Cpu(m, _) => m.run(inputs, outputs),
+            Instance::Cuda(m, _) => m.run(inputs, outputs),
         }
     }
 
@@ -97,30 +102,30 @@ impl Instance {
 
     pub fn load_weights(&mut self, source: Source) -> Result<()> {
         match self {
-            Instance::Cpu(m) => m.load_weights(source),
-            Instance::Cuda(m) => m.load_weights(source),
+            Instance::Cpu(m, _) => m.load_weights(source),
+            Instance::Cuda(m, _) => m.load_weights(source),
         }
     }
 
     pub fn read_buffer(&self, name: &str, dst: &AotcTensor) -> Result<()> {
         match self {
-            Instance::Cpu(m) => m.read_buffer(name, dst),
-            Instance::Cuda(m) => m.read_buffer(name, dst),
+            Instance::Cpu(m, _) => m.read_buffer(name, dst),
+            Instance::Cuda(m, _) => m.read_buffer(name, dst),
         }
     }
 
     pub fn write_buffer(&mut self, name: &str, src: &AotcTensor) -> Result<()> {
         match self {
-            Instance::Cpu(m) => m.write_buffer(name, src),
-            Instance::Cuda(m) => m.write_buffer(name, src),
+            Instance::Cpu(m, _) => m.write_buffer(name, src),
+            Instance::Cuda(m, _) => m.write_buffer(name, src),
         }
     }
 
     /// The CUDA stream the following calls run on (null: the legacy default stream).
     pub fn set_stream(&mut self, stream: *mut std::ffi::c_void) -> Result<()> {
         match self {
-            Instance::Cpu(_) => err(status::DEVICE, "aotc_set_stream: this instance runs on the CPU"),
-            Instance::Cuda(m) => {
+            Instance::Cpu(..) => err(status::DEVICE, "aotc_set_stream: this instance runs on the CPU"),
+            Instance::Cuda(m, _) => {
                 m.set_stream(stream);
                 Ok(())
             }
@@ -130,15 +135,15 @@ impl Instance {
     /// The kernel timings (CPU instances only, for now).
     pub fn profile(&self) -> Result<&Profile> {
         match self {
-            Instance::Cpu(m) => Ok(&m.profile),
-            Instance::Cuda(_) => err(status::DEVICE, "profiling is not available on CUDA instances yet"),
+            Instance::Cpu(m, _) => Ok(&m.profile),
+            Instance::Cuda(..) => err(status::DEVICE, "profiling is not available on CUDA instances yet"),
         }
     }
 
     pub fn profile_mut(&mut self) -> Result<&mut Profile> {
         match self {
-            Instance::Cpu(m) => Ok(&mut m.profile),
-            Instance::Cuda(_) => err(status::DEVICE, "profiling is not available on CUDA instances yet"),
+            Instance::Cpu(m, _) => Ok(&mut m.profile),
+            Instance::Cuda(..) => err(status::DEVICE, "profiling is not available on CUDA instances yet"),
         }
     }
 }

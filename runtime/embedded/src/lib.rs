@@ -32,6 +32,7 @@ mod guards;
 mod inputs;
 mod instance;
 mod kernels;
+mod last_error;
 mod mapping;
 mod memory;
 mod model;
@@ -41,6 +42,7 @@ mod profile;
 mod program;
 mod rows;
 mod spare;
+mod unload;
 mod weights;
 
 pub use abi_fns::*;

@@ -3,6 +3,8 @@
 //! One pool per loaded library, started by the first instance that asks for more than
 //! one thread and joined when the last such instance is destroyed, so that no thread runs
 //! the library's code after its last instance is gone (a library may then be unloaded).
+//! The workers are plain pthreads, not `std::thread`s: a `std::thread` would leave the
+//! library pinned and a pthread key taken for good (see [`spawn_worker`]).
 //! A parallel region takes workers only while cores are free: the pool has one worker
 //! per core beyond the first, and concurrent calls (of several instances, on several
 //! threads) share them, each caller running its own share on its own thread. So two
@@ -13,9 +15,9 @@
 use crate::spare::{self, Handle};
 use aotc_abi::available_cores;
 use std::cell::Cell;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 
 // The threads the running call may use (set by [`with_threads`]; 1 outside calls and
 // inside a parallel region).
@@ -127,7 +129,7 @@ struct State {
 
 struct Pool {
     shared: Arc<Shared>,
-    workers: Vec<JoinHandle<()>>,
+    workers: Vec<libc::pthread_t>,
     /// Instances holding the pool.
     users: usize,
 }
@@ -162,7 +164,8 @@ impl Drop for PoolUser {
             p.shared.state.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
             p.shared.wake.notify_all();
             for w in p.workers {
-                let _ = w.join();
+                // SAFETY: a thread spawn_worker started, joined once (never detached).
+                unsafe { libc::pthread_join(w, std::ptr::null_mut()) };
             }
         }
     }
@@ -179,18 +182,62 @@ fn start() -> Pool {
         sleeping: AtomicUsize::new(0),
         started: AtomicUsize::new(0),
     });
-    let workers: Vec<_> = (1..cores)
-        .filter_map(|i| {
-            let shared = shared.clone();
-            std::thread::Builder::new().name(format!("aotc-worker-{i}")).spawn(move || worker(&shared)).ok()
-        })
-        .collect();
+    let workers: Vec<_> = (1..cores).filter_map(|i| spawn_worker(i, shared.clone())).collect();
     // A thread sets itself up (its thread-locals: heap allocations) once it first runs:
     // at the instance's creation, not in one of its calls.
     while shared.started.load(Ordering::Acquire) < workers.len() {
         std::thread::yield_now();
     }
     Pool { shared, workers, users: 0 }
+}
+
+/// Starts worker `index` on a plain pthread (None if the system refuses a thread: the
+/// pool then has fewer workers).
+///
+/// Not `std::thread::spawn`, which would keep the library loaded after its last instance:
+/// the spawning thread (a caller's) registers a destructor of std's thread-local spawn
+/// hooks, and glibc keeps a library mapped while a live thread holds a thread-local
+/// destructor from it (`__cxa_thread_atexit_impl`); and the new thread's std handle
+/// takes a pthread key of this library's copy of std that nothing deletes (a process
+/// has 1024). A worker runs only this module's code, whose thread-locals have no
+/// destructor.
+fn spawn_worker(index: usize, shared: Arc<Shared>) -> Option<libc::pthread_t> {
+    /// The worker's stack: std's default for its threads.
+    const STACK: usize = 2 << 20;
+    extern "C" fn start(arg: *mut c_void) -> *mut c_void {
+        // SAFETY: the Box spawn_worker leaked for this thread, taken back once.
+        let shared = unsafe { Box::from_raw(arg.cast::<Arc<Shared>>()) };
+        // A chunk's panic is caught in Job::work; nothing else in a worker panics.
+        worker(&shared);
+        std::ptr::null_mut()
+    }
+    let arg = Box::into_raw(Box::new(shared));
+    let mut thread = std::mem::MaybeUninit::<libc::pthread_t>::uninit();
+    let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+    // SAFETY: attr is initialised before use and destroyed after; `start` takes `arg`
+    // back exactly once if the thread starts, and it is freed here if it does not.
+    let rc = unsafe {
+        libc::pthread_attr_init(attr.as_mut_ptr());
+        libc::pthread_attr_setstacksize(attr.as_mut_ptr(), STACK);
+        let rc = libc::pthread_create(thread.as_mut_ptr(), attr.as_ptr(), start, arg.cast());
+        libc::pthread_attr_destroy(attr.as_mut_ptr());
+        rc
+    };
+    if rc != 0 {
+        // SAFETY: no thread took arg.
+        drop(unsafe { Box::from_raw(arg) });
+        return None;
+    }
+    // SAFETY: pthread_create succeeded and wrote the thread's id.
+    let thread = unsafe { thread.assume_init() };
+    // The kernel keeps 15 bytes of a thread's name.
+    let mut name = format!("aotc-worker-{index}").into_bytes();
+    name.truncate(15);
+    if let Ok(name) = std::ffi::CString::new(name) {
+        // SAFETY: a live thread and a NUL-terminated name of at most 16 bytes.
+        unsafe { libc::pthread_setname_np(thread, name.as_ptr()) };
+    }
+    Some(thread)
 }
 
 fn worker(shared: &Shared) {

@@ -7,7 +7,7 @@ use aotc_abi::manifest::{ConstValue, InputSpec, Manifest};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::{status, AotcValueInfo, DType};
 use std::ffi::CString;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 extern "C" {
     #[link_name = "__aotc_manifest"]
@@ -73,73 +73,88 @@ fn cstring(s: &str) -> CString {
     CString::new(s.replace('\0', "")).unwrap_or_default()
 }
 
-/// Parses the embedded manifest once per process.
+/// The parsed manifest (or why it is unreadable): made by the first [`program`], freed by
+/// [`release`] when the library is unloaded.
+type Parsed = std::result::Result<Program, String>;
+static PROGRAM: Mutex<Option<&'static Parsed>> = Mutex::new(None);
+
+/// Parses the embedded manifest once per load of the library.
 pub fn program() -> Result<&'static Program> {
-    static PROGRAM: OnceLock<std::result::Result<Program, String>> = OnceLock::new();
-    PROGRAM
-        .get_or_init(|| {
-            // SAFETY: the compiler emits __aotc_manifest with __aotc_manifest_len bytes.
-            let bytes = unsafe { std::slice::from_raw_parts(&MANIFEST_BYTES as *const u8, MANIFEST_LEN as usize) };
-            let m: Manifest =
-                serde_json::from_slice(bytes).map_err(|e| format!("embedded manifest is corrupt: {e}"))?;
-            if m.abi_version != aotc_abi::ABI_VERSION {
-                return Err(format!("manifest ABI {} != support library ABI {}", m.abi_version, aotc_abi::ABI_VERSION));
-            }
-            let buffer_bytes = m
-                .buffers
-                .iter()
-                .map(|b| {
-                    byte_len(&b.sizes, b.dtype.size()).ok_or_else(|| {
-                        format!(
-                            "embedded manifest is corrupt: buffer '{}' of shape {:?} does not fit memory",
-                            b.name, b.sizes
-                        )
-                    })
-                })
-                .collect::<std::result::Result<_, _>>()?;
-            let inputs = m
-                .inputs
-                .iter()
-                .enumerate()
-                .map(|(k, i)| match i {
-                    // A python int export kept dynamic (a SymInt input) is kind INT.
-                    InputSpec::Tensor(t) => ValueInfoStore::new(&t.name, m.input_kind(k), t.dtype, &t.sizes, &m),
-                    // What aotc.h asks the caller to pass for it.
-                    InputSpec::Constant { name, value } => {
-                        let (dtype, sizes) = match value {
-                            ConstValue::Int(_) => (DType::I64, vec![]),
-                            ConstValue::Bool(_) => (DType::Bool, vec![]),
-                            ConstValue::Float(_) => (DType::F64, vec![]),
-                            ConstValue::Str(s) => (DType::U8, vec![SymExpr::Int(s.len() as i64)]),
-                            ConstValue::None => (DType::U8, vec![]),
-                        };
-                        ValueInfoStore::new(name, m.input_kind(k), dtype, &sizes, &m)
-                    }
-                })
-                .collect();
-            let outputs =
-                m.outputs.iter().map(|t| ValueInfoStore::new(&t.name, t.kind, t.dtype, &t.sizes, &m)).collect();
-            let buffers = m
-                .buffers
-                .iter()
-                .map(|b| {
-                    let sizes: Vec<SymExpr> = b.sizes.iter().map(|&s| SymExpr::Int(s)).collect();
-                    ValueInfoStore::new(&b.name, aotc_abi::value_kind::TENSOR, b.dtype, &sizes, &m)
-                })
-                .collect();
-            Ok(Program {
-                manifest_json: CString::new(bytes.to_vec()).map_err(|_| "manifest holds a NUL byte".to_string())?,
-                in_spec: cstring(&m.in_spec),
-                out_spec: cstring(&m.out_spec),
-                inputs,
-                outputs,
-                buffers,
-                buffer_bytes,
-                manifest: m,
+    let mut slot = PROGRAM.lock().unwrap_or_else(|e| e.into_inner());
+    let parsed: &'static Parsed = slot.get_or_insert_with(|| {
+        crate::unload::free_at_unload();
+        Box::leak(Box::new(parse()))
+    });
+    parsed.as_ref().map_err(|e| Error { code: status::INTERNAL, message: e.clone() })
+}
+
+/// Frees what [`program`] made (the next call parses again).
+///
+/// # Safety
+/// No reference [`program`] returned is used afterwards.
+pub unsafe fn release() {
+    if let Some(parsed) = PROGRAM.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        // SAFETY: made by Box::leak in `program`, taken out of the slot once; the caller
+        // guarantees that no reference to it remains in use.
+        drop(unsafe { Box::from_raw(parsed as *const Parsed as *mut Parsed) });
+    }
+}
+
+fn parse() -> Parsed {
+    // SAFETY: the compiler emits __aotc_manifest with __aotc_manifest_len bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(&MANIFEST_BYTES as *const u8, MANIFEST_LEN as usize) };
+    let m: Manifest = serde_json::from_slice(bytes).map_err(|e| format!("embedded manifest is corrupt: {e}"))?;
+    if m.abi_version != aotc_abi::ABI_VERSION {
+        return Err(format!("manifest ABI {} != support library ABI {}", m.abi_version, aotc_abi::ABI_VERSION));
+    }
+    let buffer_bytes = m
+        .buffers
+        .iter()
+        .map(|b| {
+            byte_len(&b.sizes, b.dtype.size()).ok_or_else(|| {
+                format!("embedded manifest is corrupt: buffer '{}' of shape {:?} does not fit memory", b.name, b.sizes)
             })
         })
-        .as_ref()
-        .map_err(|e| Error { code: status::INTERNAL, message: e.clone() })
+        .collect::<std::result::Result<_, _>>()?;
+    let inputs = m
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, i)| match i {
+            // A python int export kept dynamic (a SymInt input) is kind INT.
+            InputSpec::Tensor(t) => ValueInfoStore::new(&t.name, m.input_kind(k), t.dtype, &t.sizes, &m),
+            // What aotc.h asks the caller to pass for it.
+            InputSpec::Constant { name, value } => {
+                let (dtype, sizes) = match value {
+                    ConstValue::Int(_) => (DType::I64, vec![]),
+                    ConstValue::Bool(_) => (DType::Bool, vec![]),
+                    ConstValue::Float(_) => (DType::F64, vec![]),
+                    ConstValue::Str(s) => (DType::U8, vec![SymExpr::Int(s.len() as i64)]),
+                    ConstValue::None => (DType::U8, vec![]),
+                };
+                ValueInfoStore::new(name, m.input_kind(k), dtype, &sizes, &m)
+            }
+        })
+        .collect();
+    let outputs = m.outputs.iter().map(|t| ValueInfoStore::new(&t.name, t.kind, t.dtype, &t.sizes, &m)).collect();
+    let buffers = m
+        .buffers
+        .iter()
+        .map(|b| {
+            let sizes: Vec<SymExpr> = b.sizes.iter().map(|&s| SymExpr::Int(s)).collect();
+            ValueInfoStore::new(&b.name, aotc_abi::value_kind::TENSOR, b.dtype, &sizes, &m)
+        })
+        .collect();
+    Ok(Program {
+        manifest_json: CString::new(bytes.to_vec()).map_err(|_| "manifest holds a NUL byte".to_string())?,
+        in_spec: cstring(&m.in_spec),
+        out_spec: cstring(&m.out_spec),
+        inputs,
+        outputs,
+        buffers,
+        buffer_bytes,
+        manifest: m,
+    })
 }
 
 /// The start of the linked weights blob (read-only).
