@@ -131,10 +131,16 @@ fn compile_names_python_source() {
         &aotc(&[&"compile", &py, &"-o", &dir.path().join("m.so")]),
         &["model.py: neither a zip archive (.pt2) nor JSON, but text (Python source?", EXPORT_SAVE],
     );
-    // An empty file says so.
+    // An empty file says so; a device is no program file at all.
+    let empty = dir.path().join("empty.pt2");
+    std::fs::write(&empty, b"").unwrap();
+    fails_with(
+        &aotc(&[&"compile", &empty, &"-o", &dir.path().join("m.so")]),
+        &["empty.pt2: an empty file, not a torch.export program", EXPORT_SAVE],
+    );
     fails_with(
         &aotc(&[&"compile", &"/dev/null", &"-o", &dir.path().join("m.so")]),
-        &["/dev/null: an empty file, not a torch.export program", EXPORT_SAVE],
+        &["/dev/null: a device, not a regular file"],
     );
 }
 
@@ -226,9 +232,11 @@ fn inputs_files_that_are_not_safetensors_are_named() {
     let so = compiled(dir.path(), "dynamic_batch_mlp");
     let fx = fixture("dynamic_batch_mlp");
     let expected = "not a safetensors inputs file: an inputs file is a safetensors file of one call's inputs, keyed by input name or flat index";
+    let empty = dir.path().join("empty.safetensors");
+    std::fs::write(&empty, b"").unwrap();
     let cases: [(PathBuf, &str); 3] = [
         (fx.join("info.json"), "info.json is JSON text"),
-        (PathBuf::from("/dev/null"), "/dev/null is empty"),
+        (empty, "empty.safetensors is empty"),
         (fx.join("model.pt2"), "model.pt2 is a zip archive (a .pt2?)"),
     ];
     for (input, what) in &cases {
