@@ -137,7 +137,7 @@ impl<'s> Lowerer<'s> {
         for (k, (dtype, sizes)) in self.subgraph_outputs(combine)?.into_iter().skip(init.len()).enumerate() {
             let sizes: Vec<SymExpr> = std::iter::once(steps.clone()).chain(sizes).collect();
             let zeros = TensorValue::lazy(dtype, sizes.clone(), constant(Scalar::I(0), dtype));
-            stacked.push(TensorValue::view_of(self.materialize(&zeros, &format!("{name}_ys{k}")), dtype, sizes));
+            stacked.push(self.copy(&zeros, &format!("{name}_ys{k}")));
         }
         let counter = TensorValue::lazy(DType::I64, vec![], constant(Scalar::I(0), DType::I64));
         let state_init: Vec<TensorValue> = std::iter::once(counter).chain(init.iter().cloned()).collect();
@@ -229,19 +229,14 @@ impl<'s> Lowerer<'s> {
         if let Some(c) = init.iter().find(|v| v.complex) {
             return Err(err(format!("a complex operand ({}): loops carry real tensors only", c.type_name())));
         }
-        let state: Vec<TensorValue> = init
-            .iter()
-            .enumerate()
-            .map(|(k, v)| {
-                TensorValue::view_of(self.materialize(v, &format!("{name}_state{k}")), v.dtype, v.sizes.clone())
-            })
-            .collect();
+        let state: Vec<TensorValue> =
+            init.iter().enumerate().map(|(k, v)| self.copy(v, &format!("{name}_state{k}"))).collect();
         let bindings = self.prog.data_symbols.len();
         let cond_start = self.prog.kernels.len();
         let go_on = cond(self, &state)?;
         let flag = self.prog.add_buffer(format!("{name}_go_on"), DType::I64, vec![], BufKind::Scratch);
-        let go_on = binary(Prim::Ne, cast(go_on, DType::I64), constant(Scalar::I(0), DType::I64));
-        self.prog.kernels.push(Kernel::Pointwise { out: flag, ranges: vec![], body: cast(go_on, DType::I64) });
+        let go_on = cast(cast(go_on, DType::Bool), DType::I64);
+        self.prog.kernels.push(Kernel::Pointwise { out: flag, ranges: vec![], body: go_on });
         let body_start = self.prog.kernels.len();
         let next = body(self, &state)?;
         if next.len() != state.len() {
@@ -263,9 +258,7 @@ impl<'s> Lowerer<'s> {
             };
             fresh.push(match computed_in_body {
                 true => v.clone(),
-                false => {
-                    TensorValue::view_of(self.materialize(v, &format!("{name}_next{k}")), v.dtype, v.sizes.clone())
-                }
+                false => self.copy(v, &format!("{name}_next{k}")),
             });
         }
         for (v, s) in fresh.iter().zip(&state) {

@@ -489,11 +489,14 @@ impl<'s> Lowerer<'s> {
     pub fn realize(&mut self, v: &TensorValue, name: &str) -> TensorValue {
         match &v.repr {
             Repr::View(_) => v.clone(),
-            Repr::Lazy(..) => TensorValue {
-                complex: v.complex,
-                ..TensorValue::view_of(self.materialize(v, name), v.dtype, v.sizes.clone())
-            },
+            Repr::Lazy(..) => self.copy(v, name),
         }
+    }
+
+    /// `v` written into a new buffer of its own, as a view of it (a copy even when `v`
+    /// is already a view).
+    pub fn copy(&mut self, v: &TensorValue, name: &str) -> TensorValue {
+        TensorValue { complex: v.complex, ..TensorValue::view_of(self.materialize(v, name), v.dtype, v.sizes.clone()) }
     }
 
     /// A strided reference to `v`'s data, realizing it if lazy.

@@ -302,7 +302,8 @@ impl Model {
         // Stages run in order but for a loop's jumps; each is prepared (its guards, sizes
         // and scratch) when first reached, and a jump forward prepares those it passes.
         let (mut stage, mut prepared) = (0, 1);
-        while stage < m.stages() {
+        let stages = m.stages();
+        while stage < stages {
             while prepared <= stage {
                 self.evaluate_stage(prepared, syms, sizes, caller)?;
                 self.allocate_scratch(slots, &sizes.scratch, caller)?;

@@ -301,7 +301,8 @@ impl CudaModel {
         // Stages run in order but for a loop's jumps; each is prepared (guards, shapes,
         // slots) when first reached, and a jump forward prepares those it passes.
         let (mut stage, mut prepared) = (0, 0);
-        while stage < m.stages() {
+        let stages = m.stages();
+        while stage < stages {
             while prepared <= stage {
                 check_stage_guards(m, prepared, &syms)?;
                 if let Some(c) = &caller {
