@@ -1,8 +1,11 @@
 //! The activations of the output passes (`aotc_abi::gemm::Activation`), applied by the
 //! GEMM as it writes each register tile and by the convolutions as they write their
-//! output: one element, 8 lanes (AVX2 + FMA), or a whole slice. Each computes what the
+//! output: one element, a vector of either width (`crate::simd`: 8 lanes with AVX2 + FMA,
+//! 16 with AVX-512), or a whole slice. Each computes what the
 //! graph's decomposition computes, in its order (NaN stays NaN).
 
+#[cfg(target_arch = "x86_64")]
+use crate::simd::F32s;
 use aotc_abi::gemm::Activation;
 
 /// One element.
@@ -23,39 +26,74 @@ pub fn scalar(activation: Activation, x: f32) -> f32 {
     }
 }
 
-/// Every element of `out`, 8 at a time where the CPU has AVX2 and FMA.
+/// Every element of `out`, a vector at a time where the CPU has AVX2 and FMA.
 pub fn apply(activation: Activation, out: &mut [f32]) {
+    apply_with(crate::simd::isa(), activation, out)
+}
+
+/// [`apply`] on the vector set `isa` (the tests pick each), scalar without one.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn apply_with(isa: Option<crate::simd::Isa>, activation: Activation, out: &mut [f32]) {
     if activation == Activation::None {
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { avx2::apply(activation, out) };
+    if let Some(isa) = isa {
+        // SAFETY: the CPU runs `isa`.
+        return unsafe { apply_lanes(isa, activation, out) };
     }
     out.iter_mut().for_each(|v| *v = scalar(activation, *v));
 }
 
 #[cfg(target_arch = "x86_64")]
+crate::simd::for_each_isa! {
+    fn apply_lanes(activation: Activation, out: &mut [f32]) => apply_generic
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn apply_generic<V: F32s>(activation: Activation, out: &mut [f32]) {
+    let (mut i, p) = (0, out.as_mut_ptr());
+    // SAFETY (all): the CPU runs V's set (the caller's); the floats below out.len().
+    unsafe {
+        while i + V::LANES <= out.len() {
+            lanes(V::load(p.add(i)), activation).store(p.add(i));
+            i += V::LANES;
+        }
+        if i < out.len() {
+            let n = out.len() - i;
+            lanes(V::load_first(p.add(i), n, 0.0), activation).store_first(p.add(i), n);
+        }
+    }
+}
+
+/// A vector's lanes ([`scalar`]'s values).
+///
+/// # Safety
+/// The CPU runs V's set (the caller is compiled for it).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn lanes<V: F32s>(v: V, activation: Activation) -> V {
+    // SAFETY (all): the caller's. max(a, v) and min(a, v) return their second operand, v,
+    // when either is NaN: NaN stays.
+    unsafe {
+        match activation {
+            Activation::None => v,
+            Activation::Relu => V::zero().max(v),
+            Activation::Gelu => crate::gelu::lanes::gelu(v),
+            Activation::Hardswish => {
+                let t = v.add(V::splat(3.0));
+                let t = V::splat(6.0).min(V::zero().max(t));
+                v.mul(t).div(V::splat(6.0))
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
     use aotc_abi::gemm::Activation;
-    use std::arch::x86_64::*;
-
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn apply(activation: Activation, out: &mut [f32]) {
-        let mut chunks = out.chunks_exact_mut(8);
-        for c in &mut chunks {
-            // SAFETY: 8 floats at c.
-            unsafe { _mm256_storeu_ps(c.as_mut_ptr(), lanes8(_mm256_loadu_ps(c.as_ptr()), activation)) };
-        }
-        let tail = chunks.into_remainder();
-        let mut lanes = [0f32; 8];
-        lanes[..tail.len()].copy_from_slice(tail);
-        // SAFETY: 8 floats in lanes.
-        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), lanes8(_mm256_loadu_ps(lanes.as_ptr()), activation)) };
-        let n = tail.len();
-        tail.copy_from_slice(&lanes[..n]);
-    }
+    use std::arch::x86_64::__m256;
 
     /// 8 lanes ([`super::scalar`]'s values).
     ///
@@ -63,20 +101,25 @@ pub(crate) mod avx2 {
     /// The CPU has AVX2 and FMA (the caller's target features include them).
     #[inline(always)]
     pub unsafe fn lanes8(v: __m256, activation: Activation) -> __m256 {
-        // SAFETY (all): the caller's. max(a, v) and min(a, v) return their second
-        // operand, v, when either is NaN: NaN stays.
-        unsafe {
-            match activation {
-                Activation::None => v,
-                Activation::Relu => _mm256_max_ps(_mm256_setzero_ps(), v),
-                Activation::Gelu => crate::gelu::avx2::gelu8(v),
-                Activation::Hardswish => {
-                    let t = _mm256_add_ps(v, _mm256_set1_ps(3.0));
-                    let t = _mm256_min_ps(_mm256_set1_ps(6.0), _mm256_max_ps(_mm256_setzero_ps(), t));
-                    _mm256_div_ps(_mm256_mul_ps(v, t), _mm256_set1_ps(6.0))
-                }
-            }
-        }
+        // SAFETY: the caller's.
+        unsafe { super::lanes(v, activation) }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    use aotc_abi::gemm::Activation;
+    use std::arch::x86_64::__m512;
+
+    /// 16 lanes ([`super::scalar`]'s values).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, AVX2 and FMA (the caller's target features include them).
+    #[inline(always)]
+    #[allow(dead_code, reason = "for the GEMM's AVX-512 kernel, as `lanes8` is the AVX2 one's")]
+    pub unsafe fn lanes16(v: __m512, activation: Activation) -> __m512 {
+        // SAFETY: the caller's.
+        unsafe { super::lanes(v, activation) }
     }
 }
 
@@ -104,14 +147,15 @@ mod tests {
     fn lanes_agree_with_one_element_at_a_time_specials_included() {
         let mut x: Vec<f32> = (0..1003).map(|i| (i as f32 - 500.0) * 0.0173).collect();
         x.extend([0.0, -0.0, -3.0, 3.0, 6.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e30, -1e30]);
-        for activation in Activation::ALL {
+        let isas = crate::simd::runnable().into_iter().map(Some).chain([None]);
+        for (isa, activation) in isas.flat_map(|isa| Activation::ALL.map(|a| (isa, a))) {
             let mut out = x.clone();
-            apply(activation, &mut out);
+            apply_with(isa, activation, &mut out);
             for (&v, &got) in x.iter().zip(&out) {
                 let want = scalar(activation, v);
                 let close =
                     got == want || (got - want).abs() <= 2e-7 * (1.0 + want.abs()) || (got.is_nan() && want.is_nan());
-                assert!(close, "{activation:?}({v}) = {got}, one at a time {want}");
+                assert!(close, "{isa:?} {activation:?}({v}) = {got}, one at a time {want}");
             }
         }
         assert!(scalar(Activation::Hardswish, f32::NAN).is_nan() && scalar(Activation::Relu, f32::NAN).is_nan());

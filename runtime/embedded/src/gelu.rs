@@ -1,5 +1,5 @@
-//! GELU (erf form) of contiguous float32 values, `0.5 x (1 + erf(x / sqrt 2))`, 8 lanes at
-//! a time with AVX2 + FMA: for the outputs of GEMMs and convolutions (already in memory,
+//! GELU (erf form) of contiguous float32 values, `0.5 x (1 + erf(x / sqrt 2))`, a vector
+//! at a time (16 lanes with AVX-512, 8 with AVX2 + FMA, `crate::simd`): for the outputs of GEMMs and convolutions (already in memory,
 //! so nothing is lost by leaving the generated code's pointwise kernels, which are 4 lanes
 //! wide and without FMA). erf and exp are the algorithms and coefficients of the
 //! compiler's `codegen/cpu/vmath.rs` (erf within 1.4 ulp), evaluated with fused
@@ -31,10 +31,16 @@ pub unsafe extern "C" fn __aotc_gelu_f32(out: *mut f32, x: *const f32, n: i64) {
 }
 
 fn gelu(x: &[f32], out: &mut [f32]) {
+    gelu_with(crate::simd::isa(), x, out)
+}
+
+/// [`gelu`] on the vector set `isa` (the tests pick each), scalar without one.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn gelu_with(isa: Option<crate::simd::Isa>, x: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { avx2::gelu(x, out) };
+    if let Some(isa) = isa {
+        // SAFETY: the CPU runs `isa`; x and out have the same length (the callers').
+        return unsafe { lanes::gelu_slice(isa, x, out) };
     }
     for (o, &v) in out.iter_mut().zip(x) {
         *o = gelu_scalar(v);
@@ -55,9 +61,11 @@ fn erf_scalar(x: f32) -> f32 {
     unsafe { erff(x) }
 }
 
+/// GELU, erf and exp on vectors of either width ([`F32s`](crate::simd::F32s)): the same
+/// operations lane for lane, so AVX2 and AVX-512 give the same values.
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod avx2 {
-    use std::arch::x86_64::*;
+pub(crate) mod lanes {
+    use crate::simd::{for_each_isa, F32s};
 
     /// vmath.rs's coefficients (highest degree first).
     const ERF_P: [f32; 7] = [
@@ -84,83 +92,84 @@ pub(crate) mod avx2 {
     const LN2_HI: f32 = 0.693359375;
     const LN2_LO: f32 = -2.12194440e-4;
 
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn gelu(x: &[f32], out: &mut [f32]) {
-        let (chunks, tail) = (x.chunks_exact(8), x.len() % 8);
-        for (i, c) in chunks.enumerate() {
-            // SAFETY: 8 floats at c and at out[8 i..].
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(8 * i), gelu8(_mm256_loadu_ps(c.as_ptr()))) };
-        }
-        if tail > 0 {
-            let start = x.len() - tail;
-            let mut lanes = [0f32; 8];
-            lanes[..tail].copy_from_slice(&x[start..]);
-            // SAFETY: 8 floats in lanes.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), gelu8(_mm256_loadu_ps(lanes.as_ptr()))) };
-            out[start..].copy_from_slice(&lanes[..tail]);
-        }
+    for_each_isa! {
+        /// `out[i] = gelu(x[i])`, the values past the last whole vector through a partial one.
+        pub(super) fn gelu_slice(x: &[f32], out: &mut [f32]) => gelu_slice_generic
     }
 
     #[inline(always)]
-    unsafe fn splat(v: f32) -> __m256 {
-        unsafe { _mm256_set1_ps(v) }
-    }
-
-    #[inline(always)]
-    unsafe fn poly(x: __m256, c: &[f32]) -> __m256 {
+    unsafe fn gelu_slice_generic<V: F32s>(x: &[f32], out: &mut [f32]) {
+        assert_eq!(x.len(), out.len());
+        let mut i = 0;
+        // SAFETY (all): the CPU runs V's set (the caller's); each access is of the
+        // floats below x.len() from i.
         unsafe {
-            let mut acc = splat(c[0]);
+            while i + V::LANES <= x.len() {
+                gelu(V::load(x.as_ptr().add(i))).store(out.as_mut_ptr().add(i));
+                i += V::LANES;
+            }
+            if i < x.len() {
+                let n = x.len() - i;
+                gelu(V::load_first(x.as_ptr().add(i), n, 0.0)).store_first(out.as_mut_ptr().add(i), n);
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn poly<V: F32s>(x: V, c: &[f32]) -> V {
+        // SAFETY: the caller's.
+        unsafe {
+            let mut acc = V::splat(c[0]);
             for &k in &c[1..] {
-                acc = _mm256_fmadd_ps(acc, x, splat(k));
+                acc = acc.mul_add(x, V::splat(k));
             }
             acc
         }
     }
 
     /// `0.5 x (1 + erf(x / sqrt 2))`, as the IR computes it: `(x * 0.5) * (1 + erf(x * c))`.
+    ///
+    /// # Safety
+    /// The CPU runs V's set (the caller is compiled for it).
     #[inline(always)]
-    pub(crate) unsafe fn gelu8(x: __m256) -> __m256 {
+    pub(crate) unsafe fn gelu<V: F32s>(x: V) -> V {
+        // SAFETY: the caller's.
         unsafe {
-            let e = erf8(_mm256_mul_ps(x, splat(std::f32::consts::FRAC_1_SQRT_2)));
-            _mm256_mul_ps(_mm256_mul_ps(x, splat(0.5)), _mm256_add_ps(splat(1.0), e))
+            let e = erf(x.mul(V::splat(std::f32::consts::FRAC_1_SQRT_2)));
+            x.mul(V::splat(0.5)).mul(V::splat(1.0).add(e))
         }
     }
 
     /// erf: `x + x P(x^2)` for |x| < 1, else `sign(x) (1 - e^(-x^2) R(1/|x|))`.
     #[inline(always)]
-    unsafe fn erf8(x: __m256) -> __m256 {
+    unsafe fn erf<V: F32s>(x: V) -> V {
+        // SAFETY: the caller's.
         unsafe {
-            let sign = _mm256_and_ps(x, splat(-0.0));
-            let a = _mm256_andnot_ps(splat(-0.0), x);
-            let x2 = _mm256_mul_ps(x, x);
-            let small = _mm256_fmadd_ps(x, poly(x2, &ERF_P), x);
-            let r = poly(_mm256_div_ps(splat(1.0), a), &ERFC_R);
-            let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x2));
-            let large = _mm256_or_ps(_mm256_fnmadd_ps(e, r, splat(1.0)), sign);
-            let is_small = _mm256_cmp_ps::<_CMP_LT_OQ>(a, splat(1.0));
-            _mm256_blendv_ps(large, small, is_small)
+            let a = x.abs();
+            let x2 = x.mul(x);
+            let small = x.mul_add(poly(x2, &ERF_P), x);
+            let r = poly(V::splat(1.0).div(a), &ERFC_R);
+            let e = exp(V::zero().sub(x2));
+            let large = e.neg_mul_add(r, V::splat(1.0)).or_sign(x);
+            V::select(a.lt(V::splat(1.0)), small, large)
         }
     }
 
     /// e^x, x clamped to [-104, 89] (NaN kept): `2^n (1 + expm1(r))`, 2^n as two factors.
+    ///
+    /// # Safety
+    /// The CPU runs V's set (the caller is compiled for it).
     #[inline(always)]
-    pub(crate) unsafe fn exp8(x: __m256) -> __m256 {
+    pub(crate) unsafe fn exp<V: F32s>(x: V) -> V {
+        // SAFETY: the caller's.
         unsafe {
             // max/min return their second operand when either is NaN: x.
-            let x = _mm256_min_ps(splat(89.0), _mm256_max_ps(splat(-104.0), x));
-            let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
-                x,
-                splat(std::f32::consts::LOG2_E),
-            ));
-            let r = _mm256_fnmadd_ps(n, splat(LN2_HI), x);
-            let r = _mm256_fnmadd_ps(n, splat(LN2_LO), r);
-            let em1 = _mm256_fmadd_ps(poly(r, &EXPM1_P), _mm256_mul_ps(r, r), r);
-            let n = _mm256_cvtps_epi32(n);
-            let half = _mm256_srai_epi32::<1>(n);
-            let rest = _mm256_sub_epi32(n, half);
-            let pow2 =
-                |k: __m256i| _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(k, _mm256_set1_epi32(127))));
-            _mm256_mul_ps(_mm256_mul_ps(_mm256_add_ps(em1, splat(1.0)), pow2(half)), pow2(rest))
+            let x = V::splat(89.0).min(V::splat(-104.0).max(x));
+            let n = x.mul(V::splat(std::f32::consts::LOG2_E)).round();
+            let r = n.neg_mul_add(V::splat(LN2_HI), x);
+            let r = n.neg_mul_add(V::splat(LN2_LO), r);
+            let em1 = poly(r, &EXPM1_P).mul_add(r.mul(r), r);
+            em1.add(V::splat(1.0)).scale_pow2(n)
         }
     }
 }
@@ -195,7 +204,20 @@ mod tests {
         let mut out = vec![0f32; x.len()];
         // SAFETY: both hold x.len() floats.
         unsafe { __aotc_gelu_f32(out.as_mut_ptr(), x.as_ptr(), x.len() as i64) };
-        for (&v, &got) in x.iter().zip(&out) {
+        check(&x, &out);
+        // Each vector set this CPU runs, tails of every length included, and the scalar code.
+        let isas = crate::simd::runnable().into_iter().map(Some).chain([None]);
+        for isa in isas {
+            for end in [x.len(), x.len() - 1, x.len() - 5, x.len() - 9, x.len() - 13] {
+                let mut out = vec![0f32; end];
+                gelu_with(isa, &x[..end], &mut out);
+                check(&x[..end], &out);
+            }
+        }
+    }
+
+    fn check(x: &[f32], out: &[f32]) {
+        for (&v, &got) in x.iter().zip(out) {
             let want = if v.is_infinite() {
                 if v > 0.0 {
                     f64::INFINITY

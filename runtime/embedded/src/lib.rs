@@ -41,6 +41,7 @@ mod pool;
 mod profile;
 mod program;
 mod rows;
+mod simd;
 mod spare;
 mod unload;
 mod weights;

@@ -2,11 +2,13 @@
 //! `Extern` calls; the compiler lowers float32 ones here when their rows are the trailing,
 //! contiguous dimension): a row is read once for its statistics and once for its output,
 //! where the loop IR needs a reduction kernel per statistic and a pointwise one after.
-//! Rows run on the call's threads, 8 lanes at a time with AVX2 + FMA (exp as GELU's
-//! `exp8`; short softmax rows 8 rows at a time, one per lane), sums in float64 either way.
+//! Rows run on the call's threads, a vector at a time (`crate::simd`: 16 lanes with
+//! AVX-512, 8 with AVX2 + FMA; exp as GELU's; short softmax rows 8 rows at a time, one per
+//! lane, with AVX2), sums in float64 either way.
 
 use crate::guards::refuse_extern_call;
 use crate::pool::for_items;
+use crate::simd::Isa;
 
 /// `rows`, `len` and their product as sizes, or None when one is negative or the product
 /// overflows: arguments that describe no tensor.
@@ -32,15 +34,15 @@ pub unsafe extern "C" fn __aotc_softmax_f32(out: *mut f32, x: *const f32, rows: 
     // row at a time their vectors are partly padding and their max and sum end in
     // horizontal reductions; scalar code is slower still (on 64 rows of 8 or 16, the
     // 8-row code measured 4.5 to 5.5 times faster).
-    let vectors = len > SHORT_ROW && avx2_fma();
+    let isa = crate::simd::isa();
     for_items(out, rows, len, total * 8, &|begin, end, part| {
         #[cfg(target_arch = "x86_64")]
-        if len <= SHORT_ROW && avx2_fma() {
-            // SAFETY: the CPU has AVX2 and FMA.
+        if len <= SHORT_ROW && isa.is_some() {
+            // SAFETY: the CPU has AVX2 and FMA (it runs a vector set).
             return unsafe { avx2::softmax_short_rows(&x[begin * len..end * len], part, len, log != 0) };
         }
         for (r, row) in (begin..end).zip(part.chunks_exact_mut(len)) {
-            softmax_row(&x[r * len..][..len], row, log != 0, vectors);
+            softmax_row(&x[r * len..][..len], row, log != 0, isa);
         }
     });
 }
@@ -49,20 +51,13 @@ pub unsafe extern "C" fn __aotc_softmax_f32(out: *mut f32, x: *const f32, rows: 
 /// 8 lanes at a time (the bound of its stack buffers).
 const SHORT_ROW: usize = 31;
 
-/// Whether this CPU runs the [`avx2`] row code.
-fn avx2_fma() -> bool {
+/// One row, a vector at a time on `isa` (scalar without one).
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn softmax_row(x: &[f32], out: &mut [f32], log: bool, isa: Option<Isa>) {
     #[cfg(target_arch = "x86_64")]
-    return std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
-/// One row, 8 lanes at a time with `vectors` ([`avx2_fma`] said so).
-fn softmax_row(x: &[f32], out: &mut [f32], log: bool, vectors: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if vectors {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { avx2::softmax_row(x, out, log) };
+    if let Some(isa) = isa {
+        // SAFETY: the CPU runs `isa`; x and out are one row each.
+        return unsafe { lanes::softmax_row(isa, x, out, log) };
     }
     let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| if v > m || v.is_nan() { v } else { m });
     let mut sum = 0.0f64;
@@ -117,30 +112,44 @@ pub unsafe extern "C" fn __aotc_layer_norm_f32(
     // SAFETY: as above.
     let bias = (has_bias != 0).then(|| unsafe { std::slice::from_raw_parts(bias, len) });
     let eps = f64::from_bits(eps as u64);
-    let vectors = avx2_fma();
+    let isa = crate::simd::isa();
     for_items(out, rows, len, total * 4, &|begin, end, part| {
         for (r, row) in (begin..end).zip(part.chunks_exact_mut(len)) {
-            let x = &x[r * len..][..len];
-            #[cfg(target_arch = "x86_64")]
-            if vectors {
-                // SAFETY: the CPU has AVX2 and FMA.
-                unsafe { avx2::layer_norm_row(x, row, weight, bias, eps) };
-                continue;
-            }
-            let mean = x.iter().map(|&v| v as f64).sum::<f64>() / len as f64;
-            let var = x.iter().map(|&v| (v as f64 - mean) * (v as f64 - mean)).sum::<f64>() / len as f64;
-            let (mean, rstd) = (mean as f32, (1.0 / (var + eps).sqrt()) as f32);
-            for (i, (o, &v)) in row.iter_mut().zip(x).enumerate() {
-                let y = (v - mean) * rstd;
-                let y = weight.map_or(y, |w| y * w[i]);
-                *o = bias.map_or(y, |b| y + b[i]);
-            }
+            layer_norm_row(&x[r * len..][..len], row, weight, bias, eps, isa);
         }
     });
 }
 
+/// One row of [`__aotc_layer_norm_f32`], a vector at a time on `isa` (scalar without one).
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn layer_norm_row(
+    x: &[f32],
+    row: &mut [f32],
+    weight: Option<&[f32]>,
+    bias: Option<&[f32]>,
+    eps: f64,
+    isa: Option<Isa>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = isa {
+        // SAFETY: the CPU runs `isa`; a row each, weight and bias as long.
+        return unsafe { lanes::layer_norm_row(isa, x, row, weight, bias, eps) };
+    }
+    let len = x.len();
+    let mean = x.iter().map(|&v| v as f64).sum::<f64>() / len as f64;
+    let var = x.iter().map(|&v| (v as f64 - mean) * (v as f64 - mean)).sum::<f64>() / len as f64;
+    let (mean, rstd) = (mean as f32, (1.0 / (var + eps).sqrt()) as f32);
+    for (i, (o, &v)) in row.iter_mut().zip(x).enumerate() {
+        let y = (v - mean) * rstd;
+        let y = weight.map_or(y, |w| y * w[i]);
+        *o = bias.map_or(y, |b| y + b[i]);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod lanes;
 
 #[cfg(test)]
 mod tests {
@@ -223,7 +232,7 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn short_softmax_rows_read_only_their_rows() {
-        if !avx2_fma() {
+        if crate::simd::isa().is_none() {
             return;
         }
         // Room for 67 rows of 31, then the unreadable page.
@@ -273,6 +282,21 @@ mod tests {
         assert_eq!(unsafe { libc::munmap(map, size) }, 0);
     }
 
+    /// One row at a time on each vector set this CPU runs, partial vectors included,
+    /// against float64 and the scalar code (as the short rows above).
+    #[test]
+    fn softmax_rows_agree_on_every_vector_set() {
+        for isa in crate::simd::runnable() {
+            for len in [1, 7, 8, 15, 16, 17, 31, 33, 48, 100] {
+                check_short_rows(9, len, |x, out, log| {
+                    for (x, out) in x.chunks_exact(len).zip(out.chunks_exact_mut(len)) {
+                        softmax_row(x, out, log == 1, Some(isa));
+                    }
+                });
+            }
+        }
+    }
+
     fn entry(x: &[f32], out: &mut [f32], len: usize, log: i64) {
         // SAFETY: both hold rows * len floats.
         unsafe { __aotc_softmax_f32(out.as_mut_ptr(), x.as_ptr(), (x.len() / len) as i64, len as i64, log) }
@@ -297,7 +321,7 @@ mod tests {
             softmax(&x, &mut out, log);
             let mut scalar = vec![0f32; rows * len];
             for (row, s) in x.chunks_exact(len).zip(scalar.chunks_exact_mut(len)) {
-                softmax_row(row, s, log == 1, false);
+                softmax_row(row, s, log == 1, None);
             }
             for r in 0..rows {
                 let row = &x[r * len..][..len];
@@ -337,6 +361,45 @@ mod tests {
             layer_norm_rows(100, len);
         }
         drop(user);
+    }
+
+    /// One row at a time on each vector set this CPU runs and the scalar code, against
+    /// float64 (within 1e-5, as above) and each other (within 1e-6).
+    #[test]
+    fn layer_norm_rows_agree_on_every_vector_set() {
+        for len in [1, 7, 8, 15, 16, 17, 33, 48, 100] {
+            let x = values(3 * len).iter().map(|v| v * 7.0 + 300.0).collect::<Vec<_>>();
+            let (w, b) = (values(len).iter().map(|v| v * 0.3).collect::<Vec<_>>(), values(len + 5)[5..].to_vec());
+            for (weight, bias) in [(None, None), (Some(&w[..]), Some(&b[..]))] {
+                let norm = |isa| {
+                    let mut out = vec![0f32; x.len()];
+                    for (x, out) in x.chunks_exact(len).zip(out.chunks_exact_mut(len)) {
+                        layer_norm_row(x, out, weight, bias, 1e-5, isa);
+                    }
+                    out
+                };
+                let scalar = norm(None);
+                for (r, row) in x.chunks_exact(len).enumerate() {
+                    let mean = row.iter().map(|&v| v as f64).sum::<f64>() / len as f64;
+                    let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / len as f64;
+                    for i in 0..len {
+                        let mut want = (row[i] as f64 - mean) / (var + 1e-5).sqrt();
+                        want = weight.map_or(want, |w| want * w[i] as f64);
+                        want = bias.map_or(want, |b| want + b[i] as f64);
+                        let got = scalar[r * len + i] as f64;
+                        assert!((got - want).abs() <= 1e-5 * (1.0 + want.abs()), "len {len} [{i}]: {got} vs {want}");
+                    }
+                }
+                for isa in crate::simd::runnable() {
+                    for (i, (&got, &want)) in norm(Some(isa)).iter().zip(&scalar).enumerate() {
+                        assert!(
+                            (got - want).abs() <= 1e-6 * (1.0 + want.abs()),
+                            "{isa:?} len {len} [{i}]: {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     fn layer_norm_rows(rows: usize, len: usize) {

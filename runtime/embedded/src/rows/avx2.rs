@@ -1,108 +1,10 @@
-//! The AVX2 + FMA row code of [`super`]: one row at a time, 8 lanes of it per vector
-//! (long rows, layer norm), and short rows 8 at a time, one row per lane.
+//! The AVX2 + FMA short rows of [`super`]'s softmax, 8 at a time, one row per lane (on
+//! AVX-512 CPUs too: rows this short fill 8 lanes as well as 16).
 
-use crate::gelu::avx2::exp8;
+use crate::gelu::lanes::exp;
+use crate::simd::Isa;
 use std::arch::x86_64::*;
 use std::mem::MaybeUninit;
-
-/// The 8 lanes of `x` from `i` (past its end: `fill`), and which of them exist.
-#[inline(always)]
-unsafe fn lanes(x: &[f32], i: usize, fill: f32) -> (__m256, __m256) {
-    // SAFETY (all): AVX, the callers' target features; 8 floats read where they exist.
-    unsafe {
-        if i + 8 <= x.len() {
-            return (_mm256_loadu_ps(x.as_ptr().add(i)), _mm256_castsi256_ps(_mm256_set1_epi32(-1)));
-        }
-        let (mut v, mut valid) = ([fill; 8], [0i32; 8]);
-        for j in 0..x.len() - i {
-            v[j] = x[i + j];
-            valid[j] = -1;
-        }
-        (_mm256_loadu_ps(v.as_ptr()), _mm256_castsi256_ps(_mm256_loadu_si256(valid.as_ptr().cast())))
-    }
-}
-
-/// Writes the existing lanes of `v` to `out` from `i`.
-#[inline(always)]
-unsafe fn store(out: &mut [f32], i: usize, v: __m256) {
-    // SAFETY: AVX; 8 floats written where they exist.
-    unsafe {
-        if i + 8 <= out.len() {
-            return _mm256_storeu_ps(out.as_mut_ptr().add(i), v);
-        }
-        let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), v);
-        let n = out.len() - i;
-        out[i..].copy_from_slice(&lanes[..n]);
-    }
-}
-
-/// The float64 sum of the 8 lanes added into `acc` (two 4-lane halves).
-#[inline(always)]
-unsafe fn add_f64(acc: __m256d, v: __m256) -> __m256d {
-    // SAFETY: AVX.
-    unsafe {
-        _mm256_add_pd(
-            acc,
-            _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v))),
-        )
-    }
-}
-
-#[inline(always)]
-unsafe fn sum_f64(v: __m256d) -> f64 {
-    let mut l = [0f64; 4];
-    // SAFETY: AVX; 4 doubles.
-    unsafe { _mm256_storeu_pd(l.as_mut_ptr(), v) };
-    (l[0] + l[1]) + (l[2] + l[3])
-}
-
-/// `super::softmax_row` 8 lanes at a time: the same max (NaN if any lane is), exp of
-/// the shifted values, float64 sum.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn softmax_row(x: &[f32], out: &mut [f32], log: bool) {
-    // SAFETY (all): AVX2 and FMA by this function's target features; `lanes` and
-    // `store` stay inside the rows.
-    unsafe {
-        let (mut vmax, mut nan) = (_mm256_set1_ps(f32::NEG_INFINITY), _mm256_setzero_ps());
-        for i in (0..x.len()).step_by(8) {
-            let (v, _) = lanes(x, i, f32::NEG_INFINITY);
-            nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-            vmax = _mm256_max_ps(vmax, v);
-        }
-        let mut m = [0f32; 8];
-        _mm256_storeu_ps(m.as_mut_ptr(), vmax);
-        let max =
-            if _mm256_movemask_ps(nan) != 0 { f32::NAN } else { m.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) };
-        let vmax = _mm256_set1_ps(max);
-        let mut sum = _mm256_setzero_pd();
-        for i in (0..x.len()).step_by(8) {
-            let (v, valid) = lanes(x, i, 0.0);
-            let shifted = _mm256_sub_ps(v, vmax);
-            // exp8 clamps its argument at -104: below, e^x is 0 in float32 (as expf
-            // gives it), not a denormal (masked attention scores are -inf). NaN stays.
-            let representable = _mm256_cmp_ps::<_CMP_NLT_UQ>(shifted, _mm256_set1_ps(-104.0));
-            let e = _mm256_and_ps(exp8(shifted), _mm256_and_ps(valid, representable));
-            if !log {
-                store(out, i, e);
-            }
-            sum = add_f64(sum, e);
-        }
-        let sum = sum_f64(sum);
-        if log {
-            let shifted = _mm256_set1_ps(max + sum.ln() as f32);
-            for i in (0..x.len()).step_by(8) {
-                store(out, i, _mm256_sub_ps(lanes(x, i, 0.0).0, shifted));
-            }
-        } else {
-            let inverse = _mm256_set1_ps((1.0 / sum) as f32);
-            for i in (0..out.len()).step_by(8) {
-                let (e, _) = lanes(out, i, 0.0);
-                store(out, i, _mm256_mul_ps(e, inverse));
-            }
-        }
-    }
-}
 
 /// The fewest rows that [`softmax_short_rows`] takes 8 at a time (through a zero-padded
 /// copy under 8): a block of 8 costs about as much as 5 rows one at a time, measured.
@@ -122,7 +24,7 @@ pub unsafe fn softmax_short_rows(x: &[f32], out: &mut [f32], len: usize, log: bo
     let rows = x.len() / len;
     if rows < FEWEST_ROWS {
         for (x, out) in x.chunks_exact(len).zip(out.chunks_exact_mut(len)) {
-            super::softmax_row(x, out, log, len >= 8);
+            super::softmax_row(x, out, log, (len >= 8).then_some(Isa::Avx2));
         }
         return;
     }
@@ -202,7 +104,7 @@ unsafe fn softmax_8_rows(
             let shifted = _mm256_sub_ps(v, vmax);
             // As in `softmax_row`: 0 below -104 (masked scores), NaN stays.
             let representable = _mm256_cmp_ps::<_CMP_NLT_UQ>(shifted, _mm256_set1_ps(-104.0));
-            y.write(_mm256_and_ps(exp8(shifted), representable));
+            y.write(_mm256_and_ps(exp(shifted), representable));
         }
         // Every position was written just above.
         let y = &mut *(y as *mut [MaybeUninit<__m256>] as *mut [__m256]);
@@ -293,46 +195,5 @@ unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
             _mm256_permute2f128_ps::<0x31>(s[2], s[6]),
             _mm256_permute2f128_ps::<0x31>(s[3], s[7]),
         ]
-    }
-}
-
-/// One row of `super::__aotc_layer_norm_f32`: float64 mean and biased variance, then
-/// `(x - mean) * rstd * weight + bias` in float32, as the scalar code computes them.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn layer_norm_row(x: &[f32], out: &mut [f32], weight: Option<&[f32]>, bias: Option<&[f32]>, eps: f64) {
-    let len = x.len() as f64;
-    // SAFETY (all): as in `softmax_row`; weight and bias hold the row's length.
-    unsafe {
-        let mut sum = _mm256_setzero_pd();
-        for i in (0..x.len()).step_by(8) {
-            sum = add_f64(sum, lanes(x, i, 0.0).0);
-        }
-        let mean = sum_f64(sum) / len;
-        let (vmean, mut squares) = (_mm256_set1_pd(mean), _mm256_setzero_pd());
-        for i in (0..x.len()).step_by(8) {
-            let (v, valid) = lanes(x, i, 0.0);
-            for half in [_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v)]
-                .into_iter()
-                .zip([_mm256_castps256_ps128(valid), _mm256_extractf128_ps::<1>(valid)])
-            {
-                let d = _mm256_sub_pd(_mm256_cvtps_pd(half.0), vmean);
-                let d = _mm256_and_pd(d, _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(half.1))));
-                squares = _mm256_fmadd_pd(d, d, squares);
-            }
-        }
-        let var = sum_f64(squares) / len;
-        let (vmean, rstd) = (_mm256_set1_ps(mean as f32), _mm256_set1_ps((1.0 / (var + eps).sqrt()) as f32));
-        for i in (0..x.len()).step_by(8) {
-            let y = _mm256_mul_ps(_mm256_sub_ps(lanes(x, i, 0.0).0, vmean), rstd);
-            let y = match weight {
-                Some(w) => _mm256_mul_ps(y, lanes(w, i, 0.0).0),
-                None => y,
-            };
-            let y = match bias {
-                Some(b) => _mm256_add_ps(y, lanes(b, i, 0.0).0),
-                None => y,
-            };
-            store(out, i, y);
-        }
     }
 }

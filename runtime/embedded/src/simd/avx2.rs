@@ -1,0 +1,161 @@
+//! [`F32s`] for AVX2 + FMA: `__m256`, comparison masks as vectors of all-ones lanes.
+
+use super::F32s;
+use std::arch::x86_64::*;
+
+// SAFETY (the impl and each method): AVX2 and FMA instructions, which the callers'
+// target features enable (the trait's contract); pointers as each method documents.
+unsafe impl F32s for __m256 {
+    const LANES: usize = 8;
+    type Mask = __m256;
+    type Sum = __m256d;
+
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        unsafe { _mm256_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { _mm256_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        unsafe { _mm256_storeu_ps(p, self) }
+    }
+    /// Through the stack: AMD's masked loads and stores are microcoded, tens of cycles.
+    #[inline(always)]
+    unsafe fn load_first(p: *const f32, n: usize, fill: f32) -> Self {
+        unsafe {
+            let mut lanes = [fill; 8];
+            std::ptr::copy_nonoverlapping(p, lanes.as_mut_ptr(), n);
+            _mm256_loadu_ps(lanes.as_ptr())
+        }
+    }
+    /// 4, 2 and 1 floats at a time (a masked store would cost about 10 cycles on AMD's
+    /// cores, these few stores one each).
+    #[inline(always)]
+    unsafe fn store_first(self, p: *mut f32, n: usize) {
+        unsafe {
+            let (mut p, mut n, mut part) = (p, n, _mm256_castps256_ps128(self));
+            if n >= 4 {
+                _mm_storeu_ps(p, part);
+                (p, n, part) = (p.add(4), n - 4, _mm256_extractf128_ps::<1>(self));
+            }
+            if n >= 2 {
+                _mm_storel_epi64(p.cast(), _mm_castps_si128(part));
+                (p, n, part) = (p.add(2), n - 2, _mm_movehl_ps(part, part));
+            }
+            if n == 1 {
+                _mm_store_ss(p, part);
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn add(self, b: Self) -> Self {
+        unsafe { _mm256_add_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn sub(self, b: Self) -> Self {
+        unsafe { _mm256_sub_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn mul(self, b: Self) -> Self {
+        unsafe { _mm256_mul_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn div(self, b: Self) -> Self {
+        unsafe { _mm256_div_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+        unsafe { _mm256_fmadd_ps(self, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        unsafe { _mm256_fnmadd_ps(self, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn max(self, b: Self) -> Self {
+        unsafe { _mm256_max_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn min(self, b: Self) -> Self {
+        unsafe { _mm256_min_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn round(self) -> Self {
+        unsafe { _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self) }
+    }
+    #[inline(always)]
+    unsafe fn scale_pow2(self, n: Self) -> Self {
+        unsafe {
+            let n = _mm256_cvtps_epi32(n);
+            let half = _mm256_srai_epi32::<1>(n);
+            let rest = _mm256_sub_epi32(n, half);
+            let pow2 =
+                |k: __m256i| _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(k, _mm256_set1_epi32(127))));
+            _mm256_mul_ps(_mm256_mul_ps(self, pow2(half)), pow2(rest))
+        }
+    }
+    #[inline(always)]
+    unsafe fn abs(self) -> Self {
+        unsafe { _mm256_andnot_ps(_mm256_set1_ps(-0.0), self) }
+    }
+    #[inline(always)]
+    unsafe fn or_sign(self, sign: Self) -> Self {
+        unsafe { _mm256_or_ps(self, _mm256_and_ps(sign, _mm256_set1_ps(-0.0))) }
+    }
+    #[inline(always)]
+    unsafe fn lt(self, b: Self) -> Self::Mask {
+        unsafe { _mm256_cmp_ps::<_CMP_LT_OQ>(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn not_lt(self, b: Self) -> Self::Mask {
+        unsafe { _mm256_cmp_ps::<_CMP_NLT_UQ>(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn is_nan(self) -> Self::Mask {
+        unsafe { _mm256_cmp_ps::<_CMP_UNORD_Q>(self, self) }
+    }
+    #[inline(always)]
+    unsafe fn select(mask: Self::Mask, if_true: Self, if_false: Self) -> Self {
+        unsafe { _mm256_blendv_ps(if_false, if_true, mask) }
+    }
+    #[inline(always)]
+    unsafe fn zero_sum() -> Self::Sum {
+        unsafe { _mm256_setzero_pd() }
+    }
+    /// The two halves' sum added: one float64 vector of 4.
+    #[inline(always)]
+    unsafe fn add_to_sum(self, acc: Self::Sum) -> Self::Sum {
+        unsafe {
+            let (lo, hi) =
+                (_mm256_cvtps_pd(_mm256_castps256_ps128(self)), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(self)));
+            _mm256_add_pd(acc, _mm256_add_pd(lo, hi))
+        }
+    }
+    #[inline(always)]
+    unsafe fn add_squares_to_sum(self, mean: f64, acc: Self::Sum) -> Self::Sum {
+        unsafe {
+            let mean = _mm256_set1_pd(mean);
+            let mut acc = acc;
+            for half in [_mm256_castps256_ps128(self), _mm256_extractf128_ps::<1>(self)] {
+                let d = _mm256_sub_pd(_mm256_cvtps_pd(half), mean);
+                acc = _mm256_fmadd_pd(d, d, acc);
+            }
+            acc
+        }
+    }
+    #[inline(always)]
+    unsafe fn total(acc: Self::Sum) -> f64 {
+        let mut l = [0f64; 4];
+        unsafe { _mm256_storeu_pd(l.as_mut_ptr(), acc) };
+        (l[0] + l[1]) + (l[2] + l[3])
+    }
+    #[inline(always)]
+    unsafe fn to_array(self) -> [f32; 16] {
+        let mut lanes = [0f32; 16];
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), self) };
+        lanes
+    }
+}

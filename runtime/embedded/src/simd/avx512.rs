@@ -1,0 +1,156 @@
+//! [`F32s`] for AVX-512F: `__m512`, comparison masks as `__mmask16`, partial vectors as
+//! masked loads and stores (which neither fault nor write past their lanes). Only
+//! AVX-512F instructions: the float bitwise ones (AVX-512DQ) are done on integers.
+
+use super::F32s;
+use std::arch::x86_64::*;
+
+/// The first `n` (below 16) lanes.
+#[inline(always)]
+fn first(n: usize) -> __mmask16 {
+    ((1u32 << n) - 1) as __mmask16
+}
+
+// SAFETY (the impl and each method): AVX-512F instructions, which the callers' target
+// features enable (the trait's contract); pointers as each method documents.
+unsafe impl F32s for __m512 {
+    const LANES: usize = 16;
+    type Mask = __mmask16;
+    type Sum = __m512d;
+
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        unsafe { _mm512_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { _mm512_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        unsafe { _mm512_storeu_ps(p, self) }
+    }
+    #[inline(always)]
+    unsafe fn load_first(p: *const f32, n: usize, fill: f32) -> Self {
+        unsafe { _mm512_mask_loadu_ps(_mm512_set1_ps(fill), first(n), p) }
+    }
+    #[inline(always)]
+    unsafe fn store_first(self, p: *mut f32, n: usize) {
+        unsafe { _mm512_mask_storeu_ps(p, first(n), self) }
+    }
+    #[inline(always)]
+    unsafe fn add(self, b: Self) -> Self {
+        unsafe { _mm512_add_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn sub(self, b: Self) -> Self {
+        unsafe { _mm512_sub_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn mul(self, b: Self) -> Self {
+        unsafe { _mm512_mul_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn div(self, b: Self) -> Self {
+        unsafe { _mm512_div_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+        unsafe { _mm512_fmadd_ps(self, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        unsafe { _mm512_fnmadd_ps(self, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn max(self, b: Self) -> Self {
+        unsafe { _mm512_max_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn min(self, b: Self) -> Self {
+        unsafe { _mm512_min_ps(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn round(self) -> Self {
+        unsafe { _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self) }
+    }
+    #[inline(always)]
+    unsafe fn scale_pow2(self, n: Self) -> Self {
+        unsafe {
+            let n = _mm512_cvtps_epi32(n);
+            let half = _mm512_srai_epi32::<1>(n);
+            let rest = _mm512_sub_epi32(n, half);
+            let pow2 =
+                |k: __m512i| _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(k, _mm512_set1_epi32(127))));
+            _mm512_mul_ps(_mm512_mul_ps(self, pow2(half)), pow2(rest))
+        }
+    }
+    #[inline(always)]
+    unsafe fn abs(self) -> Self {
+        unsafe { _mm512_abs_ps(self) }
+    }
+    #[inline(always)]
+    unsafe fn or_sign(self, sign: Self) -> Self {
+        unsafe {
+            let sign = _mm512_and_si512(_mm512_castps_si512(sign), _mm512_set1_epi32(i32::MIN));
+            _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(self), sign))
+        }
+    }
+    #[inline(always)]
+    unsafe fn lt(self, b: Self) -> Self::Mask {
+        unsafe { _mm512_cmp_ps_mask::<_CMP_LT_OQ>(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn not_lt(self, b: Self) -> Self::Mask {
+        unsafe { _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(self, b) }
+    }
+    #[inline(always)]
+    unsafe fn is_nan(self) -> Self::Mask {
+        unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self, self) }
+    }
+    #[inline(always)]
+    unsafe fn select(mask: Self::Mask, if_true: Self, if_false: Self) -> Self {
+        unsafe { _mm512_mask_blend_ps(mask, if_false, if_true) }
+    }
+    #[inline(always)]
+    unsafe fn zero_sum() -> Self::Sum {
+        unsafe { _mm512_setzero_pd() }
+    }
+    /// The two halves' sum added: one float64 vector of 8.
+    #[inline(always)]
+    unsafe fn add_to_sum(self, acc: Self::Sum) -> Self::Sum {
+        unsafe {
+            let (lo, hi) = halves(self);
+            _mm512_add_pd(acc, _mm512_add_pd(lo, hi))
+        }
+    }
+    #[inline(always)]
+    unsafe fn add_squares_to_sum(self, mean: f64, acc: Self::Sum) -> Self::Sum {
+        unsafe {
+            let mean = _mm512_set1_pd(mean);
+            let (lo, hi) = halves(self);
+            let (lo, hi) = (_mm512_sub_pd(lo, mean), _mm512_sub_pd(hi, mean));
+            _mm512_fmadd_pd(hi, hi, _mm512_fmadd_pd(lo, lo, acc))
+        }
+    }
+    #[inline(always)]
+    unsafe fn total(acc: Self::Sum) -> f64 {
+        unsafe { _mm512_reduce_add_pd(acc) }
+    }
+    #[inline(always)]
+    unsafe fn to_array(self) -> [f32; 16] {
+        let mut lanes = [0f32; 16];
+        unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), self) };
+        lanes
+    }
+}
+
+/// The low and the high 8 lanes in float64.
+#[inline(always)]
+unsafe fn halves(v: __m512) -> (__m512d, __m512d) {
+    // SAFETY: AVX-512F (the callers' target features).
+    unsafe {
+        let hi = _mm256_castsi256_ps(_mm512_extracti64x4_epi64::<1>(_mm512_castps_si512(v)));
+        (_mm512_cvtps_pd(_mm512_castps512_ps256(v)), _mm512_cvtps_pd(hi))
+    }
+}
