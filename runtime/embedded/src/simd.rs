@@ -12,8 +12,9 @@ mod avx512;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// A vector instruction set the kernels are compiled for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A vector instruction set the kernels are compiled for, narrower first (a CPU that
+/// runs one runs those before it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Isa {
     /// AVX2 and FMA: 8 lanes.
     Avx2,
@@ -25,8 +26,12 @@ pub enum Isa {
 static DETECTED: AtomicU8 = AtomicU8::new(0);
 
 /// The widest set this CPU runs, None without AVX2 and FMA (an x86-64 baseline CPU, or
-/// another architecture).
+/// another architecture); in tests, the one [`with_isa`] forces.
 pub fn isa() -> Option<Isa> {
+    #[cfg(test)]
+    if let code @ 1.. = FORCED.load(Ordering::Relaxed) {
+        return [None, Some(Isa::Avx2), Some(Isa::Avx512)][code as usize - 1];
+    }
     let code = match DETECTED.load(Ordering::Relaxed) {
         0 => {
             let code = match detect() {
@@ -50,14 +55,50 @@ fn detect() -> Option<Isa> {
     None
 }
 
+/// Whether this CPU runs `isa`.
+pub fn runs(isa: Isa) -> bool {
+    self::isa() >= Some(isa)
+}
+
 /// Every set this CPU runs, narrowest first: the tests run each kernel on all of them.
 #[cfg(test)]
 pub fn runnable() -> Vec<Isa> {
-    match isa() {
+    match detect() {
         None => vec![],
         Some(Isa::Avx2) => vec![Isa::Avx2],
         Some(Isa::Avx512) => vec![Isa::Avx2, Isa::Avx512],
     }
+}
+
+/// The set [`isa`] answers while a test runs [`with_isa`]: 0 for none forced, else 1 +
+/// its code (0 for no set, 1 AVX2, 2 AVX-512).
+#[cfg(test)]
+static FORCED: AtomicU8 = AtomicU8::new(0);
+
+/// Runs `f` with [`isa`] answering `isa` (which this CPU must run, or None: the portable
+/// code), so that a test covers each set through the entry points. The tests that force
+/// one take turns; the others meanwhile run on the forced set, which computes the same.
+#[cfg(test)]
+pub fn with_isa<R>(isa: Option<Isa>, f: impl FnOnce() -> R) -> R {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    /// Ends the forcing, also when `f` panics.
+    struct Unforce;
+    impl Drop for Unforce {
+        fn drop(&mut self) {
+            FORCED.store(0, Ordering::Relaxed);
+        }
+    }
+    assert!(isa <= detect(), "{isa:?} on a CPU that runs {:?}", detect());
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    FORCED.store(1 + isa.map_or(0, |isa| isa as u8 + 1), Ordering::Relaxed);
+    let _unforce = Unforce;
+    f()
+}
+
+/// [`runnable`]'s sets, then None (the portable code).
+#[cfg(test)]
+pub fn every_isa() -> impl Iterator<Item = Option<Isa>> {
+    runnable().into_iter().map(Some).chain([None])
 }
 
 /// Float32 lanes of one vector register, and the operations the kernels use on them.
@@ -117,6 +158,8 @@ pub unsafe trait F32s: Copy {
     /// `acc` plus the squares of `self - mean` in float64.
     unsafe fn add_squares_to_sum(self, mean: f64, acc: Self::Sum) -> Self::Sum;
     unsafe fn total(acc: Self::Sum) -> f64;
+    /// The even and the odd floats of the `2 LANES` in `lo` then `hi`.
+    unsafe fn even_odd(lo: Self, hi: Self) -> (Self, Self);
     /// The lanes, in the first `LANES` floats.
     unsafe fn to_array(self) -> [f32; 16];
 

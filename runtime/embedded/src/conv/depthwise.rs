@@ -2,15 +2,15 @@
 //! threads, the output pass fused: each output plane is its bias plus the input plane
 //! shifted and scaled by each kernel tap, then the residual and the ReLU.
 //!
-//! - The common geometries (3x3 and 5x5, stride 1 and 2) on x86-64 with AVX2 and FMA
-//!   ([`avx2`]): each thread copies its input planes into a zero-padded plane, a slot of
-//!   the scratch, and computes each output row 8 outputs per vector from it.
+//! - The common geometries (3x3 and 5x5, stride 1 and 2) on x86-64 with AVX2 and FMA or
+//!   AVX-512 ([`lanes`]): each thread copies its input planes into a zero-padded plane, a
+//!   slot of the scratch, and computes each output row 8 or 16 outputs per vector from it.
 //! - Any other geometry or CPU ([`plane`]): each output row is its bias plus the input
 //!   rows under each tap, vectorized by the compiler along the row, each tap's output
 //!   columns worked out once per call ([`TapColumns`]).
 
 #[cfg(target_arch = "x86_64")]
-pub(super) mod avx2;
+pub(super) mod lanes;
 
 use super::TapColumns;
 use crate::pool::for_items;
@@ -35,7 +35,7 @@ pub fn run(
     let bias_of = |o: usize| bias.map_or(0.0, |b| b[o]);
     let residual_of = |p: usize| residual.map(|r| &r[p * positions..][..positions]);
     #[cfg(target_arch = "x86_64")]
-    if let Some(kernel) = avx2::Kernel::new(g, scratch.len()) {
+    if let Some(kernel) = fast_path(g, scratch.len()) {
         // One slot per chunk of planes: chunk i starts at plane begin_i = planes * i /
         // chunks, so that with fewer chunks than channels (the slots at least as many)
         // each has its own; else the lock makes chunks that share one take turns.
@@ -67,6 +67,16 @@ pub fn run(
             crate::activation::apply(g.activation, out);
         }
     });
+}
+
+/// [`lanes::Kernel`] for `g` on the widest vector set this CPU runs whose slack fits
+/// `scratch` (the 16-lane one needs 8 floats more than the 8-lane one), if any.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn fast_path(g: &Conv2d, scratch: usize) -> Option<lanes::Kernel> {
+    use crate::simd::Isa;
+    let isa = crate::simd::isa()?;
+    lanes::Kernel::new(g, scratch, isa)
+        .or_else(|| (isa == Isa::Avx512).then(|| lanes::Kernel::new(g, scratch, Isa::Avx2))?)
 }
 
 /// The output planes of a chunk (`part`, from plane `begin` on): each one's index, its

@@ -1,7 +1,8 @@
 //! 2-D max pooling of float32 planes (`aotc_abi::conv::MAX_POOL_SYMBOL`), for graphs that
 //! never read the indices: each output row starts at -inf and takes the maximum with the
 //! input row under each kernel tap (NaN wins), like the depthwise convolution's rows. With
-//! AVX2, the usual geometries (horizontal stride 1, or 2 undilated) take [`avx2::Rows`].
+//! AVX2 or AVX-512 (`crate::simd`), the usual geometries (horizontal stride 1, or 2
+//! undilated) take [`lanes::Rows`].
 
 use super::TapColumns;
 use crate::guards::refuse_extern_call;
@@ -9,7 +10,7 @@ use crate::pool::for_items;
 use aotc_abi::conv::Conv2d;
 
 #[cfg(target_arch = "x86_64")]
-pub(super) mod avx2;
+mod lanes;
 
 /// `out[N, C, OH, OW]` = the maximum of each window of `x[N, C, H, W]`, the geometry
 /// `geometry[..count]` in [`Conv2d::to_list`]'s order (channels = out_channels).
@@ -34,13 +35,14 @@ pub unsafe extern "C" fn __aotc_max_pool2d_f32(out: *mut f32, x: *const f32, geo
     let (plane_in, positions) = (g.height * g.width, g.positions());
     let taps = g.kernel[0] * g.kernel[1];
     let columns = TapColumns::of(&g);
+    let isa = crate::simd::isa();
     for_items(out, out_len / positions, positions, out_len * taps, &|begin, end, part| {
         #[cfg(target_arch = "x86_64")]
-        if avx2::fits(&g) && std::is_x86_feature_detected!("avx2") {
-            let mut rows = avx2::Rows::new(&g);
+        if let Some(isa) = isa.filter(|_| lanes::fits(&g)) {
+            let mut rows = lanes::Rows::new(&g);
             for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
-                // SAFETY: the CPU has AVX2; the buffers are for this geometry, which fits.
-                unsafe { rows.plane(&g, &x[p * plane_in..][..plane_in], out) };
+                // SAFETY: the CPU runs `isa`; the buffers are for this geometry, which fits.
+                unsafe { lanes::plane(isa, &mut rows, &g, &x[p * plane_in..][..plane_in], out) };
             }
             return;
         }
@@ -55,9 +57,9 @@ pub unsafe extern "C" fn __aotc_max_pool2d_f32(out: *mut f32, x: *const f32, geo
 /// column dropped), NaN winning.
 pub(super) fn row_pairs(src: &[f32], width: usize, dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2; the sizes are the function's contract.
-        return unsafe { avx2::row_pairs(src, width, dst) };
+    if let Some(isa) = crate::simd::isa() {
+        // SAFETY: the CPU runs `isa`; the sizes are the function's contract.
+        return unsafe { lanes::row_pairs(isa, src, width, dst) };
     }
     let half = width / 2;
     for (p, out) in dst.chunks_exact_mut(half.max(1)).enumerate().filter(|_| half > 0) {

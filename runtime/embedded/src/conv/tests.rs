@@ -171,212 +171,221 @@ fn pooled(g: &Conv2d, full: &[f64]) -> Vec<f64> {
 
 #[test]
 fn every_algorithm_matches_the_naive_convolution() {
-    let user = PoolUser::acquire(2);
-    let cases = [
-        geometry(1, 3, [17, 19], 8, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
-        geometry(2, 4, [12, 9], 6, [5, 3], [2, 3], [2, 0], [1, 2], 2, false),
-        geometry(1, 3, [40, 40], 16, [7, 7], [2, 2], [3, 3], [1, 1], 1, false),
-        geometry(2, 8, [10, 11], 5, [1, 1], [1, 1], [0, 0], [1, 1], 1, true),
-        geometry(1, 8, [10, 11], 4, [1, 1], [2, 2], [0, 0], [1, 1], 1, true),
-        geometry(1, 16, [64, 64], 32, [1, 1], [1, 1], [0, 0], [1, 1], 1, false),
-        geometry(2, 6, [15, 14], 6, [3, 3], [1, 1], [1, 1], [1, 1], 6, true),
-        geometry(1, 6, [15, 14], 12, [5, 5], [2, 2], [2, 2], [1, 1], 6, false),
-        geometry(1, 4, [9, 9], 4, [3, 3], [1, 1], [2, 2], [2, 2], 4, true),
-        geometry(1, 72, [56, 56], 72, [3, 3], [2, 2], [1, 1], [1, 1], 72, true),
-        geometry(1, 2, [3, 3], 2, [3, 3], [1, 1], [0, 0], [1, 1], 1, true),
-        geometry(1, 1, [1, 50], 3, [1, 5], [1, 1], [0, 2], [1, 1], 1, true),
-        geometry(2, 0, [4, 5], 3, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
-    ];
-    let algorithms: Vec<Algorithm> = cases.iter().map(|g| g.algorithm()).collect();
-    for a in [Algorithm::Columns, Algorithm::Pointwise, Algorithm::Depthwise] {
-        assert!(algorithms.contains(&a), "{a:?} not covered");
-    }
-    for g in cases {
-        for threads in [1, 2] {
-            check(g, threads);
-            check(Conv2d { residual: true, activation: Activation::Relu, ..g }, threads);
-            check(Conv2d { activation: Activation::Relu, ..g }, threads);
-            check(Conv2d { residual: true, activation: Activation::Hardswish, ..g }, threads);
-            check(Conv2d { activation: Activation::Gelu, ..g }, threads);
-            if g.algorithm() != Algorithm::Depthwise {
-                check(Conv2d { weight: WeightForm::Panels, ..g }, threads);
-                check(Conv2d { weight: WeightForm::Panels, residual: true, ..g }, threads);
-            }
-            if g.algorithm().pools() {
-                check(Conv2d { pool: true, activation: Activation::Relu, ..g }, threads);
-                check(
-                    Conv2d { pool: true, weight: WeightForm::Panels, activation: Activation::Hardswish, ..g },
-                    threads,
-                );
+    on_every_isa(|| {
+        let user = PoolUser::acquire(2);
+        let cases = [
+            geometry(1, 3, [17, 19], 8, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            geometry(2, 4, [12, 9], 6, [5, 3], [2, 3], [2, 0], [1, 2], 2, false),
+            geometry(1, 3, [40, 40], 16, [7, 7], [2, 2], [3, 3], [1, 1], 1, false),
+            geometry(2, 8, [10, 11], 5, [1, 1], [1, 1], [0, 0], [1, 1], 1, true),
+            geometry(1, 8, [10, 11], 4, [1, 1], [2, 2], [0, 0], [1, 1], 1, true),
+            geometry(1, 16, [64, 64], 32, [1, 1], [1, 1], [0, 0], [1, 1], 1, false),
+            geometry(2, 6, [15, 14], 6, [3, 3], [1, 1], [1, 1], [1, 1], 6, true),
+            geometry(1, 6, [15, 14], 12, [5, 5], [2, 2], [2, 2], [1, 1], 6, false),
+            geometry(1, 4, [9, 9], 4, [3, 3], [1, 1], [2, 2], [2, 2], 4, true),
+            geometry(1, 72, [56, 56], 72, [3, 3], [2, 2], [1, 1], [1, 1], 72, true),
+            geometry(1, 2, [3, 3], 2, [3, 3], [1, 1], [0, 0], [1, 1], 1, true),
+            geometry(1, 1, [1, 50], 3, [1, 5], [1, 1], [0, 2], [1, 1], 1, true),
+            geometry(2, 0, [4, 5], 3, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+        ];
+        let algorithms: Vec<Algorithm> = cases.iter().map(|g| g.algorithm()).collect();
+        for a in [Algorithm::Columns, Algorithm::Pointwise, Algorithm::Depthwise] {
+            assert!(algorithms.contains(&a), "{a:?} not covered");
+        }
+        for g in cases {
+            for threads in [1, 2] {
+                check(g, threads);
+                check(Conv2d { residual: true, activation: Activation::Relu, ..g }, threads);
+                check(Conv2d { activation: Activation::Relu, ..g }, threads);
+                check(Conv2d { residual: true, activation: Activation::Hardswish, ..g }, threads);
+                check(Conv2d { activation: Activation::Gelu, ..g }, threads);
+                if g.algorithm() != Algorithm::Depthwise {
+                    check(Conv2d { weight: WeightForm::Panels, ..g }, threads);
+                    check(Conv2d { weight: WeightForm::Panels, residual: true, ..g }, threads);
+                }
+                if g.algorithm().pools() {
+                    check(Conv2d { pool: true, activation: Activation::Relu, ..g }, threads);
+                    check(
+                        Conv2d { pool: true, weight: WeightForm::Panels, activation: Activation::Hardswish, ..g },
+                        threads,
+                    );
+                }
             }
         }
-    }
-    drop(user);
+        drop(user);
+    });
 }
 
 #[test]
 fn both_ways_of_cutting_the_windows_match_the_naive_convolution() {
-    let user = PoolUser::acquire(2);
-    let cases = [
-        // More positions than channels: several column blocks (the last partial), two
-        // depth blocks, rows of 9 positions (several runs per panel).
-        geometry(1, 40, [30, 9], 16, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
-        // Stride 2, dilation 2, 7 positions per row, blocks of ResNet's stem shape.
-        geometry(1, 3, [45, 39], 24, [7, 7], [2, 2], [3, 3], [2, 1], 1, false),
-        // Stride 3 (the gather's general lanes) and uneven padding.
-        geometry(1, 5, [20, 23], 7, [3, 4], [3, 3], [1, 2], [1, 1], 1, true),
-        // More channels than positions: the whole windows, three depth blocks, a row of
-        // 7 and 49 positions (ResNet's layer4 shape, scaled down).
-        geometry(1, 64, [7, 7], 70, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
-        geometry(1, 70, [14, 14], 200, [3, 3], [2, 2], [1, 1], [1, 1], 1, false),
-        // Groups, each its own product, and a 1x1 strided kernel.
-        geometry(2, 32, [12, 12], 64, [3, 3], [1, 1], [1, 1], [1, 1], 2, true),
-        geometry(1, 64, [14, 14], 128, [1, 1], [2, 2], [0, 0], [1, 1], 1, true),
-    ];
-    for g in cases {
-        assert_eq!(g.algorithm(), Algorithm::Columns);
-        for threads in [1, 2] {
-            check(g, threads);
-            check(
-                Conv2d { weight: WeightForm::Panels, residual: true, activation: Activation::Hardswish, ..g },
-                threads,
-            );
-            check(Conv2d { weight: WeightForm::Panels, ..g }, threads);
-            // Pooled: blocks of row pairs (a last odd row and column dropped), or the
-            // whole windows' planes pooled after their GEMM.
-            check(Conv2d { pool: true, weight: WeightForm::Panels, activation: Activation::Relu, ..g }, threads);
-            check(Conv2d { pool: true, activation: Activation::Hardswish, ..g }, threads);
+    on_every_isa(|| {
+        let user = PoolUser::acquire(2);
+        let cases = [
+            // More positions than channels: several column blocks (the last partial), two
+            // depth blocks, rows of 9 positions (several runs per panel).
+            geometry(1, 40, [30, 9], 16, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            // Stride 2, dilation 2, 7 positions per row, blocks of ResNet's stem shape.
+            geometry(1, 3, [45, 39], 24, [7, 7], [2, 2], [3, 3], [2, 1], 1, false),
+            // Stride 3 (the gather's general lanes) and uneven padding.
+            geometry(1, 5, [20, 23], 7, [3, 4], [3, 3], [1, 2], [1, 1], 1, true),
+            // More channels than positions: the whole windows, three depth blocks, a row of
+            // 7 and 49 positions (ResNet's layer4 shape, scaled down).
+            geometry(1, 64, [7, 7], 70, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            geometry(1, 70, [14, 14], 200, [3, 3], [2, 2], [1, 1], [1, 1], 1, false),
+            // Groups, each its own product, and a 1x1 strided kernel.
+            geometry(2, 32, [12, 12], 64, [3, 3], [1, 1], [1, 1], [1, 1], 2, true),
+            geometry(1, 64, [14, 14], 128, [1, 1], [2, 2], [0, 0], [1, 1], 1, true),
+        ];
+        for g in cases {
+            assert_eq!(g.algorithm(), Algorithm::Columns);
+            for threads in [1, 2] {
+                check(g, threads);
+                check(
+                    Conv2d { weight: WeightForm::Panels, residual: true, activation: Activation::Hardswish, ..g },
+                    threads,
+                );
+                check(Conv2d { weight: WeightForm::Panels, ..g }, threads);
+                // Pooled: blocks of row pairs (a last odd row and column dropped), or the
+                // whole windows' planes pooled after their GEMM.
+                check(Conv2d { pool: true, weight: WeightForm::Panels, activation: Activation::Relu, ..g }, threads);
+                check(Conv2d { pool: true, activation: Activation::Hardswish, ..g }, threads);
+            }
         }
-    }
-    drop(user);
+        drop(user);
+    });
 }
 
 #[test]
 fn winograd_matches_the_naive_convolution() {
-    let user = PoolUser::acquire(2);
-    let cases = [
-        // Many tile rows, several blocks, padding 1 (ResNet's layers, scaled down).
-        geometry(1, 16, [30, 30], 16, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
-        // Odd output sizes (half tiles at the right and bottom), no padding, two images
-        // whose tile rows share blocks, output channels not whole panels.
-        geometry(2, 5, [11, 9], 7, [3, 3], [1, 1], [0, 0], [1, 1], 1, false),
-        // Padding 2 (tiles wholly in the padding), one tile column.
-        geometry(1, 3, [3, 2], 4, [3, 3], [1, 1], [2, 2], [1, 1], 1, true),
-        // One block of a 7x7 plane: the output channels cut between the threads; a depth
-        // of two blocks (300 channels).
-        geometry(1, 300, [14, 14], 40, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
-        // Many images of small planes in one block (bench_convnet's last layer, scaled).
-        geometry(4, 32, [8, 8], 64, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
-        // Pooled rows of more than 8 tiles (a vector and a tail), two blocks' worth.
-        geometry(1, 16, [36, 38], 16, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
-        // A plane one row high, uneven padding.
-        geometry(1, 4, [1, 20], 6, [3, 3], [1, 1], [1, 2], [1, 1], 1, false),
-    ];
-    for g in cases {
-        let g = Conv2d { weight: WeightForm::Winograd, ..g };
-        assert!(winograd::fits(g.kernel, g.stride, g.dilation, g.groups));
-        assert_eq!(Conv2d::from_list(&g.to_list()), Some(g), "a valid geometry");
-        assert_eq!(g.algorithm(), Algorithm::Winograd);
-        for threads in [1, 2] {
-            check(g, threads);
-            check(Conv2d { residual: true, activation: Activation::Relu, ..g }, threads);
-            check(Conv2d { activation: Activation::Hardswish, ..g }, threads);
-            // Pooled in the output transform: a tile per window (a last half tile dropped).
-            check(Conv2d { pool: true, activation: Activation::Relu, ..g }, threads);
-            check(Conv2d { pool: true, activation: Activation::Hardswish, ..g }, threads);
+    on_every_isa(|| {
+        let user = PoolUser::acquire(2);
+        let cases = [
+            // Many tile rows, several blocks, padding 1 (ResNet's layers, scaled down).
+            geometry(1, 16, [30, 30], 16, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            // Odd output sizes (half tiles at the right and bottom), no padding, two images
+            // whose tile rows share blocks, output channels not whole panels.
+            geometry(2, 5, [11, 9], 7, [3, 3], [1, 1], [0, 0], [1, 1], 1, false),
+            // Padding 2 (tiles wholly in the padding), one tile column.
+            geometry(1, 3, [3, 2], 4, [3, 3], [1, 1], [2, 2], [1, 1], 1, true),
+            // One block of a 7x7 plane: the output channels cut between the threads; a depth
+            // of two blocks (300 channels).
+            geometry(1, 300, [14, 14], 40, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            // Many images of small planes in one block (bench_convnet's last layer, scaled).
+            geometry(4, 32, [8, 8], 64, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            // Pooled rows of more than 8 tiles (a vector and a tail), two blocks' worth.
+            geometry(1, 16, [36, 38], 16, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            // A plane one row high, uneven padding.
+            geometry(1, 4, [1, 20], 6, [3, 3], [1, 1], [1, 2], [1, 1], 1, false),
+        ];
+        for g in cases {
+            let g = Conv2d { weight: WeightForm::Winograd, ..g };
+            assert!(winograd::fits(g.kernel, g.stride, g.dilation, g.groups));
+            assert_eq!(Conv2d::from_list(&g.to_list()), Some(g), "a valid geometry");
+            assert_eq!(g.algorithm(), Algorithm::Winograd);
+            for threads in [1, 2] {
+                check(g, threads);
+                check(Conv2d { residual: true, activation: Activation::Relu, ..g }, threads);
+                check(Conv2d { activation: Activation::Hardswish, ..g }, threads);
+                // Pooled in the output transform: a tile per window (a last half tile dropped).
+                check(Conv2d { pool: true, activation: Activation::Relu, ..g }, threads);
+                check(Conv2d { pool: true, activation: Activation::Hardswish, ..g }, threads);
+            }
         }
-    }
-    drop(user);
+        drop(user);
+    });
 }
 
 #[test]
 fn depthwise_fast_paths_match_the_naive_convolution() {
-    let user = PoolUser::acquire(2);
-    // (channels, multiplier, [H, W], kernel, stride, padding, batch)
-    let cases = [
-        (6, 1, [13, 11], 3, 1, [1, 1], 1),
-        (5, 1, [7, 7], 3, 1, [1, 1], 2),
-        (3, 1, [28, 70], 3, 1, [1, 1], 1),
-        (4, 1, [10, 83], 3, 1, [0, 0], 1),
-        (3, 1, [6, 9], 3, 1, [2, 2], 1),
-        (3, 1, [9, 45], 3, 1, [1, 1], 1),
-        (2, 1, [21, 8], 3, 1, [1, 1], 1),
-        (2, 1, [19, 12], 5, 2, [2, 2], 1),
-        (3, 1, [9, 12], 3, 1, [1, 2], 1),
-        (4, 1, [112, 112], 3, 2, [1, 1], 1),
-        (3, 1, [15, 17], 3, 2, [1, 1], 2),
-        (4, 1, [11, 13], 3, 2, [1, 1], 1),
-        (3, 1, [10, 9], 5, 2, [1, 1], 1),
-        (3, 1, [33, 100], 3, 2, [0, 0], 1),
-        (2, 1, [9, 37], 3, 2, [2, 2], 1),
-        (5, 1, [7, 7], 5, 1, [2, 2], 2),
-        (3, 1, [14, 14], 5, 1, [2, 2], 1),
-        (3, 1, [20, 23], 5, 1, [0, 0], 1),
-        (4, 1, [14, 14], 5, 2, [2, 2], 1),
-        (3, 1, [29, 31], 5, 2, [2, 2], 1),
-        (2, 1, [21, 40], 5, 2, [1, 1], 1),
-        (3, 2, [15, 19], 3, 2, [1, 1], 1),
-        (3, 2, [12, 9], 5, 1, [2, 2], 2),
-        (2, 1, [1, 1], 3, 1, [1, 1], 1),
-        (2, 1, [2, 3], 5, 2, [2, 2], 1),
-        // More chunks than channels on 2 threads: chunks share the padded planes.
-        (2, 1, [64, 64], 3, 1, [1, 1], 4),
-    ];
-    for (channels, multiplier, hw, k, s, padding, batch) in cases {
-        let g = geometry(batch, channels, hw, channels * multiplier, [k, k], [s, s], padding, [1, 1], channels, true);
-        assert_eq!(g.algorithm(), Algorithm::Depthwise);
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            assert!(
-                super::depthwise::avx2::Kernel::new(&g, g.scratch_len().unwrap()).is_some(),
-                "{g:?} takes the fast path"
-            );
-        }
-        for threads in [1, 2] {
-            for (residual, activation) in [
-                (false, Activation::None),
-                (true, Activation::None),
-                (false, Activation::Relu),
-                (true, Activation::Hardswish),
-            ] {
-                check(Conv2d { residual, activation, ..g }, threads);
-                check(Conv2d { residual, activation, has_bias: false, ..g }, threads);
+    on_every_isa(|| {
+        let user = PoolUser::acquire(2);
+        // (channels, multiplier, [H, W], kernel, stride, padding, batch)
+        let cases = [
+            (6, 1, [13, 11], 3, 1, [1, 1], 1),
+            (5, 1, [7, 7], 3, 1, [1, 1], 2),
+            (3, 1, [28, 70], 3, 1, [1, 1], 1),
+            (4, 1, [10, 83], 3, 1, [0, 0], 1),
+            (3, 1, [6, 9], 3, 1, [2, 2], 1),
+            (3, 1, [9, 45], 3, 1, [1, 1], 1),
+            (2, 1, [21, 8], 3, 1, [1, 1], 1),
+            (2, 1, [19, 12], 5, 2, [2, 2], 1),
+            (3, 1, [9, 12], 3, 1, [1, 2], 1),
+            (4, 1, [112, 112], 3, 2, [1, 1], 1),
+            (3, 1, [15, 17], 3, 2, [1, 1], 2),
+            (4, 1, [11, 13], 3, 2, [1, 1], 1),
+            (3, 1, [10, 9], 5, 2, [1, 1], 1),
+            (3, 1, [33, 100], 3, 2, [0, 0], 1),
+            (2, 1, [9, 37], 3, 2, [2, 2], 1),
+            (5, 1, [7, 7], 5, 1, [2, 2], 2),
+            (3, 1, [14, 14], 5, 1, [2, 2], 1),
+            (3, 1, [20, 23], 5, 1, [0, 0], 1),
+            (4, 1, [14, 14], 5, 2, [2, 2], 1),
+            (3, 1, [29, 31], 5, 2, [2, 2], 1),
+            (2, 1, [21, 40], 5, 2, [1, 1], 1),
+            (3, 2, [15, 19], 3, 2, [1, 1], 1),
+            (3, 2, [12, 9], 5, 1, [2, 2], 2),
+            (2, 1, [1, 1], 3, 1, [1, 1], 1),
+            (2, 1, [2, 3], 5, 2, [2, 2], 1),
+            // More chunks than channels on 2 threads: chunks share the padded planes.
+            (2, 1, [64, 64], 3, 1, [1, 1], 4),
+        ];
+        for (channels, multiplier, hw, k, s, padding, batch) in cases {
+            let g =
+                geometry(batch, channels, hw, channels * multiplier, [k, k], [s, s], padding, [1, 1], channels, true);
+            assert_eq!(g.algorithm(), Algorithm::Depthwise);
+            #[cfg(target_arch = "x86_64")]
+            if crate::simd::isa().is_some() {
+                let fast = super::depthwise::fast_path(&g, g.scratch_len().unwrap()).is_some();
+                assert!(fast, "{g:?} takes the fast path");
+            }
+            for threads in [1, 2] {
+                for (residual, activation) in [
+                    (false, Activation::None),
+                    (true, Activation::None),
+                    (false, Activation::Relu),
+                    (true, Activation::Hardswish),
+                ] {
+                    check(Conv2d { residual, activation, ..g }, threads);
+                    check(Conv2d { residual, activation, has_bias: false, ..g }, threads);
+                }
             }
         }
-    }
-    drop(user);
+        drop(user);
+    });
 }
 
 #[test]
 fn the_depthwise_relu_keeps_nan() {
-    for (k, s) in [(3, 1), (5, 2), (3, 3)] {
-        let g = Conv2d {
-            activation: Activation::Relu,
-            ..geometry(1, 2, [9, 10], 2, [k, k], [s, s], [1, 1], [1, 1], 2, false)
-        };
-        let mut x = values(g.channels * g.height * g.width, 5);
-        x[4 * g.width + 4] = f32::NAN;
-        let w = values(g.out_channels * g.depth(), 6);
-        let mut out = vec![0.0f32; g.out_channels * g.positions()];
-        let mut scratch = vec![0.0f32; g.scratch_len().unwrap()];
-        let list = g.to_list();
-        // SAFETY: every buffer holds what the geometry describes (no bias, no residual).
-        unsafe {
-            __aotc_conv2d_f32(
-                out.as_mut_ptr(),
-                x.as_ptr(),
-                w.as_ptr(),
-                w.as_ptr(),
-                scratch.as_mut_ptr(),
-                x.as_ptr(),
-                list.as_ptr(),
-                list.len() as i64,
-            )
-        };
-        let (plane0, plane1) = out.split_at(g.positions());
-        assert!(plane0.iter().any(|v| v.is_nan()), "{g:?}: the windows over the NaN stay NaN");
-        assert!(plane1.iter().all(|v| *v >= 0.0) && plane1.contains(&0.0), "{g:?}: the other plane is clamped");
-    }
+    on_every_isa(|| {
+        for (k, s) in [(3, 1), (5, 2), (3, 3)] {
+            let g = Conv2d {
+                activation: Activation::Relu,
+                ..geometry(1, 2, [9, 10], 2, [k, k], [s, s], [1, 1], [1, 1], 2, false)
+            };
+            let mut x = values(g.channels * g.height * g.width, 5);
+            x[4 * g.width + 4] = f32::NAN;
+            let w = values(g.out_channels * g.depth(), 6);
+            let mut out = vec![0.0f32; g.out_channels * g.positions()];
+            let mut scratch = vec![0.0f32; g.scratch_len().unwrap()];
+            let list = g.to_list();
+            // SAFETY: every buffer holds what the geometry describes (no bias, no residual).
+            unsafe {
+                __aotc_conv2d_f32(
+                    out.as_mut_ptr(),
+                    x.as_ptr(),
+                    w.as_ptr(),
+                    w.as_ptr(),
+                    scratch.as_mut_ptr(),
+                    x.as_ptr(),
+                    list.as_ptr(),
+                    list.len() as i64,
+                )
+            };
+            let (plane0, plane1) = out.split_at(g.positions());
+            assert!(plane0.iter().any(|v| v.is_nan()), "{g:?}: the windows over the NaN stay NaN");
+            assert!(plane1.iter().all(|v| *v >= 0.0) && plane1.contains(&0.0), "{g:?}: the other plane is clamped");
+        }
+    });
 }
 
 #[test]
@@ -404,62 +413,71 @@ fn an_inconsistent_geometry_writes_nothing() {
 
 #[test]
 fn max_pool_matches_the_naive_maximum_with_nan_winning() {
-    use super::__aotc_max_pool2d_f32;
-    let user = PoolUser::acquire(2);
-    // (geometry, extra output window per dimension as ceil mode adds)
-    let cases = [
-        (geometry(1, 64, [112, 112], 64, [3, 3], [2, 2], [1, 1], [1, 1], 64, false), 0),
-        (geometry(2, 3, [9, 10], 3, [2, 3], [1, 2], [1, 1], [2, 1], 3, false), 0),
-        (geometry(1, 2, [7, 7], 2, [3, 3], [2, 2], [0, 0], [1, 1], 2, false), 1),
-        // The AVX2 rows: 2 x 2 stride 2 (bench_convnet's, then odd sizes with a ceil-mode
-        // window), 3 x 3 stride 2 padding 1 on odd sizes, stride 1 dilated, 8 outputs and a
-        // tail; and a horizontal stride 3 (like rows of fewer than 8 outputs, above), which
-        // they leave to the portable code.
-        (geometry(4, 32, [64, 64], 32, [2, 2], [2, 2], [0, 0], [1, 1], 32, false), 0),
-        (geometry(1, 3, [9, 19], 3, [2, 2], [2, 2], [0, 0], [1, 1], 3, false), 1),
-        (geometry(2, 3, [15, 21], 3, [3, 3], [2, 2], [1, 1], [1, 1], 3, false), 0),
-        (geometry(1, 2, [13, 17], 2, [3, 3], [2, 2], [1, 1], [1, 1], 2, false), 1),
-        (geometry(1, 2, [10, 21], 2, [3, 3], [1, 1], [1, 1], [1, 2], 2, false), 0),
-        (geometry(1, 1, [5, 40], 1, [2, 5], [2, 2], [0, 2], [1, 1], 1, false), 0),
-        (geometry(1, 2, [11, 11], 2, [3, 3], [3, 3], [1, 1], [1, 1], 2, false), 0),
-    ];
-    for (g, extra) in cases {
-        let g = Conv2d { out_size: [g.out_size[0] + extra, g.out_size[1] + extra], ..g };
-        let mut x = values(g.batch * g.channels * g.height * g.width, 4);
-        x[5] = f32::NAN;
-        // NaNs in even and odd columns, and the last element.
-        let len = x.len();
-        x[len / 2 + 3] = f32::NAN;
-        x[len - 1] = f32::NAN;
-        for threads in [1, 2] {
-            let mut out = vec![0.0f32; g.batch * g.channels * g.positions()];
-            let list = g.to_list();
-            with_threads(threads, || {
-                // SAFETY: the buffers hold what the geometry describes.
-                unsafe { __aotc_max_pool2d_f32(out.as_mut_ptr(), x.as_ptr(), list.as_ptr(), list.len() as i64) }
-            });
-            for (p, plane) in out.chunks(g.positions()).enumerate() {
-                for (q, &got) in plane.iter().enumerate() {
-                    let (oh, ow) = (q / g.out_size[1], q % g.out_size[1]);
-                    let mut want = f32::NEG_INFINITY;
-                    for i in 0..g.kernel[0] {
-                        for j in 0..g.kernel[1] {
-                            let ih = (oh * g.stride[0] + i * g.dilation[0]) as isize - g.padding[0] as isize;
-                            let iw = (ow * g.stride[1] + j * g.dilation[1]) as isize - g.padding[1] as isize;
-                            if ih >= 0 && iw >= 0 && (ih as usize) < g.height && (iw as usize) < g.width {
-                                let v = x[(p * g.height + ih as usize) * g.width + iw as usize];
-                                want = if v > want || v.is_nan() { v } else { want };
+    on_every_isa(|| {
+        use super::__aotc_max_pool2d_f32;
+        let user = PoolUser::acquire(2);
+        // (geometry, extra output window per dimension as ceil mode adds)
+        let cases = [
+            (geometry(1, 64, [112, 112], 64, [3, 3], [2, 2], [1, 1], [1, 1], 64, false), 0),
+            (geometry(2, 3, [9, 10], 3, [2, 3], [1, 2], [1, 1], [2, 1], 3, false), 0),
+            (geometry(1, 2, [7, 7], 2, [3, 3], [2, 2], [0, 0], [1, 1], 2, false), 1),
+            // The AVX2 rows: 2 x 2 stride 2 (bench_convnet's, then odd sizes with a ceil-mode
+            // window), 3 x 3 stride 2 padding 1 on odd sizes, stride 1 dilated, 8 outputs and a
+            // tail; and a horizontal stride 3 (like rows of fewer than 8 outputs, above), which
+            // they leave to the portable code.
+            (geometry(4, 32, [64, 64], 32, [2, 2], [2, 2], [0, 0], [1, 1], 32, false), 0),
+            (geometry(1, 3, [9, 19], 3, [2, 2], [2, 2], [0, 0], [1, 1], 3, false), 1),
+            (geometry(2, 3, [15, 21], 3, [3, 3], [2, 2], [1, 1], [1, 1], 3, false), 0),
+            (geometry(1, 2, [13, 17], 2, [3, 3], [2, 2], [1, 1], [1, 1], 2, false), 1),
+            (geometry(1, 2, [10, 21], 2, [3, 3], [1, 1], [1, 1], [1, 2], 2, false), 0),
+            (geometry(1, 1, [5, 40], 1, [2, 5], [2, 2], [0, 2], [1, 1], 1, false), 0),
+            (geometry(1, 2, [11, 11], 2, [3, 3], [3, 3], [1, 1], [1, 1], 2, false), 0),
+        ];
+        for (g, extra) in cases {
+            let g = Conv2d { out_size: [g.out_size[0] + extra, g.out_size[1] + extra], ..g };
+            let mut x = values(g.batch * g.channels * g.height * g.width, 4);
+            x[5] = f32::NAN;
+            // NaNs in even and odd columns, and the last element.
+            let len = x.len();
+            x[len / 2 + 3] = f32::NAN;
+            x[len - 1] = f32::NAN;
+            for threads in [1, 2] {
+                let mut out = vec![0.0f32; g.batch * g.channels * g.positions()];
+                let list = g.to_list();
+                with_threads(threads, || {
+                    // SAFETY: the buffers hold what the geometry describes.
+                    unsafe { __aotc_max_pool2d_f32(out.as_mut_ptr(), x.as_ptr(), list.as_ptr(), list.len() as i64) }
+                });
+                for (p, plane) in out.chunks(g.positions()).enumerate() {
+                    for (q, &got) in plane.iter().enumerate() {
+                        let (oh, ow) = (q / g.out_size[1], q % g.out_size[1]);
+                        let mut want = f32::NEG_INFINITY;
+                        for i in 0..g.kernel[0] {
+                            for j in 0..g.kernel[1] {
+                                let ih = (oh * g.stride[0] + i * g.dilation[0]) as isize - g.padding[0] as isize;
+                                let iw = (ow * g.stride[1] + j * g.dilation[1]) as isize - g.padding[1] as isize;
+                                if ih >= 0 && iw >= 0 && (ih as usize) < g.height && (iw as usize) < g.width {
+                                    let v = x[(p * g.height + ih as usize) * g.width + iw as usize];
+                                    want = if v > want || v.is_nan() { v } else { want };
+                                }
                             }
                         }
+                        assert!(
+                            got == want || (got.is_nan() && want.is_nan()),
+                            "{g:?}: plane {p} position {q}: {got} vs {want}"
+                        );
                     }
-                    assert!(
-                        got == want || (got.is_nan() && want.is_nan()),
-                        "{g:?}: plane {p} position {q}: {got} vs {want}"
-                    );
                 }
+                assert!(out.iter().any(|v| v.is_nan()), "the NaN wins its windows");
             }
-            assert!(out.iter().any(|v| v.is_nan()), "the NaN wins its windows");
         }
+        drop(user);
+    });
+}
+
+/// Runs `test` on each vector set this CPU runs, then on the portable code.
+fn on_every_isa(test: impl Fn()) {
+    for isa in crate::simd::every_isa() {
+        crate::simd::with_isa(isa, &test);
     }
-    drop(user);
 }

@@ -136,12 +136,9 @@ struct Job<'a> {
     simd: bool,
 }
 
-/// Whether this CPU runs [`avx2`]'s transforms.
+/// Whether this CPU runs [`avx2`]'s transforms (AVX2 and FMA, which an AVX-512 CPU has).
 fn simd() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return avx2::available();
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    crate::simd::isa().is_some()
 }
 
 /// How a call is cut.

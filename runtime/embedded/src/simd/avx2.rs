@@ -152,6 +152,15 @@ unsafe impl F32s for __m256 {
         unsafe { _mm256_storeu_pd(l.as_mut_ptr(), acc) };
         (l[0] + l[1]) + (l[2] + l[3])
     }
+    /// Each 128-bit half of the shuffles holds (lo, lo, hi, hi) pairs; the permutation
+    /// puts the pairs from `lo` first.
+    #[inline(always)]
+    unsafe fn even_odd(lo: Self, hi: Self) -> (Self, Self) {
+        unsafe {
+            let order = |v: __m256| _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v)));
+            (order(_mm256_shuffle_ps::<0b10_00_10_00>(lo, hi)), order(_mm256_shuffle_ps::<0b11_01_11_01>(lo, hi)))
+        }
+    }
     #[inline(always)]
     unsafe fn to_array(self) -> [f32; 16] {
         let mut lanes = [0f32; 16];

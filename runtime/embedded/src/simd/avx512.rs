@@ -137,6 +137,15 @@ unsafe impl F32s for __m512 {
     unsafe fn total(acc: Self::Sum) -> f64 {
         unsafe { _mm512_reduce_add_pd(acc) }
     }
+    /// One two-source permutation each (indices 16.. select from `hi`).
+    #[inline(always)]
+    unsafe fn even_odd(lo: Self, hi: Self) -> (Self, Self) {
+        unsafe {
+            let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+            (_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi))
+        }
+    }
     #[inline(always)]
     unsafe fn to_array(self) -> [f32; 16] {
         let mut lanes = [0f32; 16];

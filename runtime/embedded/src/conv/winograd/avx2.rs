@@ -6,12 +6,8 @@
 //! where every intrinsic is a call.
 
 use super::{Epilogue, Strided, PATCH, TILE};
-use crate::conv::max_pool::avx2::vmax;
+use crate::simd::F32s;
 use std::arch::x86_64::*;
-
-pub(super) fn available() -> bool {
-    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-}
 
 /// The even and odd floats of the 16 at `p`.
 ///
@@ -71,7 +67,7 @@ unsafe fn pooled(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue) {
                 std::array::from_fn(|xi| _mm256_loadu_ps(m.as_ptr().add(at.first + xi * at.point + t)));
             let y = |v: __m256| crate::activation::avx2::lanes8(_mm256_add_ps(v, bias), epilogue.activation);
             let [(a, b), (c, d)] = rows(&p);
-            let v = vmax(vmax(y(a), y(b)), vmax(y(c), y(d)));
+            let v = y(a).max_nan(y(b)).max_nan(y(c).max_nan(y(d)));
             store(out.as_mut_ptr().add(t), v, out.len() - t);
         }
         t += 8;

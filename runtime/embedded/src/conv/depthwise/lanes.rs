@@ -1,25 +1,25 @@
 //! The depthwise planes of the common geometries (square 3x3 or 5x5 kernel, stride 1 or
-//! 2 in both dimensions, no dilation) with AVX2 and FMA. Each input plane is copied into
-//! a zero-padded plane in scratch, so that the loops read whole vectors with no bounds
-//! logic; with stride 2 each padded row holds its even columns, then its odd ones, so
-//! that the outputs of a tap read contiguous floats. Each output row is computed 8
-//! outputs per vector, up to 4 vectors at a time, the taps' weights broadcast once per
-//! plane; the bias starts the sums, and the residual and the ReLU are applied as the row
-//! is stored.
+//! 2 in both dimensions, no dilation) with AVX2 + FMA or AVX-512 (`crate::simd`). Each
+//! input plane is copied into a zero-padded plane in scratch (with AVX2 on either: a
+//! copy), so that the loops read whole vectors with no bounds logic; with stride 2 each
+//! padded row holds its even columns, then its odd ones, so that the outputs of a tap
+//! read contiguous floats. Each output row is computed a vector of outputs at a time (8
+//! or 16), up to 4 vectors at a time, the taps' weights broadcast once per plane; the
+//! bias starts the sums, and the residual and the ReLU are applied as the row is stored.
 
+use crate::simd::{for_each_isa, F32s, Isa};
 use aotc_abi::conv::Conv2d;
 use aotc_abi::gemm::Activation;
 use std::arch::x86_64::*;
 
-/// Floats past the padded plane that the last vector of the last row may read (at most
-/// 7: its lanes past the row are never stored).
-const SLACK: usize = 8;
 /// `MASK[8 - n..][..8]`: the first `n` lanes.
 const MASK: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
 
 /// A geometry the fast path takes, with its padded plane's layout.
 #[derive(Clone, Copy)]
 pub struct Kernel {
+    /// The vector set of the planes' loops.
+    isa: Isa,
     /// Kernel size (square) and stride (the same in both dimensions).
     size: usize,
     stride: usize,
@@ -36,18 +36,25 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// The fast path for `g` when the CPU has AVX2 and FMA and `g` is one of its
-    /// geometries; `scratch` is how many floats there are for padded planes.
-    pub fn new(g: &Conv2d, scratch: usize) -> Option<Kernel> {
+    /// The fast path for `g` on `isa` when the CPU runs it, `g` is one of its
+    /// geometries and its padded planes, with a vector of slack after each (the last
+    /// vector of the last row may read up to `LANES - 1` floats past the plane, whose
+    /// lanes are never stored), fit in `scratch` floats.
+    pub fn new(g: &Conv2d, scratch: usize, isa: Isa) -> Option<Kernel> {
         let (size, stride) = (g.kernel[0], g.stride[0]);
         let shape =
             g.kernel == [size; 2] && matches!(size, 3 | 5) && g.stride == [stride; 2] && matches!(stride, 1 | 2);
-        if !(shape && g.dilation == [1, 1] && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+        if !(shape && g.dilation == [1, 1] && crate::simd::runs(isa)) {
             return None;
         }
+        let lanes = match isa {
+            Isa::Avx2 => 8,
+            Isa::Avx512 => 16,
+        };
         let row = g.width.checked_add(2 * g.padding[1])?;
         let plane = g.height.checked_add(2 * g.padding[0])?.checked_mul(row)?;
         let k = Kernel {
+            isa,
             size,
             stride,
             padding: g.padding,
@@ -55,7 +62,7 @@ impl Kernel {
             out_size: g.out_size,
             row,
             half: row.div_ceil(2),
-            len: plane.checked_add(SLACK)?,
+            len: plane.checked_add(lanes)?,
             activation: g.activation,
         };
         // The loops read from each output row's first input row up to `reach` (the last
@@ -63,8 +70,8 @@ impl Kernel {
         // a padded plane, as the geometry's output size ensures.
         let [out_h, out_w] = g.out_size;
         let last_tap = (0..size).map(|j| column(stride, k.half, j)).max()?;
-        let reach =
-            ((out_h.checked_sub(1)? * stride + size - 1) * row).checked_add(last_tap + out_w.div_ceil(8) * 8)?;
+        let reach = ((out_h.checked_sub(1)? * stride + size - 1) * row)
+            .checked_add(last_tap + out_w.div_ceil(lanes) * lanes)?;
         // Loading a plane writes whole vectors from each row's first input column on
         // (`load_rows`, `load_split`): up to `written` in the last input row.
         let last_row = (g.height.checked_sub(1)? + g.padding[0]) * row;
@@ -88,7 +95,7 @@ impl Kernel {
 
     /// Copies an input plane into the inside of a cleared slot.
     pub fn load(&self, input: &[f32], slot: &mut [f32]) {
-        // SAFETY: `new` found the CPU has AVX2.
+        // SAFETY: the CPU runs `self.isa` (`new`'s contract), which includes AVX2.
         unsafe {
             if self.stride == 1 {
                 load_rows(self, input, slot)
@@ -104,14 +111,32 @@ impl Kernel {
         let positions = self.out_size[0] * self.out_size[1];
         assert!(slot.len() >= self.len && w.len() == self.size * self.size && out.len() == positions);
         assert!(residual.is_none_or(|r| r.len() == positions));
-        // SAFETY: `new` found the CPU has AVX2 and FMA; the lengths are checked above.
-        unsafe {
-            match (self.size, self.stride) {
-                (3, 1) => plane::<3, 1>(self, slot, w, bias, residual, out),
-                (3, 2) => plane::<3, 2>(self, slot, w, bias, residual, out),
-                (5, 1) => plane::<5, 1>(self, slot, w, bias, residual, out),
-                _ => plane::<5, 2>(self, slot, w, bias, residual, out),
-            }
+        // SAFETY: the CPU runs `self.isa` (`new`'s contract); the lengths are checked above.
+        unsafe { plane(self.isa, self, slot, w, bias, residual, out) }
+    }
+}
+
+for_each_isa! {
+    /// [`Kernel::plane`], its lengths checked.
+    fn plane(k: &Kernel, slot: &[f32], w: &[f32], bias: f32, residual: Option<&[f32]>, out: &mut [f32]) => plane_generic
+}
+
+#[inline(always)]
+unsafe fn plane_generic<V: F32s>(
+    k: &Kernel,
+    slot: &[f32],
+    w: &[f32],
+    bias: f32,
+    residual: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    // SAFETY: the caller's.
+    unsafe {
+        match (k.size, k.stride) {
+            (3, 1) => plane_of::<V, 3, 1>(k, slot, w, bias, residual, out),
+            (3, 2) => plane_of::<V, 3, 2>(k, slot, w, bias, residual, out),
+            (5, 1) => plane_of::<V, 5, 1>(k, slot, w, bias, residual, out),
+            _ => plane_of::<V, 5, 2>(k, slot, w, bias, residual, out),
         }
     }
 }
@@ -213,15 +238,15 @@ unsafe fn load_split(k: &Kernel, input: &[f32], slot: &mut [f32]) {
     }
 }
 
-/// One output plane, `K` x `K` taps at stride `S`, in tiles of `R` rows by `V` vectors
-/// (8 outputs each), their sums in registers: rows of up to 3 vectors tile whole rows
-/// together, longer ones go 4 vectors at a time.
+/// One output plane, `K` x `K` taps at stride `S`, in tiles of `R` rows by `C` vectors
+/// (of `V::LANES` outputs each), their sums in registers: rows of up to 3 vectors tile
+/// whole rows together, longer ones go 4 vectors at a time.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; `slot` holds `k.len` floats, `w` `K * K`, `out` (and
-/// `residual`) a plane of outputs, and `k` came from [`Kernel::new`].
-#[target_feature(enable = "avx2,fma")]
-unsafe fn plane<const K: usize, const S: usize>(
+/// The CPU runs V's set; `slot` holds `k.len` floats, `w` `K * K`, `out` (and
+/// `residual`) a plane of outputs, and `k` came from [`Kernel::new`] for V's set.
+#[inline(always)]
+unsafe fn plane_of<V: F32s, const K: usize, const S: usize>(
     k: &Kernel,
     slot: &[f32],
     w: &[f32],
@@ -230,25 +255,24 @@ unsafe fn plane<const K: usize, const S: usize>(
     out: &mut [f32],
 ) {
     let [out_h, out_w] = k.out_size;
-    let mut p = Plane {
+    let lanes = V::LANES;
+    let p = Plane {
         weights: std::array::from_fn(|t| w.get(t).copied().unwrap_or(0.0)),
-        bias: _mm256_set1_ps(bias),
+        // SAFETY: the caller's.
+        bias: unsafe { V::splat(bias) },
         activation: k.activation,
-        mask: _mm256_setzero_si256(),
         row: k.row,
         half: k.half,
         tile_row: S * k.row,
         out_size: k.out_size,
     };
-    // SAFETY: `MASK` holds 16 floats.
-    p.mask = unsafe { _mm256_loadu_si256(MASK[8 - out_w % 8..].as_ptr().cast()) };
     let (src, dst, res) = (slot.as_ptr(), out.as_mut_ptr(), residual.map(|r| r.as_ptr()));
     // The vectors of a row from which on they are partial.
-    let whole = out_w / 8;
+    let whole = out_w / lanes;
     // SAFETY (each tile): its outputs are inside the plane (rows below out_h, vectors of
     // a row up to out_w), and the input rows and columns they read inside the slot, up
     // to the last output's reach (`Kernel::new`).
-    match out_w.div_ceil(8) {
+    match out_w.div_ceil(lanes) {
         1 => unsafe { p.columns::<K, S>(src, dst, res, whole) },
         2 => unsafe { p.rows::<K, S, 4, 2>(src, dst, res, whole) },
         3 => unsafe { p.rows::<K, S, 2, 3>(src, dst, res, whole) },
@@ -268,7 +292,8 @@ unsafe fn plane<const K: usize, const S: usize>(
                             p.tile::<K, S, 1, 4>(src, dst, res, whole - v)
                         }
                     };
-                    (src, dst, res) = unsafe { (src.add(32), dst.add(32), res.map(|r| r.add(32))) };
+                    (src, dst, res) =
+                        unsafe { (src.add(4 * lanes), dst.add(4 * lanes), res.map(|r| r.add(4 * lanes))) };
                     v += 4;
                 }
                 match (vectors - v, pair) {
@@ -286,14 +311,12 @@ unsafe fn plane<const K: usize, const S: usize>(
     }
 }
 
-/// A plane's taps, output pass and sizes.
-struct Plane {
+/// A plane's taps, output pass and sizes, for vectors `V`.
+struct Plane<V> {
     /// The taps' weights (the first `K * K`).
     weights: [f32; 25],
-    bias: __m256,
+    bias: V,
     activation: Activation,
-    /// The lanes of a row's last vector when it is partial.
-    mask: __m256i,
     /// Floats per padded row, where its odd columns start (stride 2), and between the
     /// first input rows of consecutive output rows.
     row: usize,
@@ -302,7 +325,7 @@ struct Plane {
     out_size: [usize; 2],
 }
 
-impl Plane {
+impl<V: F32s> Plane<V> {
     /// Rows of one vector, 8 at a time, then those left together: a tile waits for
     /// each sum's FMAs in turn (4 cycles), so that fewer than 8 sums leave the FMA units
     /// idle (7 x 7 planes are one tile).
@@ -340,13 +363,13 @@ impl Plane {
         }
     }
 
-    /// Whole rows of `V` vectors, `R` rows at a time, then the rows left (fewer than 4)
+    /// Whole rows of `C` vectors, `R` rows at a time, then the rows left (fewer than 4)
     /// together.
     ///
     /// # Safety
     /// As [`Plane::tile`], for every row of the plane.
     #[inline(always)]
-    unsafe fn rows<const K: usize, const S: usize, const R: usize, const V: usize>(
+    unsafe fn rows<const K: usize, const S: usize, const R: usize, const C: usize>(
         &self,
         src: *const f32,
         dst: *mut f32,
@@ -359,41 +382,43 @@ impl Plane {
         unsafe {
             let mut oh = 0;
             while oh + R <= out_h {
-                self.tile::<K, S, R, V>(src, dst, res, whole);
+                self.tile::<K, S, R, C>(src, dst, res, whole);
                 (src, dst, res) = (src.add(R * self.tile_row), dst.add(R * out_w), res.map(|r| r.add(R * out_w)));
                 oh += R;
             }
             match out_h - oh {
-                1 => self.tile::<K, S, 1, V>(src, dst, res, whole),
-                2 => self.tile::<K, S, 2, V>(src, dst, res, whole),
-                3 => self.tile::<K, S, 3, V>(src, dst, res, whole),
+                1 => self.tile::<K, S, 1, C>(src, dst, res, whole),
+                2 => self.tile::<K, S, 2, C>(src, dst, res, whole),
+                3 => self.tile::<K, S, 3, C>(src, dst, res, whole),
                 _ => {}
             }
         }
     }
 
-    /// `R` rows by `V` vectors of outputs: the first's window at `src` (its top left),
+    /// `R` rows by `C` vectors of outputs: the first's window at `src` (its top left),
     /// its outputs (and residual) at `dst` (`res`); each row's vectors `partial..` hold
-    /// only the lanes of `mask`.
+    /// only the outputs left in the row.
     ///
     /// # Safety
-    /// The CPU has AVX2 and FMA (the caller is compiled with them: this inlines into it);
-    /// every vector read from `src` and written to `dst` (and read from `res`) lies
-    /// inside its buffer.
+    /// The CPU runs V's set (the caller is compiled for it: this inlines into it); every
+    /// vector read from `src` and written to `dst` (and read from `res`) lies inside its
+    /// buffer.
     #[inline(always)]
-    unsafe fn tile<const K: usize, const S: usize, const R: usize, const V: usize>(
+    unsafe fn tile<const K: usize, const S: usize, const R: usize, const C: usize>(
         &self,
         src: *const f32,
         dst: *mut f32,
         res: Option<*const f32>,
         partial: usize,
     ) {
+        let lanes = V::LANES;
+        let tail = self.out_size[1] % lanes;
         // The weights are loaded tap by tap, as they are used: hoisted out of the loops
         // over tiles they would take the registers of the sums.
         let weights = std::hint::black_box(&self.weights);
         // SAFETY: the caller's contract.
         unsafe {
-            let mut sums = [[self.bias; V]; R];
+            let mut sums = [[self.bias; C]; R];
             // Each tile row's current input row.
             let mut from = [src; R];
             for r in 1..R {
@@ -401,12 +426,12 @@ impl Plane {
             }
             for i in 0..K {
                 for j in 0..K {
-                    let w = _mm256_broadcast_ss(&weights[i * K + j]);
+                    let w = V::splat(weights[i * K + j]);
                     for (sums, from) in sums.iter_mut().zip(&from) {
                         // With stride 2, odd kernel columns read the odd half of the row.
                         let at = if S == 2 && j % 2 == 1 { from.add(self.half).add(j / 2) } else { from.add(j / S) };
                         for (v, sum) in sums.iter_mut().enumerate() {
-                            *sum = _mm256_fmadd_ps(_mm256_loadu_ps(at.add(8 * v)), w, *sum);
+                            *sum = V::load(at.add(lanes * v)).mul_add(w, *sum);
                         }
                     }
                 }
@@ -419,49 +444,19 @@ impl Plane {
                 for (v, mut sum) in row.into_iter().enumerate() {
                     let whole = v < partial;
                     if let Some(r) = res {
-                        sum = _mm256_add_ps(
-                            sum,
-                            if whole {
-                                _mm256_loadu_ps(r.add(8 * v))
-                            } else {
-                                _mm256_maskload_ps(r.add(8 * v), self.mask)
-                            },
-                        );
+                        let r = r.add(lanes * v);
+                        sum = sum.add(if whole { V::load(r) } else { V::load_first(r, tail, 0.0) });
                     }
-                    sum = crate::activation::avx2::lanes8(sum, self.activation);
+                    sum = crate::activation::lanes(sum, self.activation);
                     if whole {
-                        _mm256_storeu_ps(dst.add(8 * v), sum);
+                        sum.store(dst.add(lanes * v));
                     } else {
-                        store_lanes(dst.add(8 * v), sum, self.out_size[1] % 8);
+                        sum.store_first(dst.add(lanes * v), tail);
                     }
                 }
                 dst = dst.add(self.out_size[1]);
                 res = res.map(|r| r.add(self.out_size[1]));
             }
-        }
-    }
-}
-
-/// Stores the first `lanes` (below 8) floats of `v` at `dst`: a masked store
-/// (`vmaskmovps`) costs about 10 cycles on AMD's cores, these few stores one each.
-///
-/// # Safety
-/// The CPU has AVX; `dst` is valid for `lanes` floats.
-#[inline(always)]
-unsafe fn store_lanes(dst: *mut f32, v: __m256, lanes: usize) {
-    // SAFETY: the caller's contract: each store is of lanes below `lanes`.
-    unsafe {
-        let (mut dst, mut lanes, mut part) = (dst, lanes, _mm256_castps256_ps128(v));
-        if lanes >= 4 {
-            _mm_storeu_ps(dst, part);
-            (dst, lanes, part) = (dst.add(4), lanes - 4, _mm256_extractf128_ps::<1>(v));
-        }
-        if lanes >= 2 {
-            _mm_storel_epi64(dst.cast(), _mm_castps_si128(part));
-            (dst, lanes, part) = (dst.add(2), lanes - 2, _mm_movehl_ps(part, part));
-        }
-        if lanes == 1 {
-            _mm_store_ss(dst, part);
         }
     }
 }

@@ -1,0 +1,141 @@
+//! Row and convolution kernel micro-benchmark, single-threaded:
+//! `cargo bench -p aotc-embedded --bench kernels`.
+//!
+//! Prints each kernel's median time per call over several runs, through the entry points
+//! the generated code calls (so on the widest vector set this CPU runs). Outside a loaded
+//! library the calls run on the calling thread alone. On a busy machine compare the rows
+//! of runs made alike, not single runs.
+
+use aotc_abi::conv::{Conv2d, WeightForm};
+use aotc_abi::gemm::Activation;
+use aotc_embedded::{
+    __aotc_conv2d_f32, __aotc_gelu_f32, __aotc_layer_norm_f32, __aotc_max_pool2d_f32, __aotc_softmax_f32,
+};
+use std::time::{Duration, Instant};
+
+/// The median time of `f` over 11 runs of as many calls as fill about 20 ms.
+fn median(mut f: impl FnMut()) -> Duration {
+    let start = Instant::now();
+    f();
+    let once = start.elapsed().max(Duration::from_nanos(100));
+    let calls = (Duration::from_millis(20).as_nanos() / once.as_nanos()).clamp(1, 100_000) as u32;
+    let mut runs: Vec<Duration> = (0..11)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..calls {
+                f();
+            }
+            start.elapsed() / calls
+        })
+        .collect();
+    runs.sort();
+    runs[runs.len() / 2]
+}
+
+fn values(n: usize) -> Vec<f32> {
+    (0..n).map(|i| ((i * 7919) % 113) as f32 / 11.0 - 5.0).collect()
+}
+
+fn report(name: &str, time: Duration) {
+    println!("{name:<44} {:>10.1} us", time.as_secs_f64() * 1e6);
+}
+
+fn rows() {
+    for (rows, len) in [(256, 1024), (1024, 197), (4096, 64)] {
+        let x = values(rows * len);
+        let mut out = vec![0f32; rows * len];
+        for log in [0, 1] {
+            // SAFETY: both hold rows * len floats.
+            let t = median(|| unsafe {
+                __aotc_softmax_f32(out.as_mut_ptr(), x.as_ptr(), rows as i64, len as i64, log);
+            });
+            report(&format!("{}softmax {rows} x {len}", if log == 1 { "log_" } else { "" }), t);
+        }
+        let (w, b) = (values(len), values(len + 3)[3..].to_vec());
+        // SAFETY: x and out hold rows * len floats, w and b len.
+        let t = median(|| unsafe {
+            __aotc_layer_norm_f32(
+                out.as_mut_ptr(),
+                x.as_ptr(),
+                w.as_ptr(),
+                b.as_ptr(),
+                rows as i64,
+                len as i64,
+                1,
+                1,
+                1e-5f64.to_bits() as i64,
+            );
+        });
+        report(&format!("layer_norm {rows} x {len}"), t);
+    }
+    let x = values(1 << 20);
+    let mut out = vec![0f32; x.len()];
+    // SAFETY: both hold x.len() floats.
+    let t = median(|| unsafe { __aotc_gelu_f32(out.as_mut_ptr(), x.as_ptr(), x.len() as i64) });
+    report("gelu 1M", t);
+}
+
+/// A geometry of `channels` planes of `hw`, square kernel `k`, stride `s`, padding `p`;
+/// `depthwise` (one group per channel) or a max pool.
+fn geometry(channels: usize, hw: usize, k: usize, s: usize, p: usize, depthwise: bool) -> Conv2d {
+    let out = (hw + 2 * p - k) / s + 1;
+    Conv2d {
+        batch: 1,
+        channels,
+        height: hw,
+        width: hw,
+        out_channels: channels,
+        kernel: [k, k],
+        out_size: [out, out],
+        stride: [s, s],
+        padding: [p, p],
+        dilation: [1, 1],
+        groups: if depthwise { channels } else { 1 },
+        has_bias: depthwise,
+        weight: WeightForm::default(),
+        residual: false,
+        activation: if depthwise { Activation::Relu } else { Activation::None },
+        pool: false,
+    }
+}
+
+fn convolutions() {
+    for (channels, hw, k, s, p) in [(96, 56, 3, 1, 1), (96, 112, 3, 2, 1), (240, 14, 5, 1, 2), (672, 14, 5, 2, 2)] {
+        let g = geometry(channels, hw, k, s, p, true);
+        let (x_len, weight_len, out_len) = g.lens().unwrap();
+        let (x, weight, bias) = (values(x_len), values(weight_len), values(channels));
+        let (mut out, mut scratch) = (vec![0f32; out_len], vec![0f32; g.scratch_len().unwrap()]);
+        let list = g.to_list();
+        // SAFETY: the buffers hold what the geometry describes.
+        let t = median(|| unsafe {
+            __aotc_conv2d_f32(
+                out.as_mut_ptr(),
+                x.as_ptr(),
+                weight.as_ptr(),
+                bias.as_ptr(),
+                scratch.as_mut_ptr(),
+                std::ptr::null(),
+                list.as_ptr(),
+                list.len() as i64,
+            );
+        });
+        report(&format!("depthwise {k}x{k} /{s} {channels} x {hw}x{hw} + relu"), t);
+    }
+    for (channels, hw, k, s, p) in [(64, 112, 3, 2, 1), (32, 64, 2, 2, 0), (64, 56, 3, 1, 1)] {
+        let g = geometry(channels, hw, k, s, p, false);
+        let (x_len, _, out_len) = g.lens().unwrap();
+        let x = values(x_len);
+        let mut out = vec![0f32; out_len];
+        let list = g.to_list();
+        // SAFETY: the buffers hold what the geometry describes.
+        let t = median(|| unsafe {
+            __aotc_max_pool2d_f32(out.as_mut_ptr(), x.as_ptr(), list.as_ptr(), list.len() as i64);
+        });
+        report(&format!("max_pool {k}x{k} /{s} {channels} x {hw}x{hw}"), t);
+    }
+}
+
+fn main() {
+    rows();
+    convolutions();
+}
