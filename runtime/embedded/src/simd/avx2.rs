@@ -12,19 +12,23 @@ unsafe impl F32s for __m256 {
 
     #[inline(always)]
     unsafe fn splat(x: f32) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_set1_ps(x) }
     }
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_loadu_ps(p) }
     }
     #[inline(always)]
     unsafe fn store(self, p: *mut f32) {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_storeu_ps(p, self) }
     }
     /// Through the stack: AMD's masked loads and stores are microcoded, tens of cycles.
     #[inline(always)]
     unsafe fn load_first(p: *const f32, n: usize, fill: f32) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe {
             let mut lanes = [fill; 8];
             std::ptr::copy_nonoverlapping(p, lanes.as_mut_ptr(), n);
@@ -35,6 +39,7 @@ unsafe impl F32s for __m256 {
     /// cores, these few stores one each).
     #[inline(always)]
     unsafe fn store_first(self, p: *mut f32, n: usize) {
+        // SAFETY: the trait's contract (see the impl).
         unsafe {
             let (mut p, mut n, mut part) = (p, n, _mm256_castps256_ps128(self));
             if n >= 4 {
@@ -52,42 +57,52 @@ unsafe impl F32s for __m256 {
     }
     #[inline(always)]
     unsafe fn add(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_add_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn sub(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_sub_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn mul(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_mul_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn div(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_div_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_fmadd_ps(self, b, c) }
     }
     #[inline(always)]
     unsafe fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_fnmadd_ps(self, b, c) }
     }
     #[inline(always)]
     unsafe fn max(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_max_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn min(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_min_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn round(self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self) }
     }
     #[inline(always)]
     unsafe fn scale_pow2(self, n: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe {
             let n = _mm256_cvtps_epi32(n);
             let half = _mm256_srai_epi32::<1>(n);
@@ -99,35 +114,43 @@ unsafe impl F32s for __m256 {
     }
     #[inline(always)]
     unsafe fn abs(self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_andnot_ps(_mm256_set1_ps(-0.0), self) }
     }
     #[inline(always)]
     unsafe fn or_sign(self, sign: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_or_ps(self, _mm256_and_ps(sign, _mm256_set1_ps(-0.0))) }
     }
     #[inline(always)]
     unsafe fn lt(self, b: Self) -> Self::Mask {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_cmp_ps::<_CMP_LT_OQ>(self, b) }
     }
     #[inline(always)]
     unsafe fn not_lt(self, b: Self) -> Self::Mask {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_cmp_ps::<_CMP_NLT_UQ>(self, b) }
     }
     #[inline(always)]
     unsafe fn is_nan(self) -> Self::Mask {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_cmp_ps::<_CMP_UNORD_Q>(self, self) }
     }
     #[inline(always)]
     unsafe fn select(mask: Self::Mask, if_true: Self, if_false: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_blendv_ps(if_false, if_true, mask) }
     }
     #[inline(always)]
     unsafe fn zero_sum() -> Self::Sum {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_setzero_pd() }
     }
     /// The two halves' sum added: one float64 vector of 4.
     #[inline(always)]
     unsafe fn add_to_sum(self, acc: Self::Sum) -> Self::Sum {
+        // SAFETY: the trait's contract (see the impl).
         unsafe {
             let (lo, hi) =
                 (_mm256_cvtps_pd(_mm256_castps256_ps128(self)), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(self)));
@@ -136,6 +159,7 @@ unsafe impl F32s for __m256 {
     }
     #[inline(always)]
     unsafe fn add_squares_to_sum(self, mean: f64, acc: Self::Sum) -> Self::Sum {
+        // SAFETY: the trait's contract (see the impl).
         unsafe {
             let mean = _mm256_set1_pd(mean);
             let mut acc = acc;
@@ -149,6 +173,7 @@ unsafe impl F32s for __m256 {
     #[inline(always)]
     unsafe fn total(acc: Self::Sum) -> f64 {
         let mut l = [0f64; 4];
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_storeu_pd(l.as_mut_ptr(), acc) };
         (l[0] + l[1]) + (l[2] + l[3])
     }
@@ -156,6 +181,7 @@ unsafe impl F32s for __m256 {
     /// puts the pairs from `lo` first.
     #[inline(always)]
     unsafe fn even_odd(lo: Self, hi: Self) -> (Self, Self) {
+        // SAFETY: the trait's contract (see the impl).
         unsafe {
             let order = |v: __m256| _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v)));
             (order(_mm256_shuffle_ps::<0b10_00_10_00>(lo, hi)), order(_mm256_shuffle_ps::<0b11_01_11_01>(lo, hi)))
@@ -164,6 +190,7 @@ unsafe impl F32s for __m256 {
     #[inline(always)]
     unsafe fn to_array(self) -> [f32; 16] {
         let mut lanes = [0f32; 16];
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), self) };
         lanes
     }

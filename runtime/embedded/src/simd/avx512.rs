@@ -20,62 +20,77 @@ unsafe impl F32s for __m512 {
 
     #[inline(always)]
     unsafe fn splat(x: f32) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_set1_ps(x) }
     }
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_loadu_ps(p) }
     }
     #[inline(always)]
     unsafe fn store(self, p: *mut f32) {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_storeu_ps(p, self) }
     }
     #[inline(always)]
     unsafe fn load_first(p: *const f32, n: usize, fill: f32) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_mask_loadu_ps(_mm512_set1_ps(fill), first(n), p) }
     }
     #[inline(always)]
     unsafe fn store_first(self, p: *mut f32, n: usize) {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_mask_storeu_ps(p, first(n), self) }
     }
     #[inline(always)]
     unsafe fn add(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_add_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn sub(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_sub_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn mul(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_mul_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn div(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_div_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_fmadd_ps(self, b, c) }
     }
     #[inline(always)]
     unsafe fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_fnmadd_ps(self, b, c) }
     }
     #[inline(always)]
     unsafe fn max(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_max_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn min(self, b: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_min_ps(self, b) }
     }
     #[inline(always)]
     unsafe fn round(self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self) }
     }
     #[inline(always)]
     unsafe fn scale_pow2(self, n: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe {
             let n = _mm512_cvtps_epi32(n);
             let half = _mm512_srai_epi32::<1>(n);
@@ -87,10 +102,12 @@ unsafe impl F32s for __m512 {
     }
     #[inline(always)]
     unsafe fn abs(self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_abs_ps(self) }
     }
     #[inline(always)]
     unsafe fn or_sign(self, sign: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe {
             let sign = _mm512_and_si512(_mm512_castps_si512(sign), _mm512_set1_epi32(i32::MIN));
             _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(self), sign))
@@ -98,27 +115,33 @@ unsafe impl F32s for __m512 {
     }
     #[inline(always)]
     unsafe fn lt(self, b: Self) -> Self::Mask {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_cmp_ps_mask::<_CMP_LT_OQ>(self, b) }
     }
     #[inline(always)]
     unsafe fn not_lt(self, b: Self) -> Self::Mask {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(self, b) }
     }
     #[inline(always)]
     unsafe fn is_nan(self) -> Self::Mask {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self, self) }
     }
     #[inline(always)]
     unsafe fn select(mask: Self::Mask, if_true: Self, if_false: Self) -> Self {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_mask_blend_ps(mask, if_false, if_true) }
     }
     #[inline(always)]
     unsafe fn zero_sum() -> Self::Sum {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_setzero_pd() }
     }
     /// The two halves' sum added: one float64 vector of 8.
     #[inline(always)]
     unsafe fn add_to_sum(self, acc: Self::Sum) -> Self::Sum {
+        // SAFETY: the trait's contract (see the impl).
         unsafe {
             let (lo, hi) = halves(self);
             _mm512_add_pd(acc, _mm512_add_pd(lo, hi))
@@ -126,6 +149,7 @@ unsafe impl F32s for __m512 {
     }
     #[inline(always)]
     unsafe fn add_squares_to_sum(self, mean: f64, acc: Self::Sum) -> Self::Sum {
+        // SAFETY: the trait's contract (see the impl).
         unsafe {
             let mean = _mm512_set1_pd(mean);
             let (lo, hi) = halves(self);
@@ -135,11 +159,13 @@ unsafe impl F32s for __m512 {
     }
     #[inline(always)]
     unsafe fn total(acc: Self::Sum) -> f64 {
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_reduce_add_pd(acc) }
     }
     /// One two-source permutation each (indices 16.. select from `hi`).
     #[inline(always)]
     unsafe fn even_odd(lo: Self, hi: Self) -> (Self, Self) {
+        // SAFETY: the trait's contract (see the impl).
         unsafe {
             let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
             let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
@@ -149,6 +175,7 @@ unsafe impl F32s for __m512 {
     #[inline(always)]
     unsafe fn to_array(self) -> [f32; 16] {
         let mut lanes = [0f32; 16];
+        // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), self) };
         lanes
     }
