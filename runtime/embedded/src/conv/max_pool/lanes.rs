@@ -91,44 +91,38 @@ unsafe fn plane_generic<V: F32s>(rows: &mut Rows, g: &Conv2d, input: &[f32], out
 }
 
 /// `row.copy_from_slice(src)` without a call to memcpy: rows of small planes are a few
-/// vectors.
+/// vectors (the last one partial).
 ///
 /// # Safety
 /// The CPU runs V's set.
 #[inline(always)]
 unsafe fn copy_into<V: F32s>(row: &mut [f32], src: &[f32]) {
-    let (len, lanes) = (row.len(), V::LANES);
-    let n = len / lanes * lanes;
+    let len = row.len();
     assert!(src.len() >= len);
     let mut c = 0;
-    while c < n {
-        // SAFETY: the caller's; `lanes` floats at c in both.
-        unsafe { V::load(src.as_ptr().add(c)).store(row.as_mut_ptr().add(c)) };
-        c += lanes;
+    while c < len {
+        // SAFETY: the caller's; the floats of both from c below len.
+        unsafe { V::load_up_to(src.as_ptr().add(c), len - c, 0.0).store_up_to(row.as_mut_ptr().add(c), len - c) };
+        c += V::LANES;
     }
-    row[n..].copy_from_slice(&src[n..len]);
 }
 
-/// `row[c] = max(row[c], src[c])`.
+/// `row[c] = max(row[c], src[c])`, NaN winning (the last vector partial).
 ///
 /// # Safety
 /// The CPU runs V's set.
 #[inline(always)]
 unsafe fn max_into<V: F32s>(row: &mut [f32], src: &[f32]) {
-    let (len, lanes) = (row.len(), V::LANES);
-    let n = len / lanes * lanes;
+    let len = row.len();
     assert!(src.len() >= len);
     let mut c = 0;
-    while c < n {
-        // SAFETY: the caller's; `lanes` floats at c in both.
+    while c < len {
+        // SAFETY: the caller's; the floats of both from c below len.
         unsafe {
-            let (d, s) = (row.as_mut_ptr().add(c), src.as_ptr().add(c));
-            V::load(d).max_nan(V::load(s)).store(d);
+            let (d, s, n) = (row.as_mut_ptr().add(c), src.as_ptr().add(c), len - c);
+            V::load_up_to(d, n, 0.0).max_nan(V::load_up_to(s, n, 0.0)).store_up_to(d, n);
         }
-        c += lanes;
-    }
-    for c in n..len {
-        row[c] = super::max(row[c], src[c]);
+        c += V::LANES;
     }
 }
 
