@@ -149,8 +149,9 @@ unsafe fn split<V: F32s>(row: &[f32], even: &mut [f32], odd: &mut [f32]) {
 
 for_each_isa! {
     /// [`super::row_pairs`]: a vector of outputs from two vectors of columns of both rows
-    /// at a time, the rest one by one. `src` holds a pair of rows of `width` per row of
-    /// `width / 2` in `dst`.
+    /// at a time, the last one partial (one by one, the NaN-aware scalar maximum of a
+    /// 16-lane tail measured slower than the 8-lane code). `src` holds a pair of rows of
+    /// `width` per row of `width / 2` in `dst`.
     pub(super) fn row_pairs(src: &[f32], width: usize, dst: &mut [f32]) => row_pairs_generic
 }
 
@@ -158,25 +159,29 @@ for_each_isa! {
 unsafe fn row_pairs_generic<V: F32s>(src: &[f32], width: usize, dst: &mut [f32]) {
     let (half, lanes) = (width / 2, V::LANES);
     let pairs = dst.len() / half.max(1);
-    assert!(src.len() >= pairs * 2 * width);
+    assert!(src.len() >= pairs * 2 * width && dst.len() >= pairs * half);
     for p in 0..pairs {
         let (a, b) = (&src[2 * p * width..][..width], &src[(2 * p + 1) * width..][..width]);
         let out = &mut dst[p * half..][..half];
         let mut c = 0;
-        while c + lanes <= half {
-            // SAFETY: the CPU runs V's set (the caller's); columns 2c..2c + 2 lanes lie in
-            // both rows (c + lanes <= width / 2), and out[c..c + lanes] in `out`.
+        while c < half {
+            // Columns 2c.. of both rows, up to 2 half <= width.
+            let (n, columns) = (half - c, 2 * (half - c));
+            // SAFETY: the CPU runs V's set (the caller's); the loads read `columns` floats
+            // of both rows from 2c (inside them), the store the `n` outputs from c.
             unsafe {
                 let (a, b) = (a.as_ptr().add(2 * c), b.as_ptr().add(2 * c));
-                let lo = V::load(a).max_nan(V::load(b));
-                let hi = V::load(a.add(lanes)).max_nan(V::load(b.add(lanes)));
+                let lo = V::load_up_to(a, columns, 0.0).max_nan(V::load_up_to(b, columns, 0.0));
+                let hi = if columns > lanes {
+                    let rest = columns - lanes;
+                    V::load_up_to(a.add(lanes), rest, 0.0).max_nan(V::load_up_to(b.add(lanes), rest, 0.0))
+                } else {
+                    V::zero()
+                };
                 let (even, odd) = V::even_odd(lo, hi);
-                even.max_nan(odd).store(out.as_mut_ptr().add(c));
+                even.max_nan(odd).store_up_to(out.as_mut_ptr().add(c), n);
             }
             c += lanes;
-        }
-        for c in c..half {
-            out[c] = super::max(super::max(a[2 * c], a[2 * c + 1]), super::max(b[2 * c], b[2 * c + 1]));
         }
     }
 }
