@@ -116,7 +116,7 @@ fn check(g: Conv2d, threads: usize) {
     };
     let list = g.to_list();
     // Buffers a kernel takes for the call hold NaN from "earlier calls".
-    let spare = crate::spare::Spare::poisoned(8, 1 << 16);
+    let spare = crate::spare::Spare::poisoned(threads, 8, 1 << 16);
     crate::spare::lend(&spare, || {
         with_threads(threads, || {
             // SAFETY: every buffer holds what the geometry describes.
