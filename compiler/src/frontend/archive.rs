@@ -19,6 +19,10 @@ use std::sync::Arc;
 /// beyond any real program's, yet a bound on what a forged archive makes aotc build.
 const MAX_JSON_BYTES: u64 = 1 << 30;
 
+/// Why an entry is refused when it claims more than is left to read.
+const TOO_BIG: &str = "larger than the 64 GiB aotc reads from an archive";
+const _: () = assert!(MAX_BYTES == 64 << 30, "TOO_BIG names MAX_BYTES");
+
 /// How much of an entry to read.
 #[derive(Clone, Copy)]
 enum Take {
@@ -79,7 +83,7 @@ impl Entries for ZipEntries<'_> {
             Err(zip::result::ZipError::FileNotFound) => return Ok(None),
             Err(e) => return Err(err(e.to_string())),
         };
-        let too_big = || err(format!("larger than the {} GiB aotc reads from an archive", MAX_BYTES >> 30));
+        let too_big = || err(TOO_BIG.into());
         let past_limit = |limit: u64| {
             err(format!("passes {} MiB once inflated, the most aotc reads from a JSON entry", limit >> 20))
         };
@@ -105,21 +109,22 @@ impl Entries for ZipEntries<'_> {
     fn storage(&mut self, rel: &str, bytes: u64) -> Result<Option<Payload>> {
         let name = format!("{}{rel}", self.root);
         let stored = match self.zip.by_name(&name) {
-            Ok(f) if f.compression() == zip::CompressionMethod::Stored => Some((f.data_start(), f.size().min(bytes))),
+            Ok(f) if f.compression() == zip::CompressionMethod::Stored => Some((f.data_start(), f.size())),
             _ => None,
         };
         // Compressed (or unreadable: read says why): inflated into memory.
-        let Some((offset, len)) = stored else { return Ok(self.read(rel, Take::Prefix(bytes))?.map(Payload::from)) };
-        if offset.checked_add(len).is_none_or(|end| end > self.len as u64) {
-            return Err(Error::Format {
-                path: self.path.into(),
-                message: format!("entry {name}: its {len} bytes from offset {offset} pass the archive's end"),
-            });
+        let Some((offset, size)) = stored else { return Ok(self.read(rel, Take::Prefix(bytes))?.map(Payload::from)) };
+        let err =
+            |message: String| Error::Format { path: self.path.into(), message: format!("entry {name}: {message}") };
+        // Sizes in a zip are claims: refused past the budget as `read` refuses them.
+        if size > self.budget {
+            return Err(err(TOO_BIG.into()));
         }
-        self.budget = self.budget.checked_sub(len).ok_or_else(|| Error::Format {
-            path: self.path.into(),
-            message: format!("entry {name}: larger than the {} GiB aotc reads from an archive", MAX_BYTES >> 30),
-        })?;
+        let len = size.min(bytes);
+        if offset.checked_add(len).is_none_or(|end| end > self.len as u64) {
+            return Err(err(format!("its {len} bytes from offset {offset} pass the archive's end")));
+        }
+        self.budget -= len;
         Ok(Some(Payload::File(FileRegion { file: self.archive.clone(), offset, len })))
     }
 }
