@@ -231,6 +231,39 @@ fn elf_header(section_headers: u64) -> Vec<u8> {
     h
 }
 
+const PROGBITS: u32 = 1;
+const SYMTAB: u32 = 2;
+const STRTAB: u32 = 3;
+const ALLOC: u64 = 2;
+
+/// An ELF64 section header, less its name and address (0 in a relocatable object).
+struct Section {
+    kind: u32,
+    flags: u64,
+    offset: u64,
+    size: u64,
+    link: u32,
+    info: u32,
+    align: u64,
+    entry: u64,
+}
+
+impl Section {
+    fn write(&self, name: u32, out: &mut Vec<u8>) {
+        out.extend(name.to_le_bytes());
+        out.extend(self.kind.to_le_bytes());
+        out.extend(self.flags.to_le_bytes());
+        out.extend(0u64.to_le_bytes()); // address
+        for field in [self.offset, self.size] {
+            out.extend(field.to_le_bytes());
+        }
+        out.extend(self.link.to_le_bytes());
+        out.extend(self.info.to_le_bytes());
+        out.extend(self.align.to_le_bytes());
+        out.extend(self.entry.to_le_bytes());
+    }
+}
+
 /// What follows the blob (ending at `data_end`, `bytes` long): where it starts, its bytes
 /// (symbol table, string tables, section headers) and where its section headers start.
 fn elf_tail(data_end: u64, bytes: u64) -> (u64, Vec<u8>, u64) {
@@ -257,37 +290,22 @@ fn elf_tail(data_end: u64, bytes: u64) -> (u64, Vec<u8>, u64) {
     let shstrtab_len = tail_at + tail.len() as u64 - shstrtab;
     tail.resize(tail.len().next_multiple_of(8), 0);
     let section_headers = tail_at + tail.len() as u64;
-    // (type, flags, offset, size, link, info, align, entry size) of each section.
-    let sections: [(u32, u64, u64, u64, u32, u32, u64, u64); 6] = [
-        (0, 0, 0, 0, 0, 0, 0, 0),
-        (
-            1, /* PROGBITS */
-            2, /* ALLOC */
-            ELF_HEADER_BYTES,
-            bytes,
-            0,
-            0,
-            crate::passes::plan::WEIGHT_ALIGN as u64,
-            0,
-        ),
-        (1, 0, ELF_HEADER_BYTES, 0, 0, 0, 1, 0),
-        (2 /* SYMTAB */, 0, symtab, 48, 4 /* .strtab */, 1 /* first global */, 8, 24),
-        (3 /* STRTAB */, 0, strtab, symbol.len() as u64, 0, 0, 1, 0),
-        (3, 0, shstrtab, shstrtab_len, 0, 0, 1, 0),
+    let section =
+        |kind, flags, offset, size| Section { kind, flags, offset, size, link: 0, info: 0, align: 1, entry: 0 };
+    let sections = [
+        section(0, 0, 0, 0),
+        Section {
+            align: crate::passes::plan::WEIGHT_ALIGN as u64,
+            ..section(PROGBITS, ALLOC, ELF_HEADER_BYTES, bytes)
+        },
+        section(PROGBITS, 0, ELF_HEADER_BYTES, 0),
+        // Linked to .strtab; its first global symbol is symbol 1.
+        Section { link: 4, info: 1, align: 8, entry: 24, ..section(SYMTAB, 0, symtab, 48) },
+        section(STRTAB, 0, strtab, symbol.len() as u64),
+        section(STRTAB, 0, shstrtab, shstrtab_len),
     ];
-    for ((kind, flags, offset, size, link, info, align, entry), name) in sections.into_iter().zip(names) {
-        let name = if kind == 0 { 0 } else { name as u32 };
-        tail.extend(name.to_le_bytes());
-        tail.extend(kind.to_le_bytes());
-        tail.extend(flags.to_le_bytes());
-        tail.extend(0u64.to_le_bytes()); // address
-        for field in [offset, size] {
-            tail.extend(field.to_le_bytes());
-        }
-        tail.extend(link.to_le_bytes());
-        tail.extend(info.to_le_bytes());
-        tail.extend(align.to_le_bytes());
-        tail.extend(entry.to_le_bytes());
+    for (s, name) in sections.iter().zip(names) {
+        s.write(if s.kind == 0 { 0 } else { name as u32 }, &mut tail);
     }
     (tail_at, tail, section_headers)
 }

@@ -192,7 +192,7 @@ impl PackedMatrix {
                 };
                 for pc in ps.clone().step_by(KC) {
                     panels.clear();
-                    gemm::pack_panels(k, n, NR, pc, js.clone(), &x, &mut panels);
+                    gemm::pack_panels(k, n, NR, pc, js.clone(), x, &mut panels);
                     bytes.clear();
                     bytes.extend(panels.iter().flat_map(|v| v.to_le_bytes()));
                     sink(gemm::panel_offset(k, padded, pc, js.start) * 4, &bytes)?;
