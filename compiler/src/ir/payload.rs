@@ -104,6 +104,27 @@ impl Payload {
         self.range(0, self.len())
     }
 
+    /// The elements of a strided view of it ([`super::strided_elements`]), reading only the
+    /// bytes the view reaches, so that a small view of a large weight in a file (a slice
+    /// of an embedding table) costs its own size. None when the view reaches outside it or
+    /// a read fails: the caller leaves the weight as it is (writing it reports the error).
+    pub fn strided(&self, elem: usize, offset: i64, sizes: &[usize], strides: &[i64]) -> Option<Vec<u8>> {
+        if sizes.contains(&0) {
+            return Some(vec![]);
+        }
+        let (mut lo, mut hi) = (offset, offset);
+        for (&n, &stride) in sizes.iter().zip(strides) {
+            let reach = i64::try_from(n - 1).ok()?.checked_mul(stride)?;
+            (lo, hi) = if reach < 0 { (lo.checked_add(reach)?, hi) } else { (lo, hi.checked_add(reach)?) };
+        }
+        let start = usize::try_from(lo).ok()?.checked_mul(elem)?;
+        let len = usize::try_from(hi - lo + 1).ok()?.checked_mul(elem)?;
+        if start.checked_add(len)? > self.len() {
+            return None;
+        }
+        super::strided_elements(&self.range(start, len).ok()?, elem, offset - lo, sizes, strides)
+    }
+
     /// The payload of `len` bytes from `at` (inside this one).
     pub fn slice(&self, at: usize, len: usize) -> Result<Payload> {
         match self {
@@ -227,6 +248,12 @@ mod tests {
             assert_eq!(floats(&got), want, "strides {strides:?}, in bands");
             assert_eq!(floats(&Payload::Packed(Arc::new(m)).bytes().unwrap()), want, "strides {strides:?}");
         }
-        assert!(PackedMatrix::new(source, 1, [1, 40], 40, 600).is_none(), "past the end");
+        assert!(PackedMatrix::new(source.clone(), 1, [1, 40], 40, 600).is_none(), "past the end");
+        // A view reads what it reaches, transposed or backwards, and nothing past the end.
+        let element = |i: usize| w[i].to_le_bytes();
+        let view = source.strided(4, 41, &[2, 2], &[1, 40]).unwrap();
+        assert_eq!(view, [41, 81, 42, 82].map(element).concat());
+        assert_eq!(source.strided(4, 81, &[2], &[-40]).unwrap(), [81, 41].map(element).concat());
+        assert_eq!(source.strided(4, 600 * 40 - 1, &[2], &[1]), None);
     }
 }

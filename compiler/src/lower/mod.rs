@@ -468,8 +468,7 @@ impl<'s> Lowerer<'s> {
         let sizes =
             v.sizes.iter().map(|s| s.as_int().and_then(|i| usize::try_from(i).ok())).collect::<Option<Vec<usize>>>()?;
         let strides = r.strides.iter().map(|s| s.as_int()).collect::<Option<Vec<i64>>>()?;
-        let bytes =
-            crate::ir::strided_elements(&self.prog.weights[w].bytes().ok()?, 4, r.offset.as_int()?, &sizes, &strides)?;
+        let bytes = self.prog.weights[w].strided(4, r.offset.as_int()?, &sizes, &strides)?;
         Some(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
     }
 

@@ -5,7 +5,7 @@
 //! load of a weight, every size and index coefficient known).
 
 use crate::ir::expr::ExprKind;
-use crate::ir::{strided_elements, BufKind, Kernel, Program};
+use crate::ir::{BufKind, Kernel, Program};
 use crate::lower::Lowered;
 
 /// Folds every such kernel whose buffer is not an output (outputs never alias weights)
@@ -54,7 +54,7 @@ fn copy_of_weight(prog: &Program, k: &Kernel) -> Option<Vec<u8>> {
     for (v, c) in &index.terms {
         *coeffs.get_mut(*v)? = c.as_int()?;
     }
-    strided_elements(&prog.weights[*w].bytes().ok()?, dtype.size(), index.offset.as_int()?, &sizes, &coeffs)
+    prog.weights[*w].strided(dtype.size(), index.offset.as_int()?, &sizes, &coeffs)
 }
 
 #[cfg(test)]
