@@ -72,7 +72,7 @@ pub fn has_object(plan: &Plan) -> bool {
 /// The weights written out before the library is linked (their content id is in its
 /// manifest).
 pub enum Written {
-    /// No weights, or in a file whose writing failed.
+    /// Embedded, and none: the generated object's one-byte `__aotc_weights` stands for them.
     Nothing,
     /// Embedded: the object file defining `__aotc_weights`, in its temporary directory.
     Object(tempfile::TempDir, PathBuf),
@@ -158,12 +158,12 @@ fn write_file(program: &Program, plan: &mut Plan, file: &Path) -> Result<Pending
     ));
     let out = create(&tmp)?;
     let pending = PendingFile { tmp, file: file.into(), committed: false };
-    let table = &mut plan.manifest.weights;
-    table.id = "0".repeat(16);
-    let header_len = aotc_abi::weights_file::header(table).len() as u64;
+    // Any id has the length of the empty blob's.
+    plan.manifest.weights.id = aotc_abi::weights::content_id(&[]);
+    let header_len = aotc_abi::weights_file::header(&plan.manifest.weights).len() as u64;
     plan.manifest.weights.id = write_blob(program, plan, &out, &pending.tmp, header_len)?;
     let header = aotc_abi::weights_file::header(&plan.manifest.weights);
-    debug_assert_eq!(header.len() as u64, header_len);
+    assert_eq!(header.len() as u64, header_len, "a weights file's header length depends on its content id");
     // Not fsynced, like the library beside it: a build output, not a database.
     out.write_all_at(&header, 0).map_err(|source| Error::Io { path: pending.tmp.clone(), source })?;
     Ok(pending)
