@@ -17,6 +17,7 @@ mod simd;
 #[cfg(target_arch = "x86_64")]
 mod tiny;
 
+pub use crate::isa::Isa;
 use aotc_abi::gemm::Activation;
 use std::ops::{Add, Mul};
 
@@ -58,40 +59,6 @@ pub struct Problem<T> {
 // SAFETY: `Problem::run` shares a problem between threads whose blocks write disjoint parts
 // of C and only read A and B.
 unsafe impl<T: Sync> Sync for Problem<T> {}
-
-/// The instruction sets the GEMM has kernels for, slowest first. Each library picks at run
-/// time the best the CPU has ([`Isa::best`]), whatever CPU it was compiled for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isa {
-    /// `matrixmultiply`: any CPU.
-    Portable,
-    /// AVX2 + FMA (x86-64-v3).
-    Avx2,
-    /// AVX-512F (x86-64-v4).
-    Avx512,
-}
-
-impl Isa {
-    pub const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
-
-    /// Whether this CPU runs the kernels of `self`.
-    pub fn available(self) -> bool {
-        match self {
-            Isa::Portable => true,
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => simd::Avx2::available(),
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => simd::Avx512::available(),
-            #[cfg(not(target_arch = "x86_64"))]
-            _ => false,
-        }
-    }
-
-    /// The fastest this CPU has (the detection is cached by `std`).
-    pub fn best() -> Isa {
-        Isa::ALL.into_iter().rev().find(|isa| isa.available()).unwrap_or(Isa::Portable)
-    }
-}
 
 /// The element types the support library multiplies.
 pub trait Element: Copy + PartialOrd + Send + Sync + Add<Output = Self> + Mul<Output = Self> + 'static {

@@ -31,7 +31,7 @@ use std::arch::x86_64::*;
 /// and `super::gemm_packed`.
 ///
 /// # Safety
-/// `Avx2::available()`; the Kernel contract, and `super::gemm_packed`'s for this block
+/// `Isa::Avx2.available()`; the Kernel contract, and `super::gemm_packed`'s for this block
 /// when an operand is packed (only ever float32).
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn avx2<T: Element>(p: Problem<T>, packed: Operands)
@@ -45,7 +45,7 @@ where
 /// [`avx2`] compiled for AVX-512F.
 ///
 /// # Safety
-/// `Avx512::available()`, and as [`avx2`].
+/// `Isa::Avx512.available()`, and as [`avx2`].
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub unsafe fn avx512<T: Element>(p: Problem<T>, packed: Operands)
 where

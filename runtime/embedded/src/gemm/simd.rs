@@ -13,18 +13,6 @@ pub struct Avx2;
 /// AVX-512F (with AVX2 + FMA for the helpers compiled beside it): 32 registers of 512 bits.
 pub struct Avx512;
 
-impl Avx2 {
-    pub fn available() -> bool {
-        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-    }
-}
-
-impl Avx512 {
-    pub fn available() -> bool {
-        Avx2::available() && is_x86_feature_detected!("avx512f")
-    }
-}
-
 /// The vector operations and the register tile of one instruction set on elements `T`.
 ///
 /// The register tile is `TILE_PANELS` panels of A (of `aotc_abi::gemm::MR` rows each)
@@ -60,7 +48,7 @@ pub trait Simd<T: Element> {
 }
 
 // The methods are `inline(always)` so that they are compiled inside the loop nest, with
-// its target features (`blocked::avx2`, `blocked::avx512`), which `available` checked.
+// its target features (`blocked::avx2`, `blocked::avx512`), which `Isa::available` checked.
 macro_rules! simd {
     ($isa:ty, $t:ty, $v:ty, $lanes:expr, ($panels:expr, $vectors:expr), ($mc:expr, $kc:expr, $nc:expr, $ns:expr),
      $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident, $add:ident, $activate:path) => {
@@ -75,7 +63,7 @@ macro_rules! simd {
             const NS: usize = $ns;
             #[inline(always)]
             unsafe fn zero() -> $v {
-                // SAFETY: the instruction set, checked by `available`.
+                // SAFETY: the instruction set, checked by `Isa::available`.
                 unsafe { $zero() }
             }
             #[inline(always)]
@@ -187,7 +175,7 @@ simd!(
 /// (AVX2's activations; they run once per output element, not in the inner loop).
 #[inline(always)]
 unsafe fn activate_f32x16(v: __m512, activation: Activation) -> __m512 {
-    // SAFETY: AVX-512F with AVX2 + FMA, checked by `Avx512::available`; `lanes` holds 16
+    // SAFETY: AVX-512F with AVX2 + FMA, checked by `Isa::Avx512.available()`; `lanes` holds 16
     // floats.
     unsafe {
         match activation {
@@ -210,7 +198,7 @@ unsafe fn activate_f32x16(v: __m512, activation: Activation) -> __m512 {
 /// only into float32 products), the others lane by lane.
 #[inline(always)]
 unsafe fn activate_f64x4(v: __m256d, activation: Activation) -> __m256d {
-    // SAFETY: AVX, checked by `Avx2::available`; `lanes` holds 4 doubles.
+    // SAFETY: AVX, checked by `Isa::Avx2.available()`; `lanes` holds 4 doubles.
     unsafe {
         match activation {
             Activation::None => v,
@@ -228,7 +216,7 @@ unsafe fn activate_f64x4(v: __m256d, activation: Activation) -> __m256d {
 /// [`activate_f64x4`] for 8 doubles.
 #[inline(always)]
 unsafe fn activate_f64x8(v: __m512d, activation: Activation) -> __m512d {
-    // SAFETY: AVX-512F, checked by `Avx512::available`; `lanes` holds 8 doubles.
+    // SAFETY: AVX-512F, checked by `Isa::Avx512.available()`; `lanes` holds 8 doubles.
     unsafe {
         match activation {
             Activation::None => v,

@@ -23,7 +23,7 @@ where
 /// `C = alpha * A @ B + beta * C` (`beta == 0` ignores C) for a problem that [`fits`].
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA (`Avx2::available`), `p` fits, and the Kernel contract.
+/// The CPU has AVX2 and FMA (`Isa::Avx2.available()`), `p` fits, and the Kernel contract.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn gemm<T: Element>(p: Problem<T>)
 where
