@@ -63,11 +63,6 @@ impl Isa {
             _ => None,
         }
     }
-
-    /// Whether the process runs `self`'s kernels or faster ones.
-    pub fn enabled(self) -> bool {
-        self as u8 <= Isa::best() as u8
-    }
 }
 
 #[cfg(test)]
