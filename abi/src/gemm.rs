@@ -67,19 +67,33 @@ pub fn panel_offset(k: usize, padded: usize, pc: usize, i: usize) -> usize {
 /// Packs an operand of depth `k` and `len` rows (A) or columns (B) whose element at depth
 /// p, row/column i is `x(p, i)`.
 pub fn pack(k: usize, len: usize, width: usize, x: impl Fn(usize, usize) -> f32) -> Option<Vec<f32>> {
-    let padded_len = padded(len, width)?;
-    let mut out = vec![0f32; packed_len(k, len, width)?];
+    let mut out = Vec::with_capacity(packed_len(k, len, width)?);
+    // The blocks follow one another, each its panels in order.
     for pc in (0..k).step_by(KC) {
-        for i0 in (0..len).step_by(width) {
-            let panel = &mut out[panel_offset(k, padded_len, pc, i0)..];
-            for p in pc..(pc + KC).min(k) {
-                for i in i0..(i0 + width).min(len) {
-                    panel[(p - pc) * width + i - i0] = x(p, i);
-                }
-            }
-        }
+        pack_panels(k, len, width, pc, 0..len, &x, &mut out);
     }
     Some(out)
+}
+
+/// Appends to `out` the panels of the block starting at depth `pc` (a multiple of [`KC`])
+/// for rows/columns `range` (its start a multiple of `width`; its end `len` or a multiple of
+/// `width`): the packed operand's floats from [`panel_offset`]`(k, padded, pc, range.start)`
+/// on, in order, so that a large operand is packed and written a piece at a time.
+pub fn pack_panels(
+    k: usize,
+    len: usize,
+    width: usize,
+    pc: usize,
+    range: std::ops::Range<usize>,
+    x: impl Fn(usize, usize) -> f32,
+    out: &mut Vec<f32>,
+) {
+    let depths = pc..(pc + KC).min(k);
+    for i0 in range.step_by(width) {
+        for p in depths.clone() {
+            out.extend((i0..i0 + width).map(|i| if i < len { x(p, i) } else { 0.0 }));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -102,6 +116,11 @@ mod tests {
                     assert_eq!(packed[at], want, "width {width}, element ({p}, {i})");
                 }
             }
+            // A piece of a block: the panels from the second on, where they lie in the whole.
+            let mut piece = vec![];
+            pack_panels(k, len, width, KC, width..len, |p, i| (p * 1000 + i) as f32, &mut piece);
+            let at = panel_offset(k, padded_len, KC, width);
+            assert_eq!(piece, packed[at..at + piece.len()], "width {width}");
         }
     }
 }

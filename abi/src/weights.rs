@@ -60,20 +60,79 @@ pub struct WeightEntry {
 /// A 64-bit FNV-1a over `data`, four bytes-streams interleaved so that hashing gigabytes
 /// stays fast; not cryptographic (it tells compilations apart, it does not authenticate).
 pub fn hash64(data: &[u8]) -> u64 {
+    let mut h = Hash64::new();
+    h.update(data);
+    h.finish()
+}
+
+/// [`hash64`] fed piece by piece (the compiler hashes weights as it writes them, never all
+/// in memory at once): the same value for the same bytes however they are cut.
+#[derive(Clone, Debug)]
+pub struct Hash64 {
+    lanes: [u64; 4],
+    /// The start of a 32-byte chunk that the pieces so far left incomplete.
+    pending: [u8; 32],
+    pending_len: usize,
+    len: u64,
+}
+
+impl Default for Hash64 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Hash64 {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut lanes = [0xcbf2_9ce4_8422_2325u64, 0x8422_2325_cbf2_9ce4, 0x9e37_79b9_7f4a_7c15, 0x2545_f491_4f6c_dd1d];
-    let mut chunks = data.chunks_exact(32);
-    for c in &mut chunks {
-        for (l, w) in lanes.iter_mut().zip(c.chunks_exact(8)) {
-            *l = (*l ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))).wrapping_mul(PRIME);
+
+    pub fn new() -> Hash64 {
+        let lanes = [0xcbf2_9ce4_8422_2325u64, 0x8422_2325_cbf2_9ce4, 0x9e37_79b9_7f4a_7c15, 0x2545_f491_4f6c_dd1d];
+        Hash64 { lanes, pending: [0; 32], pending_len: 0, len: 0 }
+    }
+
+    fn mix(&mut self, chunk: &[u8]) {
+        for (l, w) in self.lanes.iter_mut().zip(chunk.chunks_exact(8)) {
+            *l = (*l ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))).wrapping_mul(Self::PRIME);
             *l ^= *l >> 29;
         }
     }
-    let mut h = lanes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &l| (h ^ l).wrapping_mul(PRIME).rotate_left(23));
-    for &b in chunks.remainder() {
-        h = (h ^ b as u64).wrapping_mul(PRIME);
+
+    pub fn update(&mut self, mut data: &[u8]) {
+        self.len += data.len() as u64;
+        if self.pending_len > 0 {
+            let take = (32 - self.pending_len).min(data.len());
+            self.pending[self.pending_len..self.pending_len + take].copy_from_slice(&data[..take]);
+            self.pending_len += take;
+            data = &data[take..];
+            if self.pending_len < 32 {
+                return;
+            }
+            let chunk = self.pending;
+            self.mix(&chunk);
+            self.pending_len = 0;
+        }
+        let mut chunks = data.chunks_exact(32);
+        for c in &mut chunks {
+            self.mix(c);
+        }
+        let rest = chunks.remainder();
+        self.pending[..rest.len()].copy_from_slice(rest);
+        self.pending_len = rest.len();
     }
-    (h ^ data.len() as u64).wrapping_mul(PRIME)
+
+    pub fn finish(&self) -> u64 {
+        let mut h =
+            self.lanes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &l| (h ^ l).wrapping_mul(Self::PRIME).rotate_left(23));
+        for &b in &self.pending[..self.pending_len] {
+            h = (h ^ b as u64).wrapping_mul(Self::PRIME);
+        }
+        (h ^ self.len).wrapping_mul(Self::PRIME)
+    }
+
+    /// The [`content_id`] of the bytes fed so far.
+    pub fn content_id(&self) -> String {
+        format!("{:016x}", self.finish())
+    }
 }
 
 /// The fingerprint of the table's structure: names, dtypes, shapes, offsets, lengths and
@@ -101,13 +160,19 @@ pub fn content_id(blob: &[u8]) -> String {
 impl WeightsTable {
     /// The table of `entries` (ascending offsets) laid out in `blob`.
     pub fn new(entries: Vec<WeightEntry>, blob: &[u8]) -> WeightsTable {
+        WeightsTable { id: content_id(blob), ..WeightsTable::unhashed(entries, blob.len() as u64) }
+    }
+
+    /// The table of `entries` laid out in a blob of `bytes` bytes not written yet: its
+    /// [`WeightsTable::id`] is left empty, for the writer to set once it has hashed them.
+    pub fn unhashed(entries: Vec<WeightEntry>, bytes: u64) -> WeightsTable {
         WeightsTable {
             external: false,
             file: None,
             fingerprint: structure_fingerprint(&entries),
-            id: content_id(blob),
+            id: String::new(),
             entries,
-            bytes: blob.len() as u64,
+            bytes,
         }
     }
 
@@ -151,5 +216,18 @@ mod tests {
             blob[i] ^= 1;
         }
         assert_ne!(content_id(&blob[..999]), id, "the length counts");
+    }
+
+    #[test]
+    fn the_hash_of_pieces_is_the_hash_of_the_whole() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        for cuts in [vec![0, 1000], vec![0, 1, 33, 64, 65, 1000], vec![0, 31, 32, 500, 999, 1000], vec![0, 0, 7, 1000]]
+        {
+            let mut h = Hash64::new();
+            for w in cuts.windows(2) {
+                h.update(&data[w[0]..w[1]]);
+            }
+            assert_eq!(h.finish(), hash64(&data), "cut at {cuts:?}");
+        }
     }
 }

@@ -130,17 +130,17 @@ pub fn compile(input: &Path, output: &Path, opts: &CompileOptions) -> Result<Com
         true => aotc_abi::cpu::CpuTarget::parse(aotc_abi::cpu::DEFAULT).map_err(Error::Codegen)?,
         false => opts.cpu.clone(),
     };
+    // The weights go out first, from their sources: the manifest carries their content id.
+    let written = weights_out::write(&lowered.program, &mut plan, weights_file.as_deref())?;
+    lap("weights", &mut stages);
     let object = codegen::cpu::emit_object(&lowered.program, &plan)?;
     lap("codegen", &mut stages);
-    link::link(&object, output)?;
+    link::link(&object, written.object(), output)?;
+    written.commit()?;
     lap("link", &mut stages);
-    if let Some(file) = &weights_file {
-        weights_out::write(&plan, file)?;
-        lap("weights", &mut stages);
-    }
     Ok(CompileReport {
         kernels: lowered.program.kernels.len(),
-        weight_bytes: plan.weights_blob.len(),
+        weight_bytes: plan.weights_bytes as usize,
         weights_file,
         stages,
         ir: lowered.program.to_string(),

@@ -1,5 +1,6 @@
-//! Links the generated object with the embedded support library into a `.so` with the
-//! system C compiler driver (`cc`, or `$AOTC_CC`).
+//! Links the generated object (and the object of embedded weights, written by
+//! `crate::weights_out`) with the embedded support library into a `.so` with the system C
+//! compiler driver (`cc`, or `$AOTC_CC`).
 //!
 //! The result needs only libc/libm/libpthread/libdl and exports exactly the ABI symbols
 //! (a version script hides everything else).
@@ -16,7 +17,7 @@ fn version_script() -> String {
     format!("AOTC_{} {{\n  global:\n{globals}  local: *;\n}};\n", aotc_abi::ABI_VERSION)
 }
 
-pub fn link(object: &[u8], output: &Path) -> Result<()> {
+pub fn link(object: &[u8], weights: Option<&Path>, output: &Path) -> Result<()> {
     let dir = tempfile::tempdir().map_err(|e| Error::Link(format!("temporary directory: {e}")))?;
     let write = |name: &str, bytes: &[u8]| {
         let p = dir.path().join(name);
@@ -31,6 +32,7 @@ pub fn link(object: &[u8], output: &Path) -> Result<()> {
         .arg("-o")
         .arg(output)
         .arg(&obj)
+        .args(weights)
         // Nothing in the object references the ABI functions: ask the linker for them.
         .args(aotc_abi::symbols::ALL.iter().map(|s| format!("-Wl,--undefined={s}")))
         .arg(&lib)

@@ -47,8 +47,8 @@ enum Command {
         /// The CPU the generated code runs on: x86-64 (the baseline every 64-bit x86 CPU
         /// has), x86-64-v2, x86-64-v3 (AVX2, FMA), x86-64-v4 (AVX-512), or native (this
         /// machine's features). A library is refused (AOTC_ERR_CPU) on a CPU that lacks
-        /// its target's features; the support library's kernels pick AVX2 at run time
-        /// whatever the target. Default: $AOTC_CPU, else x86-64.
+        /// its target's features; the support library's kernels pick AVX-512 or AVX2 at run
+        /// time whatever the target. Default: $AOTC_CPU, else x86-64.
         #[arg(long, env = "AOTC_CPU", default_value = aotc_abi::cpu::DEFAULT)]
         cpu: String,
         /// Print stage timings and the loop IR.

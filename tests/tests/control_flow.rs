@@ -46,7 +46,10 @@ fn branches_of_different_shapes_are_refused() {
 
 fn weights_of(dir: &std::path::Path) -> Vec<(String, Tensor)> {
     let src = aotc::frontend::load(&dir.join("model.pt2"), None).expect("the archive");
-    src.weights.into_iter().map(|(k, t)| (k, Tensor { dtype: t.dtype, shape: t.sizes, data: t.data })).collect()
+    src.weights
+        .into_iter()
+        .map(|(k, t)| (k, Tensor { dtype: t.dtype, shape: t.sizes, data: t.data.bytes().unwrap().into_owned() }))
+        .collect()
 }
 
 /// `torch.cond(x.shape[0] > 4, ...)` with a dynamic batch: the predicate is computed from

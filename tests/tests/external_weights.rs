@@ -33,7 +33,7 @@ fn second_weights(model: &Path, out: &Path) {
         .weights
         .iter()
         .map(|(name, t)| {
-            let mut data = t.data.clone();
+            let mut data = t.data.bytes().expect("the archive's weights").into_owned();
             if t.dtype == aotc_abi::DType::F32 {
                 for c in data.chunks_exact_mut(4) {
                     let v = f32::from_le_bytes(c.try_into().unwrap());

@@ -1,17 +1,27 @@
 //! The `.pt2` zip layout (`<stem>/models/*.json`, `<stem>/data/weights/...`) and its
-//! unpacked twin on disk beside a bare `model.json`.
+//! unpacked twin on disk beside a bare `model.json`. A weight's storage stored as is (a
+//! file on disk, an uncompressed zip entry: what torch.export.save writes) is not read
+//! here: it becomes a region of the file, read when the weights are written out.
 
 use super::schema::PayloadConfig;
 use super::weights::{Tensor, View, MAX_BYTES};
 use super::{parse_program, Source};
 use crate::error::{Error, Result};
+use crate::ir::payload::{FileRegion, SourceFile};
+use crate::ir::Payload;
 use std::collections::BTreeMap;
-use std::io::{Cursor, Read};
+use std::fs::File;
+use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The most a JSON entry (the program, a payload config) may take once inflated: far
 /// beyond any real program's, yet a bound on what a forged archive makes aotc build.
 const MAX_JSON_BYTES: u64 = 1 << 30;
+
+/// Why an entry is refused when it claims more than is left to read.
+const TOO_BIG: &str = "larger than the 64 GiB aotc reads from an archive";
+const _: () = assert!(MAX_BYTES == 64 << 30, "TOO_BIG names MAX_BYTES");
 
 /// How much of an entry to read.
 #[derive(Clone, Copy)]
@@ -45,11 +55,16 @@ impl Take {
 /// Reads entries of one archive, addressed relative to its `<stem>/` root.
 trait Entries {
     fn read(&mut self, rel: &str, take: Take) -> Result<Option<Vec<u8>>>;
+
+    /// A weight's storage, of which the views read the first `bytes`: at most those.
+    fn storage(&mut self, rel: &str, bytes: u64) -> Result<Option<Payload>>;
 }
 
 struct ZipEntries<'p> {
     path: &'p Path,
-    zip: zip::ZipArchive<Cursor<Vec<u8>>>,
+    zip: zip::ZipArchive<File>,
+    /// The archive again, for the regions of its stored entries.
+    archive: Arc<SourceFile>,
     root: String,
     /// The archive's own size, which bounds any honest entry's.
     len: usize,
@@ -68,7 +83,7 @@ impl Entries for ZipEntries<'_> {
             Err(zip::result::ZipError::FileNotFound) => return Ok(None),
             Err(e) => return Err(err(e.to_string())),
         };
-        let too_big = || err(format!("larger than the {} GiB aotc reads from an archive", MAX_BYTES >> 30));
+        let too_big = || err(TOO_BIG.into());
         let past_limit = |limit: u64| {
             err(format!("passes {} MiB once inflated, the most aotc reads from a JSON entry", limit >> 20))
         };
@@ -89,6 +104,28 @@ impl Entries for ZipEntries<'_> {
         }
         self.budget = self.budget.checked_sub(buf.len() as u64).ok_or_else(too_big)?;
         Ok(Some(buf))
+    }
+
+    fn storage(&mut self, rel: &str, bytes: u64) -> Result<Option<Payload>> {
+        let name = format!("{}{rel}", self.root);
+        let stored = match self.zip.by_name(&name) {
+            Ok(f) if f.compression() == zip::CompressionMethod::Stored => Some((f.data_start(), f.size())),
+            _ => None,
+        };
+        // Compressed (or unreadable: read says why): inflated into memory.
+        let Some((offset, size)) = stored else { return Ok(self.read(rel, Take::Prefix(bytes))?.map(Payload::from)) };
+        let err =
+            |message: String| Error::Format { path: self.path.into(), message: format!("entry {name}: {message}") };
+        // Sizes in a zip are claims: refused past the budget as `read` refuses them.
+        if size > self.budget {
+            return Err(err(TOO_BIG.into()));
+        }
+        let len = size.min(bytes);
+        if offset.checked_add(len).is_none_or(|end| end > self.len as u64) {
+            return Err(err(format!("its {len} bytes from offset {offset} pass the archive's end")));
+        }
+        self.budget -= len;
+        Ok(Some(Payload::File(FileRegion { file: self.archive.clone(), offset, len })))
     }
 }
 
@@ -114,13 +151,26 @@ impl Entries for DirEntries<'_> {
             None => Ok(Some(buf)),
         }
     }
+
+    fn storage(&mut self, rel: &str, bytes: u64) -> Result<Option<Payload>> {
+        let path = self.root.join(rel);
+        let file = match aotc_abi::file::open_regular(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(Error::Io { path, source }),
+        };
+        let len = file.metadata().map_err(|source| Error::Io { path: path.clone(), source })?.len().min(bytes);
+        Ok(Some(Payload::File(FileRegion { file: Arc::new(SourceFile { path, file }), offset: 0, len })))
+    }
 }
 
-pub fn load_archive(path: &Path, bytes: Vec<u8>) -> Result<Source> {
+/// Loads the `.pt2` archive `path`, open as `file`.
+pub fn load_archive(path: &Path, file: File) -> Result<Source> {
     let fmt_err = |message: String| Error::Format { path: path.into(), message };
-    let len = bytes.len();
-    let zip = zip::ZipArchive::new(Cursor::new(bytes))
-        .map_err(|e| fmt_err(format!("not a readable .pt2 (zip) archive: {e}")))?;
+    let io = |source| Error::Io { path: path.into(), source };
+    let len = usize::try_from(file.metadata().map_err(io)?.len()).unwrap_or(usize::MAX);
+    let archive = Arc::new(SourceFile { path: path.into(), file: file.try_clone().map_err(io)? });
+    let zip = zip::ZipArchive::new(file).map_err(|e| fmt_err(format!("not a readable .pt2 (zip) archive: {e}")))?;
     let models: Vec<String> = zip
         .file_names()
         .filter(|n| {
@@ -139,7 +189,7 @@ pub fn load_archive(path: &Path, bytes: Vec<u8>) -> Result<Source> {
     };
     // `<root>models/<file>.json`: the filter above makes the last "models/" the directory.
     let (root, file) = model.rsplit_once("models/").ok_or_else(|| fmt_err(format!("cannot read {model}")))?;
-    let mut entries = ZipEntries { path, zip, root: root.into(), len, budget: MAX_BYTES };
+    let mut entries = ZipEntries { path, zip, archive, root: root.into(), len, budget: MAX_BYTES };
     let json = entries
         .read(&format!("models/{file}"), Take::All { limit: MAX_JSON_BYTES })?
         .ok_or_else(|| fmt_err(format!("cannot read {model}")))?;
@@ -253,7 +303,7 @@ fn load_payload_group(
         }
         let payload = format!("{dir}{}", meta.path_name);
         let view = View::parse(&name, tm, *left)?;
-        let storage = entries.read(&payload, Take::Prefix(view.storage_bytes()))?.ok_or_else(|| Error::Weight {
+        let storage = entries.storage(&payload, view.storage_bytes())?.ok_or_else(|| Error::Weight {
             name: name.clone(),
             message: format!("payload {payload} is missing from the archive"),
         })?;
@@ -271,7 +321,7 @@ fn is_plain_file_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use std::io::{Cursor, Write};
 
     /// A stored archive holding `m/models/model.json` of `len` bytes, its central directory
     /// claiming `claimed` bytes.
@@ -288,9 +338,12 @@ mod tests {
 
     fn read(bytes: Vec<u8>, take: Take) -> Result<Option<Vec<u8>>> {
         let len = bytes.len();
-        let zip = zip::ZipArchive::new(Cursor::new(bytes)).unwrap();
+        let mut tmp = tempfile::tempfile().unwrap();
+        tmp.write_all(&bytes).unwrap();
+        let archive = Arc::new(SourceFile { path: "x.pt2".into(), file: tmp.try_clone().unwrap() });
+        let zip = zip::ZipArchive::new(tmp).unwrap();
         let path = Path::new("x.pt2");
-        ZipEntries { path, zip, root: "m/".into(), len, budget: MAX_BYTES }.read("models/model.json", take)
+        ZipEntries { path, zip, archive, root: "m/".into(), len, budget: MAX_BYTES }.read("models/model.json", take)
     }
 
     #[test]

@@ -30,16 +30,21 @@ pub struct Source {
 /// Loads `path` (a `.pt2` zip or a `model.json`); `weights_file` overrides the weights
 /// with a safetensors file keyed by FQN.
 pub fn load(path: &Path, weights_file: Option<&Path>) -> Result<Source> {
-    let bytes = aotc_abi::file::read_regular(path).map_err(|source| Error::Io { path: path.into(), source })?;
-    let mut src = if bytes.starts_with(b"PK") {
-        archive::load_archive(path, bytes)?
+    let io = |source| Error::Io { path: path.into(), source };
+    let mut file = aotc_abi::file::open_regular(path).map_err(io)?;
+    let mut magic = [0; 2];
+    let is_zip = std::os::unix::fs::FileExt::read_at(&file, &mut magic, 0).map_err(io)? == 2 && magic == *b"PK";
+    let mut src = if is_zip {
+        // Read entry by entry: an archive may hold gigabytes of weights.
+        archive::load_archive(path, file)?
     } else {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io)?;
         // A file that is not JSON either is named for what it is, rather than by a JSON error.
         archive::load_json_with_layout(path, &bytes).map_err(|e| archive::not_json(path, &bytes).unwrap_or(e))?
     };
     if let Some(w) = weights_file {
-        let file = aotc_abi::file::read_regular(w).map_err(|source| Error::Io { path: w.into(), source })?;
-        override_payloads(&mut src, w, weights::from_safetensors(w, &file)?)?;
+        override_payloads(&mut src, w, weights::from_safetensors(w)?)?;
     }
     Ok(src)
 }

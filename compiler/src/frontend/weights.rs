@@ -1,4 +1,6 @@
-//! Weight payloads: a strided view of raw storage bytes becomes a dense tensor.
+//! Weight payloads: a strided view of raw storage bytes becomes a dense tensor; a dense
+//! view of a storage in a file stays a region of that file (`ir::Payload`), read when the
+//! weights are written out.
 //!
 //! Sizes, strides and offsets come from the archive, so each one is checked (static,
 //! non-negative, ranks that agree, no 64-bit overflow, inside the storage) before any
@@ -6,9 +8,13 @@
 
 use super::schema::{SymInt, TensorMeta};
 use crate::error::{Error, Result};
+use crate::ir::payload::{FileRegion, SourceFile};
+use crate::ir::Payload;
 use aotc_abi::layout::{for_each_offset, is_contiguous};
 use aotc_abi::DType;
+use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The most aotc reads out of one archive, and the most dense weights it builds from one:
 /// far beyond any model it compiles, yet a bound, so that a forged size or a view that
@@ -20,7 +26,7 @@ pub(super) const MAX_BYTES: u64 = 64 << 30;
 pub struct Tensor {
     pub dtype: DType,
     pub sizes: Vec<i64>,
-    pub data: Vec<u8>,
+    pub data: Payload,
 }
 
 fn static_int(name: &str, what: &str, s: &SymInt) -> Result<i64> {
@@ -118,11 +124,12 @@ impl View {
     }
 
     /// Gathers the view out of `storage`, the bytes of `payload` (its name in the archive,
-    /// for messages), into a dense tensor.
-    pub fn gather(self, payload: &str, storage: &[u8]) -> Result<Tensor> {
+    /// for messages), into a dense tensor: a slice of the storage when the view is dense
+    /// (no copy), else its elements read and gathered.
+    pub fn gather(self, payload: &str, storage: &Payload) -> Result<Tensor> {
         let view = self.describe();
         let View { name, dtype, sizes, strides, offset, bytes, extent } = self;
-        let Some((lo, hi)) = extent else { return Ok(Tensor { dtype, sizes, data: vec![] }) };
+        let Some((lo, hi)) = extent else { return Ok(Tensor { dtype, sizes, data: Vec::new().into() }) };
         let err = |message: String| Error::Weight { name: name.clone(), message };
         let es = dtype.size();
         let held = i64::try_from(storage.len() / es).unwrap_or(i64::MAX);
@@ -136,25 +143,30 @@ impl View {
         // the sums for_each_offset forms stay within those bounds.
         // The usual case: a dense view is a slice of the storage.
         if is_contiguous(&sizes, &strides) {
-            let start = offset as usize * es;
-            return Ok(Tensor { dtype, sizes, data: storage[start..start + bytes].to_vec() });
+            return Ok(Tensor { dtype, sizes, data: storage.slice(offset as usize * es, bytes)? });
         }
+        let storage = storage.bytes()?;
         let mut data = Vec::new();
         data.try_reserve_exact(bytes).map_err(|_| err(format!("cannot allocate {bytes} bytes ({view})")))?;
         for_each_offset(&sizes, &strides, |_, e| {
             let at = (offset + e) as usize * es;
             data.extend_from_slice(&storage[at..at + es]);
         });
-        Ok(Tensor { dtype, sizes, data })
+        Ok(Tensor { dtype, sizes, data: data.into() })
     }
 }
 
-/// Every tensor of a safetensors file, keyed by its name.
-pub fn from_safetensors(path: &Path, bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
+/// Every tensor of a safetensors file, keyed by its name: regions of the file, read when
+/// the weights are written out.
+pub fn from_safetensors(path: &Path) -> Result<Vec<(String, Tensor)>> {
     let bad = |name: &str, message: String| Error::Format {
         path: path.into(),
         message: format!("tensor '{name}': {message}"),
     };
+    let io = |source| Error::Io { path: path.into(), source };
+    let file = Arc::new(SourceFile { path: path.into(), file: aotc_abi::file::open_regular(path).map_err(io)? });
+    let map = Mapping::new(&file.file).map_err(io)?;
+    let bytes = map.bytes();
     let st = safetensors::SafeTensors::deserialize(bytes)
         .map_err(|e| Error::Format { path: path.into(), message: format!("not a safetensors file: {e}") })?;
     st.tensors()
@@ -175,7 +187,54 @@ pub fn from_safetensors(path: &Path, bytes: &[u8]) -> Result<Vec<(String, Tensor
                     format!("{dtype}{sizes:?} does not match its {} bytes of data", view.data().len()),
                 ));
             }
-            Ok((name, Tensor { dtype, sizes, data: view.data().to_vec() }))
+            // The crate's views are slices of the mapping: their place in the file.
+            let offset = (view.data().as_ptr() as usize - bytes.as_ptr() as usize) as u64;
+            let region = FileRegion { file: file.clone(), offset, len: view.data().len() as u64 };
+            Ok((name, Tensor { dtype, sizes, data: Payload::File(region) }))
         })
         .collect()
+}
+
+/// A read-only mapping of a whole file, for the safetensors crate, which checks a header
+/// against the length of the data after it given the file whole: mapped, the tensors'
+/// pages are never read (nor held) here.
+struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(file: &std::fs::File) -> std::io::Result<Mapping> {
+        let len = usize::try_from(file.metadata()?.len()).map_err(std::io::Error::other)?;
+        if len == 0 {
+            return Ok(Mapping { ptr: std::ptr::null_mut(), len });
+        }
+        // SAFETY: a new private read-only mapping of an open file; the kernel checks the
+        // arguments and the result is tested below.
+        let ptr =
+            unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0) };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mapping { ptr, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `ptr` maps `len` readable bytes until `self` drops. (A file truncated by
+        // another process meanwhile would fault on access; only its header is read.)
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: `ptr` and `len` are those of a live mapping made by `Mapping::new`,
+            // which no slice outlives (`bytes` borrows `self`).
+            unsafe { libc::munmap(self.ptr, self.len) };
+        }
+    }
 }

@@ -19,10 +19,12 @@
 //! index-error record.
 
 pub mod expr;
+pub mod payload;
 pub mod prims;
 pub mod program;
 
 pub use expr::{Affine, Expr, ExprKind, Scalar, E};
+pub use payload::Payload;
 pub use prims::Prim;
 pub use program::{
     strided_elements, BufId, BufKind, Buffer, DataBinding, ExternArg, ExternCall, Kernel, LoopRegion, Matmul, Program,

@@ -272,7 +272,7 @@ pub struct Program {
     /// The graph nodes lowered, in graph order.
     pub nodes: Vec<GraphNode>,
     /// Payloads of `BufKind::Weight` buffers (dense bytes), and initial values of state.
-    pub weights: Vec<Vec<u8>>,
+    pub weights: Vec<super::Payload>,
     /// What each checked index is ("node 'gather' (...): index along dimension 1"), for the
     /// run-time error; the `BufKind::IndexErrors` buffer records which one failed.
     pub index_sites: Vec<String>,

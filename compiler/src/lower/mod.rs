@@ -468,13 +468,13 @@ impl<'s> Lowerer<'s> {
         let sizes =
             v.sizes.iter().map(|s| s.as_int().and_then(|i| usize::try_from(i).ok())).collect::<Option<Vec<usize>>>()?;
         let strides = r.strides.iter().map(|s| s.as_int()).collect::<Option<Vec<i64>>>()?;
-        let bytes = crate::ir::strided_elements(&self.prog.weights[w], 4, r.offset.as_int()?, &sizes, &strides)?;
+        let bytes = self.prog.weights[w].strided(4, r.offset.as_int()?, &sizes, &strides)?;
         Some(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
     }
 
     /// A new constant holding `data` (dense, row-major `sizes`).
     pub fn add_constant(&mut self, name: &str, dtype: DType, sizes: Vec<SymExpr>, data: Vec<u8>) -> BufId {
-        self.add_weight(name, None, dtype, sizes, data)
+        self.add_weight(name, None, dtype, sizes, data.into())
     }
 
     /// Writes `v` into a new contiguous scratch buffer.
@@ -537,7 +537,7 @@ impl<'s> Lowerer<'s> {
         kind_state: Option<usize>,
         dtype: DType,
         sizes: Vec<SymExpr>,
-        data: Vec<u8>,
+        data: crate::ir::Payload,
     ) -> BufId {
         let idx = self.prog.weights.len();
         self.prog.weights.push(data);

@@ -5,7 +5,7 @@
 //! load of a weight, every size and index coefficient known).
 
 use crate::ir::expr::ExprKind;
-use crate::ir::{strided_elements, BufKind, Kernel, Program};
+use crate::ir::{BufKind, Kernel, Program};
 use crate::lower::Lowered;
 
 /// Folds every such kernel whose buffer is not an output (outputs never alias weights)
@@ -26,7 +26,7 @@ pub fn fold_weight_copies(lowered: &mut Lowered) {
             continue;
         };
         let w = prog.weights.len();
-        prog.weights.push(data);
+        prog.weights.push(data.into());
         prog.buffers[out].kind = BufKind::Weight(w);
         prog.remove_kernel(i);
     }
@@ -54,7 +54,7 @@ fn copy_of_weight(prog: &Program, k: &Kernel) -> Option<Vec<u8>> {
     for (v, c) in &index.terms {
         *coeffs.get_mut(*v)? = c.as_int()?;
     }
-    strided_elements(&prog.weights[*w], dtype.size(), index.offset.as_int()?, &sizes, &coeffs)
+    prog.weights[*w].strided(dtype.size(), index.offset.as_int()?, &sizes, &coeffs)
 }
 
 #[cfg(test)]
@@ -68,8 +68,8 @@ mod tests {
     /// buffer, which a second kernel reads; `output` makes the transpose a graph output.
     fn transpose_program(output: bool) -> (Lowered, crate::ir::BufId) {
         let mut prog = Program::default();
-        let bytes = [1f32, 2., 3., 4., 5., 6.].iter().flat_map(|v| v.to_le_bytes()).collect();
-        prog.weights.push(bytes);
+        let bytes: Vec<u8> = [1f32, 2., 3., 4., 5., 6.].iter().flat_map(|v| v.to_le_bytes()).collect();
+        prog.weights.push(bytes.into());
         let int = |v: i64| SymExpr::Int(v);
         let w = prog.add_buffer("w", DType::F32, vec![int(2), int(3)], BufKind::Weight(0));
         let t = prog.add_buffer("w_t", DType::F32, vec![int(3), int(2)], BufKind::Scratch);
@@ -98,8 +98,12 @@ mod tests {
         let prog = &lowered.program;
         assert_eq!(prog.kernels.len(), 1, "the copy kernel is gone");
         let BufKind::Weight(k) = prog.buffers[t].kind else { panic!("w_t is {:?}", prog.buffers[t].kind) };
-        let values: Vec<f32> =
-            prog.weights[k].chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        let values: Vec<f32> = prog.weights[k]
+            .bytes()
+            .unwrap()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
         assert_eq!(values, [1., 4., 2., 5., 3., 6.]);
 
         let (mut lowered, t) = transpose_program(true);

@@ -16,7 +16,11 @@ pub const WEIGHT_ALIGN: usize = aotc_abi::weights::ALIGN;
 
 pub struct Plan {
     pub manifest: Manifest,
-    pub weights_blob: Vec<u8>,
+    /// Where each of the program's payloads starts in the weights blob, which holds them
+    /// in order, each 64-byte aligned, zeros between them; written by `crate::weights_out`.
+    pub weight_offsets: Vec<u64>,
+    /// The blob's length.
+    pub weights_bytes: u64,
     /// Position in the dims table of each symbolic (non-constant) size the kernels use.
     pub dim_index: HashMap<SymExpr, usize>,
     /// The kernels of each stage: stage `s` runs kernels `stage_ends[s-1]..stage_ends[s]`.
@@ -32,14 +36,14 @@ impl Plan {
 
 pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
     let p = &l.program;
-    let mut weights_blob = Vec::new();
+    let mut weights_bytes = 0u64;
     let mut offsets = Vec::with_capacity(p.weights.len());
     for w in &p.weights {
-        weights_blob.resize(weights_blob.len().next_multiple_of(WEIGHT_ALIGN), 0);
-        offsets.push(weights_blob.len() as u64);
-        weights_blob.extend_from_slice(w);
+        weights_bytes = weights_bytes.next_multiple_of(WEIGHT_ALIGN as u64);
+        offsets.push(weights_bytes);
+        weights_bytes += w.len() as u64;
     }
-    let (table, entry_of) = weights_table(p, &offsets, &weights_blob)?;
+    let (table, entry_of) = weights_table(p, &offsets, weights_bytes)?;
     let state_index = |b: BufId| l.buffers.iter().position(|x| x.buf == b).expect("state buffers are listed");
     // Scratch that a pass left unused (a GEMM now writing its activation's result
     // directly) gets no memory.
@@ -147,13 +151,13 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
     let arena = super::arena::plan_arena(l, &data_symbols)?;
     let manifest = Manifest { data_symbols, jumps, nodes, kernels, arena, ..manifest };
     check_stages(p, &manifest, &stage_ends)?;
-    Ok(Plan { manifest, weights_blob, dim_index, stage_ends })
+    Ok(Plan { manifest, weight_offsets: offsets, weights_bytes, dim_index, stage_ends })
 }
 
-/// The weights table: one entry per non-empty payload, named by its buffer (an FQN, or the
-/// compiler's name for a packed or folded weight; a repeated name gets `#<n>`), and each
-/// payload's entry.
-fn weights_table(p: &Program, offsets: &[u64], blob: &[u8]) -> Result<(WeightsTable, Vec<Option<usize>>)> {
+/// The weights table (its content id left for the writer): one entry per non-empty
+/// payload, named by its buffer (an FQN, or the compiler's name for a packed or folded
+/// weight; a repeated name gets `#<n>`), and each payload's entry.
+fn weights_table(p: &Program, offsets: &[u64], bytes: u64) -> Result<(WeightsTable, Vec<Option<usize>>)> {
     let mut owner: Vec<Option<BufId>> = vec![None; p.weights.len()];
     for (id, b) in p.buffers.iter() {
         if let BufKind::Weight(w) | BufKind::State(w) = b.kind {
@@ -189,7 +193,7 @@ fn weights_table(p: &Program, offsets: &[u64], blob: &[u8]) -> Result<(WeightsTa
         entry_of[w] = Some(entries.len());
         entries.push(WeightEntry { name, dtype: b.dtype, sizes, offset: offsets[w], bytes: payload.len() as u64 });
     }
-    Ok((WeightsTable::new(entries, blob), entry_of))
+    Ok((WeightsTable::unhashed(entries, bytes), entry_of))
 }
 
 /// Cuts the kernel list after each kernel whose result binds a data symbol and around

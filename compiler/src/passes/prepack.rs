@@ -1,17 +1,21 @@
 //! Weights packed for the GEMM at compile time: a float32 matmul whose right operand is a
 //! weight (a Linear layer's transposed weight, a constant), and a convolution whose weight
 //! is its GEMM's left operand, read it in the panels of the support library's kernel
-//! (`aotc_abi::gemm`), written here once, instead of gathering and copying it on every
-//! call (for a transposed weight, a strided gather of every element). Weights that
-//! nothing reads any more are then dropped from the library.
+//! (`aotc_abi::gemm`), packed once at compile time instead of gathering and copying it on
+//! every call (for a transposed weight, a strided gather of every element): a matmul's
+//! operand as the weights are written out (`ir::payload::PackedMatrix`, never whole in
+//! memory), a convolution's here. Weights that nothing reads any more are then dropped
+//! from the library.
 
-use crate::ir::{strided_elements, BufId, BufKind, ExternArg, ExternCall, Kernel, Matmul, Program, StridedRef};
+use crate::ir::payload::PackedMatrix;
+use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, Matmul, Payload, Program, StridedRef};
 use crate::lower::Lowered;
 use aotc_abi::conv::{self, Algorithm};
-use aotc_abi::gemm::{MR, NR};
+use aotc_abi::gemm::MR;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Packs the right operand of every float32 matmul that reads a weight with static sizes
 /// and strides (one packed copy per window read), and the weight of every support-library
@@ -28,8 +32,9 @@ pub fn prepack_weights(lowered: &mut Lowered) {
                     None => {
                         let (buf, offset, [rsb, csb], k, n) = key;
                         let BufKind::Weight(w) = prog.buffers[buf].kind else { continue };
-                        let Some(data) = pack_matrix(&prog.weights[w], offset, rsb, csb, k, n) else { continue };
-                        let id = add_packed(prog, buf, data);
+                        let source = prog.weights[w].clone();
+                        let Some(matrix) = PackedMatrix::new(source, offset, [rsb, csb], k, n) else { continue };
+                        let id = add_packed(prog, buf, Payload::Packed(Arc::new(matrix)));
                         packed.insert(key, id);
                         id
                     }
@@ -40,7 +45,8 @@ pub fn prepack_weights(lowered: &mut Lowered) {
             }
             Kernel::Extern(call) if call.name == conv::SYMBOL => {
                 let Some((weight, data, form)) = pack_conv_weight(prog, call) else { continue };
-                let id = add_packed(prog, weight, data);
+                let id =
+                    add_packed(prog, weight, data.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>().into());
                 let Kernel::Extern(call) = &mut prog.kernels[i] else { unreachable!() };
                 call.args[CONV_WEIGHT_ARG] = ExternArg::Buf(id);
                 if let ExternArg::Sizes(geometry) = &mut call.args[CONV_GEOMETRY_ARG] {
@@ -63,17 +69,17 @@ fn drop_unread_weights(lowered: &mut Lowered) {
     read.extend(lowered.buffers.iter().map(|b| b.buf));
     for (id, buf) in prog.buffers.iter() {
         if let (BufKind::Weight(w), false) = (&buf.kind, read.contains(&id)) {
-            prog.weights[*w] = Vec::new();
+            prog.weights[*w] = Vec::new().into();
         }
     }
 }
 
-/// A new weight holding `data`, the packed form of `source`.
-fn add_packed(prog: &mut Program, source: BufId, data: Vec<f32>) -> BufId {
+/// A new float32 weight holding `data`, the packed form of `source`.
+fn add_packed(prog: &mut Program, source: BufId, data: Payload) -> BufId {
     let name = format!("{}.packed", prog.buffers[source].name);
-    let len = SymExpr::Int(data.len() as i64);
+    let len = SymExpr::Int((data.len() / 4) as i64);
     let w = prog.weights.len();
-    prog.weights.push(data.iter().flat_map(|x| x.to_le_bytes()).collect());
+    prog.weights.push(data);
     prog.add_buffer(name, DType::F32, vec![len], BufKind::Weight(w))
 }
 
@@ -108,7 +114,7 @@ fn pack_conv_weight(prog: &Program, call: &ExternCall) -> Option<(BufId, Vec<f32
         return None;
     }
     let depth = group_channels.checked_mul(kernel[0])?.checked_mul(kernel[1])?;
-    let bytes = &prog.weights[w];
+    let bytes = prog.weights[w].bytes().ok()?;
     if Some(bytes.len()) != out_channels.checked_mul(depth)?.checked_mul(4) {
         return None;
     }
@@ -138,15 +144,4 @@ fn packable(prog: &Program, m: &Matmul) -> Option<(BufId, usize, [i64; 2], usize
     }
     let (k, n) = (usize::try_from(int(&m.k)?).ok()?, usize::try_from(int(&m.n)?).ok()?);
     Some((m.b.buf, usize::try_from(int(&m.b.offset)?).ok()?, [int(&m.b.strides[1])?, int(&m.b.strides[2])?], k, n))
-}
-
-/// The packed right operand, or None when the window does not lie inside the weight's
-/// bytes.
-fn pack_matrix(bytes: &[u8], offset: usize, rsb: i64, csb: i64, k: usize, n: usize) -> Option<Vec<f32>> {
-    let dense = strided_elements(bytes, 4, i64::try_from(offset).ok()?, &[k, n], &[rsb, csb])?;
-    let at = |p: usize, j: usize| {
-        let i = (p * n + j) * 4;
-        f32::from_le_bytes([dense[i], dense[i + 1], dense[i + 2], dense[i + 3]])
-    };
-    aotc_abi::gemm::pack(k, n, NR, at)
 }

@@ -1,13 +1,15 @@
 //! GEMM micro-benchmark: `cargo bench -p aotc-embedded --bench gemm`.
 //!
 //! Prints GFLOP/s (best and median of the runs) of f32 GEMMs for `matrixmultiply`, the
-//! `gemm` crate and the support library's kernel, each on the support library's partition
-//! of C over 1 and 2 threads, and of the support library with B pre-packed as the compiler
-//! packs weights (`gemm_packed`), next to the AVX2 FMA peak of this machine measured by a
-//! register-only loop. The kernels take turns, so that load from other processes falls on
-//! all alike; on a busy machine compare the rows of one run, not runs.
+//! `gemm` crate and the support library's kernel for each instruction set this CPU has
+//! (AVX2, AVX-512), each on the support library's partition of C over 1 and 2 threads, and
+//! of the support library with A or B pre-packed as the compiler packs weights
+//! (`gemm_packed`), next to the FMA peak of this machine measured by a register-only loop
+//! (with AVX-512 FMAs where the CPU has them). The kernels take turns, so that load from
+//! other processes falls on all alike; on a busy machine compare the rows of one run, not
+//! runs.
 
-use aotc_embedded::gemm::{gemm_packed, Element, Kernel, Operands, Packed, Problem};
+use aotc_embedded::gemm::{gemm_packed_on, Element, Isa, Kernel, Operands, Packed, Problem};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -80,25 +82,50 @@ fn time(runs: &[&dyn Fn()], budget: Duration) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// GFLOP/s of 10 independent 8-wide FMA chains per thread (enough to cover the FMA
-/// latency on both FMA pipes): the machine's peak.
-fn fma_peak(threads: usize) -> f64 {
-    #[target_feature(enable = "avx2,fma")]
-    fn chains(iters: usize) -> f32 {
-        use std::arch::x86_64::*;
-        let (x, y) = (_mm256_set1_ps(0.999_999), _mm256_set1_ps(1e-7));
-        let mut acc = [_mm256_set1_ps(1.0); 10];
-        for _ in 0..iters {
-            for a in acc.iter_mut() {
-                *a = _mm256_fmadd_ps(*a, x, y);
-            }
+/// Independent FMA chains per thread: enough to cover the FMA latency on both FMA pipes.
+const CHAINS: usize = 10;
+
+/// CHAINS 8-wide FMA chains, `iters` steps.
+#[target_feature(enable = "avx2,fma")]
+fn chains8(iters: usize) -> f32 {
+    use std::arch::x86_64::*;
+    let (x, y) = (_mm256_set1_ps(0.999_999), _mm256_set1_ps(1e-7));
+    let mut acc = [_mm256_set1_ps(1.0); CHAINS];
+    for _ in 0..iters {
+        for a in acc.iter_mut() {
+            *a = _mm256_fmadd_ps(*a, x, y);
         }
-        _mm256_cvtss_f32(acc.into_iter().fold(_mm256_setzero_ps(), |s, a| _mm256_add_ps(s, a)))
     }
+    _mm256_cvtss_f32(acc.into_iter().fold(_mm256_setzero_ps(), |s, a| _mm256_add_ps(s, a)))
+}
+
+/// CHAINS 16-wide FMA chains, `iters` steps.
+#[target_feature(enable = "avx512f")]
+fn chains16(iters: usize) -> f32 {
+    use std::arch::x86_64::*;
+    let (x, y) = (_mm512_set1_ps(0.999_999), _mm512_set1_ps(1e-7));
+    let mut acc = [_mm512_set1_ps(1.0); CHAINS];
+    for _ in 0..iters {
+        for a in acc.iter_mut() {
+            *a = _mm512_fmadd_ps(*a, x, y);
+        }
+    }
+    _mm512_reduce_add_ps(acc.into_iter().fold(_mm512_setzero_ps(), |s, a| _mm512_add_ps(s, a)))
+}
+
+/// GFLOP/s of CHAINS independent FMA chains per thread, `lanes` wide (8: AVX2, 16:
+/// AVX-512): the machine's peak with those FMAs.
+fn fma_peak(threads: usize, lanes: usize) -> f64 {
     const ITERS: usize = 20_000_000;
     let run = || {
-        // SAFETY: main checked AVX2 and FMA.
-        std::hint::black_box(unsafe { chains(std::hint::black_box(ITERS)) });
+        // SAFETY: main checked AVX2 and FMA, and AVX-512F before asking 16 lanes.
+        std::hint::black_box(unsafe {
+            if lanes == 16 {
+                chains16(std::hint::black_box(ITERS))
+            } else {
+                chains8(std::hint::black_box(ITERS))
+            }
+        });
     };
     let all = || {
         std::thread::scope(|s| {
@@ -109,7 +136,7 @@ fn fma_peak(threads: usize) -> f64 {
         })
     };
     let (best, _) = time(&[&all], Duration::from_millis(500))[0];
-    (threads * ITERS * 10 * 8 * 2) as f64 / best / 1e9
+    (threads * ITERS * CHAINS * lanes * 2) as f64 / best / 1e9
 }
 
 struct Candidate {
@@ -124,13 +151,26 @@ fn main() {
         println!("no AVX2+FMA: nothing to compare with");
         return;
     }
-    let peak = [fma_peak(1), fma_peak(2)];
-    println!("FMA peak (AVX2, 10 chains x 8 lanes): {:.1} GFLOP/s on 1 thread, {:.1} on 2", peak[0], peak[1]);
-    let candidates = [
+    let isas: Vec<Isa> = [Isa::Avx2, Isa::Avx512].into_iter().filter(|isa| isa.available()).collect();
+    let lanes = if Isa::Avx512.available() { 16 } else { 8 };
+    let peak = [fma_peak(1, lanes), fma_peak(2, lanes)];
+    println!(
+        "FMA peak ({}, {CHAINS} chains x {lanes} lanes): {:.1} GFLOP/s on 1 thread, {:.1} on 2",
+        if lanes == 16 { "AVX-512" } else { "AVX2" },
+        peak[0],
+        peak[1]
+    );
+    if lanes == 16 {
+        println!("(AVX2 FMAs: {:.1} GFLOP/s on 1 thread)", fma_peak(1, 8));
+    }
+    let mut candidates = vec![
         Candidate { name: "matrixmultiply", kernel: f32::PORTABLE, tile: (8, 8) },
         Candidate { name: "gemm crate", kernel: gemm_crate, tile: (8, 8) },
-        Candidate { name: "aotc (avx2.rs)", kernel: f32::best().0, tile: f32::best().1 },
     ];
+    for &isa in &isas {
+        let (kernel, tile) = f32::kernel(isa);
+        candidates.push(Candidate { name: if isa == Isa::Avx512 { "aotc avx512" } else { "aotc avx2" }, kernel, tile });
+    }
     // The first three: 1024^3 and bench_mlp's layers; then ResNet-18's convolutions as the
     // support library runs them (weight rows x depth x positions: stem, layers 1, 3 and 4).
     let shapes: Vec<(usize, usize, usize)> = match std::env::var("AOTC_GEMM_SHAPES") {
@@ -194,13 +234,18 @@ fn main() {
                     })
                 })
                 .collect();
-            for packed in packed {
-                // SAFETY: packed_a and packed_b hold A and B packed for exactly these sizes.
-                runs.push(Box::new(move || unsafe { gemm_packed(p, packed, threads, &parallel_for) }));
+            let mut names: Vec<String> = candidates.iter().map(|c| c.name.to_string()).collect();
+            for &isa in &isas {
+                for (packed, which) in packed.iter().zip(["A", "B"]) {
+                    let packed = *packed;
+                    // SAFETY: packed_a and packed_b hold A and B packed for exactly these
+                    // sizes; `isa` is available.
+                    runs.push(Box::new(move || unsafe { gemm_packed_on(isa, p, packed, threads, &parallel_for) }));
+                    names.push(format!("{} packed {which}", if isa == Isa::Avx512 { "avx512" } else { "avx2" }));
+                }
             }
             let runs: Vec<&dyn Fn()> = runs.iter().map(|f| &**f).collect();
-            let names = candidates.iter().map(|c| c.name).chain(["aotc packed A", "aotc packed B"]);
-            for (name, (best, median)) in names.zip(time(&runs, Duration::from_secs(1))) {
+            for (name, (best, median)) in names.iter().zip(time(&runs, Duration::from_secs(1))) {
                 println!(
                     "{:<16} {:>16} {:>7} {:>8.1} {:>8.1} {:>8.2}",
                     name,

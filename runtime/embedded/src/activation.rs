@@ -5,6 +5,7 @@
 //! graph's decomposition computes, in its order (NaN stays NaN).
 
 #[cfg(target_arch = "x86_64")]
+use crate::isa::Isa;
 use crate::simd::F32s;
 use aotc_abi::gemm::Activation;
 
@@ -28,18 +29,18 @@ pub fn scalar(activation: Activation, x: f32) -> f32 {
 
 /// Every element of `out`, a vector at a time where the CPU has AVX2 and FMA.
 pub fn apply(activation: Activation, out: &mut [f32]) {
-    apply_with(crate::simd::isa(), activation, out)
+    apply_with(Isa::best(), activation, out)
 }
 
-/// [`apply`] on the vector set `isa` (the tests pick each), scalar without one.
+/// [`apply`] on the set `isa` (the tests pick each): vectors, or scalar code.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-fn apply_with(isa: Option<crate::simd::Isa>, activation: Activation, out: &mut [f32]) {
+fn apply_with(isa: Isa, activation: Activation, out: &mut [f32]) {
     if activation == Activation::None {
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = isa {
-        // SAFETY: the CPU runs `isa`.
+    if isa != Isa::Portable {
+        // SAFETY: the CPU runs `isa`, a vector set.
         return unsafe { apply_lanes(isa, activation, out) };
     }
     out.iter_mut().for_each(|v| *v = scalar(activation, *v));
@@ -90,39 +91,6 @@ pub(crate) unsafe fn lanes<V: F32s>(v: V, activation: Activation) -> V {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod avx2 {
-    use aotc_abi::gemm::Activation;
-    use std::arch::x86_64::__m256;
-
-    /// 8 lanes ([`super::scalar`]'s values).
-    ///
-    /// # Safety
-    /// The CPU has AVX2 and FMA (the caller's target features include them).
-    #[inline(always)]
-    pub unsafe fn lanes8(v: __m256, activation: Activation) -> __m256 {
-        // SAFETY: the caller's.
-        unsafe { super::lanes(v, activation) }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512 {
-    use aotc_abi::gemm::Activation;
-    use std::arch::x86_64::__m512;
-
-    /// 16 lanes ([`super::scalar`]'s values).
-    ///
-    /// # Safety
-    /// The CPU has AVX-512F, AVX2 and FMA (the caller's target features include them).
-    #[inline(always)]
-    #[allow(dead_code, reason = "for the GEMM's AVX-512 kernel, as `lanes8` is the AVX2 one's")]
-    pub unsafe fn lanes16(v: __m512, activation: Activation) -> __m512 {
-        // SAFETY: the caller's.
-        unsafe { super::lanes(v, activation) }
-    }
-}
-
 /// Each activation in float64, for the tests of the kernels that apply them.
 #[cfg(test)]
 pub(crate) fn reference(activation: Activation, x: f64) -> f64 {
@@ -147,8 +115,7 @@ mod tests {
     fn lanes_agree_with_one_element_at_a_time_specials_included() {
         let mut x: Vec<f32> = (0..1003).map(|i| (i as f32 - 500.0) * 0.0173).collect();
         x.extend([0.0, -0.0, -3.0, 3.0, 6.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e30, -1e30]);
-        let isas = crate::simd::runnable().into_iter().map(Some).chain([None]);
-        for (isa, activation) in isas.flat_map(|isa| Activation::ALL.map(|a| (isa, a))) {
+        for (isa, activation) in Isa::every_available().flat_map(|isa| Activation::ALL.map(|a| (isa, a))) {
             let mut out = x.clone();
             apply_with(isa, activation, &mut out);
             for (&v, &got) in x.iter().zip(&out) {

@@ -7,6 +7,7 @@
 // The coefficients are vmath.rs's, digit for digit: clippy would round them to what float parsing gives anyway.
 #![allow(clippy::excessive_precision)]
 
+use crate::isa::Isa;
 use crate::guards::refuse_extern_call;
 use crate::pool::for_items;
 
@@ -31,14 +32,14 @@ pub unsafe extern "C" fn __aotc_gelu_f32(out: *mut f32, x: *const f32, n: i64) {
 }
 
 fn gelu(x: &[f32], out: &mut [f32]) {
-    gelu_with(crate::simd::isa(), x, out)
+    gelu_with(Isa::best(), x, out)
 }
 
-/// [`gelu`] on the vector set `isa` (the tests pick each), scalar without one.
+/// [`gelu`] on the set `isa` (the tests pick each): vectors, or scalar code.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-fn gelu_with(isa: Option<crate::simd::Isa>, x: &[f32], out: &mut [f32]) {
+fn gelu_with(isa: Isa, x: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = isa {
+    if isa != Isa::Portable {
         // SAFETY: the CPU runs `isa`; x and out have the same length (the callers').
         return unsafe { lanes::gelu_slice(isa, x, out) };
     }
@@ -205,9 +206,8 @@ mod tests {
         // SAFETY: both hold x.len() floats.
         unsafe { __aotc_gelu_f32(out.as_mut_ptr(), x.as_ptr(), x.len() as i64) };
         check(&x, &out);
-        // Each vector set this CPU runs, tails of every length included, and the scalar code.
-        let isas = crate::simd::runnable().into_iter().map(Some).chain([None]);
-        for isa in isas {
+        // Each set this CPU runs (the portable one is scalar code), tails of every length included.
+        for isa in Isa::every_available() {
             for end in [x.len(), x.len() - 1, x.len() - 5, x.len() - 9, x.len() - 13] {
                 let mut out = vec![0f32; end];
                 gelu_with(isa, &x[..end], &mut out);

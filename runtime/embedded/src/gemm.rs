@@ -5,16 +5,19 @@
 //! `parallel_for`: a `.so` is loaded and unloaded many times per process, so the support
 //! library must not start a pool that outlives it.
 //!
-//! Products too small for blocking take [`tiny`]. The single-threaded kernel is [`avx2`]
-//! where the CPU has AVX2 and FMA, else
-//! `matrixmultiply` ([`Element::PORTABLE`]). Float32 operands packed at compile time
-//! ([`Packed`], layout in `aotc_abi::gemm`) go through [`gemm_packed`].
+//! Products too small for blocking take [`tiny`]. The single-threaded kernel is
+//! [`blocked`], compiled for AVX-512 or for AVX2 + FMA, whichever is the best [`Isa`] the
+//! CPU has, else `matrixmultiply` ([`Element::PORTABLE`]). Float32 operands packed at
+//! compile time ([`Packed`], layout in `aotc_abi::gemm`) go through [`gemm_packed`].
 
 #[cfg(target_arch = "x86_64")]
-mod avx2;
+mod blocked;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 #[cfg(target_arch = "x86_64")]
 mod tiny;
 
+pub use crate::isa::Isa;
 use aotc_abi::gemm::Activation;
 use std::ops::{Add, Mul};
 
@@ -64,9 +67,14 @@ pub trait Element: Copy + PartialOrd + Send + Sync + Add<Output = Self> + Mul<Ou
     /// `matrixmultiply`, for CPUs without AVX2 and FMA.
     const PORTABLE: Kernel<Self>;
 
-    /// The fastest kernel on this CPU, and its register tile (rows, columns): blocks of C
-    /// are cut at multiples of it.
-    fn best() -> (Kernel<Self>, (usize, usize));
+    /// The kernel of `isa` (which must be available), and its register tile (rows,
+    /// columns): blocks of C are cut at multiples of it.
+    fn kernel(isa: Isa) -> (Kernel<Self>, (usize, usize));
+
+    /// The fastest kernel on this CPU, and its register tile.
+    fn best() -> (Kernel<Self>, (usize, usize)) {
+        Self::kernel(Isa::best())
+    }
 
     /// The kernel for `p` when it is too small for blocking (`tiny`), on this CPU.
     fn tiny(p: &Problem<Self>) -> Option<Kernel<Self>>;
@@ -86,18 +94,28 @@ macro_rules! element {
 
             fn tiny(_p: &Problem<$t>) -> Option<Kernel<$t>> {
                 #[cfg(target_arch = "x86_64")]
-                if tiny::fits(_p) && avx2::available() {
+                if tiny::fits(_p) && Isa::best() >= Isa::Avx2 {
                     return Some(tiny::gemm::<$t>);
                 }
                 None
             }
 
-            fn best() -> (Kernel<$t>, (usize, usize)) {
-                #[cfg(target_arch = "x86_64")]
-                if avx2::available() {
-                    return (avx2::gemm::<$t>, avx2::register_tile::<$t>());
+            fn kernel(isa: Isa) -> (Kernel<$t>, (usize, usize)) {
+                // SAFETY (each kernel): `isa` is available (the caller's word), and the
+                // Kernel contract.
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 => (
+                        |p| unsafe { blocked::avx512::<$t>(p, Operands::default()) },
+                        blocked::register_tile::<$t, simd::Avx512>(),
+                    ),
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 => (
+                        |p| unsafe { blocked::avx2::<$t>(p, Operands::default()) },
+                        blocked::register_tile::<$t, simd::Avx2>(),
+                    ),
+                    _ => (Self::PORTABLE, (8, 8)),
                 }
-                (Self::PORTABLE, (8, 8))
             }
         }
     };
@@ -194,9 +212,24 @@ impl Operands {
 /// `padded` and `start == 0`, a packed B likewise with `n >= p.n` columns and NR; a row
 /// fill writes exactly the elements asked for; the other operands and C as in [`gemm`].
 pub unsafe fn gemm_packed(p: Problem<f32>, packed: Operands, threads: usize, parallel_for: ParallelFor<'_>) {
+    // SAFETY: the caller's contract; the best instruction set is available.
+    unsafe { gemm_packed_on(Isa::best(), p, packed, threads, parallel_for) }
+}
+
+/// [`gemm_packed`] with the kernels of `isa`.
+///
+/// # Safety
+/// `isa` is available, and as [`gemm_packed`].
+pub unsafe fn gemm_packed_on(
+    isa: Isa,
+    p: Problem<f32>,
+    packed: Operands,
+    threads: usize,
+    parallel_for: ParallelFor<'_>,
+) {
     use aotc_abi::gemm::{MR, NR};
     // Blocks of C start at whole panels of the packed operands.
-    let (rows, cols) = f32::best().1;
+    let (rows, cols) = f32::kernel(isa).1;
     let tile = (if packed.a.is_some() { MR } else { rows }, if packed.b.is_some() { NR } else { cols });
     // A packed operand's pointer is never offset: its strides become 0.
     let (rsa, csa) = if packed.a.is_some() { (0, 0) } else { (p.rsa, p.csa) };
@@ -211,16 +244,18 @@ pub unsafe fn gemm_packed(p: Problem<f32>, packed: Operands, threads: usize, par
     unsafe {
         p.run_blocks(tile, threads, parallel_for, &|part, row0, col0| {
             let packed = packed.block(row0, col0);
-            #[cfg(target_arch = "x86_64")]
-            if avx2::available() {
-                return avx2::gemm_packed(part, packed);
+            match isa {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => blocked::avx512(part, packed),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => blocked::avx2(part, packed),
+                _ => portable_packed(part, packed),
             }
-            portable_packed(part, packed)
         })
     }
 }
 
-/// [`gemm_packed`] on one thread without AVX2: a `matrixmultiply` call per panel of each
+/// [`gemm_packed`] on one thread with the portable kernel: a `matrixmultiply` call per panel of each
 /// packed operand and depth block.
 ///
 /// # Safety
@@ -329,11 +364,22 @@ unsafe fn activate(p: Problem<f32>, activation: Activation) {
 /// The pointers cover the matrices the sizes and strides describe, and no two elements of C
 /// share an address nor overlap A or B.
 pub unsafe fn gemm<T: Element>(p: Problem<T>, threads: usize, parallel_for: ParallelFor<'_>) {
-    if let Some(kernel) = T::tiny(&p) {
-        // SAFETY: the caller's contract.
-        return unsafe { kernel(p) };
+    // SAFETY: the caller's contract; the best instruction set is available.
+    unsafe { gemm_on(Isa::best(), p, threads, parallel_for) }
+}
+
+/// [`gemm`] with the kernels of `isa` (tiny products included, which need AVX2).
+///
+/// # Safety
+/// `isa` is available, and as [`gemm`].
+pub unsafe fn gemm_on<T: Element>(isa: Isa, p: Problem<T>, threads: usize, parallel_for: ParallelFor<'_>) {
+    if isa != Isa::Portable {
+        if let Some(kernel) = T::tiny(&p) {
+            // SAFETY: the caller's contract.
+            return unsafe { kernel(p) };
+        }
     }
-    let (kernel, tile) = T::best();
+    let (kernel, tile) = T::kernel(isa);
     // SAFETY: the caller's contract.
     unsafe { p.run(kernel, tile, threads, parallel_for) }
 }

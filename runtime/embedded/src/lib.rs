@@ -31,6 +31,7 @@ pub mod gemm;
 mod guards;
 mod inputs;
 mod instance;
+mod isa;
 mod kernels;
 mod last_error;
 mod mapping;

@@ -49,6 +49,12 @@ impl Drop for Mapping {
 
 static SHARED: Mutex<Vec<(Key, Weak<Mapping>)>> = Mutex::new(Vec::new());
 
+/// Frees the table itself (its entries' mappings went with their last instances): at
+/// unload, with no instance left (`crate::unload`).
+pub fn release() {
+    drop(std::mem::take(&mut *SHARED.lock().unwrap_or_else(|p| p.into_inner())));
+}
+
 fn weights_err(path: &str, message: impl std::fmt::Display) -> Error {
     Error { code: status::WEIGHTS, message: format!("weights file '{path}': {message}") }
 }

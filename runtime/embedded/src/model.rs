@@ -195,7 +195,7 @@ impl Model {
             output_shapes: m.outputs.iter().map(|o| vec![0; o.sizes.len()]).collect(),
             threads,
             _pool: PoolUser::acquire(threads),
-            spare: Spare::default(),
+            spare: Spare::new(threads),
             profile: Profile::new(m.kernels.len()),
             call: CallState::default(),
         })

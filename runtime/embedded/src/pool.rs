@@ -253,19 +253,18 @@ fn worker(shared: &Shared) {
         state.jobs.retain(|j| {
             j.get().seats.load(Ordering::Relaxed) > 0 && j.get().next.load(Ordering::Relaxed) < j.get().chunks
         });
-        let job = state
-            .jobs
-            .iter()
-            .rev()
-            .find(|j| j.get().seats.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| s.checked_sub(1)).is_ok())
-            .copied();
+        // The seat taken (helpers..=1; the caller is seat 0) picks the spare buffers.
+        let job = state.jobs.iter().rev().find_map(|j| {
+            let seat = j.get().seats.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| s.checked_sub(1));
+            seat.ok().map(|seat| (*j, seat))
+        });
         match job {
-            Some(job) => {
+            Some((job, seat)) => {
                 // Held from here (under the lock, while the job is listed) ...
                 job.get().holders.fetch_add(1, Ordering::AcqRel);
                 drop(state);
                 let job = job.get();
-                spare::with_handle(job.spare, || with_threads(1, || job.work()));
+                spare::with_handle(job.spare.seat(seat), || with_threads(1, || job.work()));
                 // ... to here: the caller's frame may go once this is seen.
                 job.holders.fetch_sub(1, Ordering::Release);
                 spin_for_next(shared);

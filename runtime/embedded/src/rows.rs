@@ -8,7 +8,7 @@
 
 use crate::guards::refuse_extern_call;
 use crate::pool::for_items;
-use crate::simd::Isa;
+use crate::isa::Isa;
 
 /// `rows`, `len` and their product as sizes, or None when one is negative or the product
 /// overflows: arguments that describe no tensor.
@@ -34,11 +34,11 @@ pub unsafe extern "C" fn __aotc_softmax_f32(out: *mut f32, x: *const f32, rows: 
     // row at a time their vectors are partly padding and their max and sum end in
     // horizontal reductions; scalar code is slower still (on 64 rows of 8 or 16, the
     // 8-row code measured 4.5 to 5.5 times faster).
-    let isa = crate::simd::isa();
+    let isa = Isa::best();
     for_items(out, rows, len, total * 8, &|begin, end, part| {
         #[cfg(target_arch = "x86_64")]
-        if len <= SHORT_ROW && isa.is_some() {
-            // SAFETY: the CPU has AVX2 and FMA (it runs a vector set).
+        if len <= SHORT_ROW && isa >= Isa::Avx2 {
+            // SAFETY: the CPU has AVX2 and FMA.
             return unsafe { avx2::softmax_short_rows(&x[begin * len..end * len], part, len, log != 0) };
         }
         for (r, row) in (begin..end).zip(part.chunks_exact_mut(len)) {
@@ -53,9 +53,9 @@ const SHORT_ROW: usize = 31;
 
 /// One row, a vector at a time on `isa` (scalar without one).
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-fn softmax_row(x: &[f32], out: &mut [f32], log: bool, isa: Option<Isa>) {
+fn softmax_row(x: &[f32], out: &mut [f32], log: bool, isa: Isa) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = isa {
+    if isa != Isa::Portable {
         // SAFETY: the CPU runs `isa`; x and out are one row each.
         return unsafe { lanes::softmax_row(isa, x, out, log) };
     }
@@ -112,7 +112,7 @@ pub unsafe extern "C" fn __aotc_layer_norm_f32(
     // SAFETY: as above.
     let bias = (has_bias != 0).then(|| unsafe { std::slice::from_raw_parts(bias, len) });
     let eps = f64::from_bits(eps as u64);
-    let isa = crate::simd::isa();
+    let isa = Isa::best();
     for_items(out, rows, len, total * 4, &|begin, end, part| {
         for (r, row) in (begin..end).zip(part.chunks_exact_mut(len)) {
             layer_norm_row(&x[r * len..][..len], row, weight, bias, eps, isa);
@@ -128,10 +128,10 @@ fn layer_norm_row(
     weight: Option<&[f32]>,
     bias: Option<&[f32]>,
     eps: f64,
-    isa: Option<Isa>,
+    isa: Isa,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = isa {
+    if isa != Isa::Portable {
         // SAFETY: the CPU runs `isa`; a row each, weight and bias as long.
         return unsafe { lanes::layer_norm_row(isa, x, row, weight, bias, eps) };
     }
@@ -232,7 +232,7 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn short_softmax_rows_read_only_their_rows() {
-        if crate::simd::isa().is_none() {
+        if !Isa::Avx2.available() {
             return;
         }
         // Room for 67 rows of 31, then the unreadable page.
@@ -286,11 +286,11 @@ mod tests {
     /// against float64 and the scalar code (as the short rows above).
     #[test]
     fn softmax_rows_agree_on_every_vector_set() {
-        for isa in crate::simd::runnable() {
+        for isa in Isa::every_available() {
             for len in [1, 7, 8, 15, 16, 17, 31, 33, 48, 100] {
                 check_short_rows(9, len, |x, out, log| {
                     for (x, out) in x.chunks_exact(len).zip(out.chunks_exact_mut(len)) {
-                        softmax_row(x, out, log == 1, Some(isa));
+                        softmax_row(x, out, log == 1, isa);
                     }
                 });
             }
@@ -321,7 +321,7 @@ mod tests {
             softmax(&x, &mut out, log);
             let mut scalar = vec![0f32; rows * len];
             for (row, s) in x.chunks_exact(len).zip(scalar.chunks_exact_mut(len)) {
-                softmax_row(row, s, log == 1, None);
+                softmax_row(row, s, log == 1, Isa::Portable);
             }
             for r in 0..rows {
                 let row = &x[r * len..][..len];
@@ -378,7 +378,7 @@ mod tests {
                     }
                     out
                 };
-                let scalar = norm(None);
+                let scalar = norm(Isa::Portable);
                 for (r, row) in x.chunks_exact(len).enumerate() {
                     let mean = row.iter().map(|&v| v as f64).sum::<f64>() / len as f64;
                     let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / len as f64;
@@ -390,8 +390,8 @@ mod tests {
                         assert!((got - want).abs() <= 1e-5 * (1.0 + want.abs()), "len {len} [{i}]: {got} vs {want}");
                     }
                 }
-                for isa in crate::simd::runnable() {
-                    for (i, (&got, &want)) in norm(Some(isa)).iter().zip(&scalar).enumerate() {
+                for isa in Isa::every_available().filter(|&isa| isa != Isa::Portable) {
+                    for (i, (&got, &want)) in norm(isa).iter().zip(&scalar).enumerate() {
                         assert!(
                             (got - want).abs() <= 1e-6 * (1.0 + want.abs()),
                             "{isa:?} len {len} [{i}]: {got} vs {want}"

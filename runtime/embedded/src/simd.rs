@@ -1,105 +1,13 @@
-//! The vector instruction sets the kernels are compiled for, and which one this CPU runs,
-//! detected once: AVX-512 (16 lanes of float32) where the CPU has AVX-512F, else AVX2 with
-//! FMA (8 lanes), else none (the kernels' portable code). The row and convolution kernels
-//! are written once over [`F32s`], a vector of float32 lanes, and compiled for each set
-//! by [`for_each_isa!`]; the arithmetic (the polynomials of exp and erf included) is the
-//! same operations on either width, so the two agree lane for lane.
+//! Vectors of float32 for the row and convolution kernels: AVX-512 (16 lanes) and AVX2
+//! with FMA (8 lanes), the vector sets of [`Isa`](crate::isa::Isa) (which one runs is
+//! chosen there, once). Each kernel is written once over [`F32s`] and compiled for each
+//! set by [`for_each_isa!`]; the arithmetic (the polynomials of exp and erf included) is
+//! the same operations on either width, so the two agree lane for lane.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
-
-use std::sync::atomic::{AtomicU8, Ordering};
-
-/// A vector instruction set the kernels are compiled for, narrower first (a CPU that
-/// runs one runs those before it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Isa {
-    /// AVX2 and FMA: 8 lanes.
-    Avx2,
-    /// AVX-512F (with AVX2 and FMA, which every AVX-512 CPU has): 16 lanes.
-    Avx512,
-}
-
-/// [`detect`]'s answer, cached: 0 until known, then 1 + its code.
-static DETECTED: AtomicU8 = AtomicU8::new(0);
-
-/// The widest set this CPU runs, None without AVX2 and FMA (an x86-64 baseline CPU, or
-/// another architecture); in tests, the one [`with_isa`] forces.
-pub fn isa() -> Option<Isa> {
-    #[cfg(test)]
-    if let code @ 1.. = FORCED.load(Ordering::Relaxed) {
-        return [None, Some(Isa::Avx2), Some(Isa::Avx512)][code as usize - 1];
-    }
-    let code = match DETECTED.load(Ordering::Relaxed) {
-        0 => {
-            let code = match detect() {
-                None => 1,
-                Some(Isa::Avx2) => 2,
-                Some(Isa::Avx512) => 3,
-            };
-            DETECTED.store(code, Ordering::Relaxed);
-            code
-        }
-        code => code,
-    };
-    [None, Some(Isa::Avx2), Some(Isa::Avx512)][code as usize - 1]
-}
-
-fn detect() -> Option<Isa> {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        return Some(if std::is_x86_feature_detected!("avx512f") { Isa::Avx512 } else { Isa::Avx2 });
-    }
-    None
-}
-
-/// Whether this CPU runs `isa`.
-pub fn runs(isa: Isa) -> bool {
-    self::isa() >= Some(isa)
-}
-
-/// Every set this CPU runs, narrowest first: the tests run each kernel on all of them.
-#[cfg(test)]
-pub fn runnable() -> Vec<Isa> {
-    match detect() {
-        None => vec![],
-        Some(Isa::Avx2) => vec![Isa::Avx2],
-        Some(Isa::Avx512) => vec![Isa::Avx2, Isa::Avx512],
-    }
-}
-
-/// The set [`isa`] answers while a test runs [`with_isa`]: 0 for none forced, else 1 +
-/// its code (0 for no set, 1 AVX2, 2 AVX-512).
-#[cfg(test)]
-static FORCED: AtomicU8 = AtomicU8::new(0);
-
-/// Runs `f` with [`isa`] answering `isa` (which this CPU must run, or None: the portable
-/// code), so that a test covers each set through the entry points. The tests that force
-/// one take turns; the others meanwhile run on the forced set, which computes the same.
-#[cfg(test)]
-pub fn with_isa<R>(isa: Option<Isa>, f: impl FnOnce() -> R) -> R {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    /// Ends the forcing, also when `f` panics.
-    struct Unforce;
-    impl Drop for Unforce {
-        fn drop(&mut self) {
-            FORCED.store(0, Ordering::Relaxed);
-        }
-    }
-    assert!(isa <= detect(), "{isa:?} on a CPU that runs {:?}", detect());
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    FORCED.store(1 + isa.map_or(0, |isa| isa as u8 + 1), Ordering::Relaxed);
-    let _unforce = Unforce;
-    f()
-}
-
-/// [`runnable`]'s sets, then None (the portable code).
-#[cfg(test)]
-pub fn every_isa() -> impl Iterator<Item = Option<Isa>> {
-    runnable().into_iter().map(Some).chain([None])
-}
 
 /// Float32 lanes of one vector register, and the operations the kernels use on them.
 /// Every method is `inline(always)` so that it compiles inside its caller, with the
@@ -107,7 +15,7 @@ pub fn every_isa() -> impl Iterator<Item = Option<Isa>> {
 /// and runs only where the CPU has it, which is each method's safety contract.
 ///
 /// # Safety
-/// Implemented only for the vector types of a set of [`Isa`].
+/// Implemented only for the vector types of a vector set of [`Isa`](crate::isa::Isa).
 pub unsafe trait F32s: Copy {
     const LANES: usize;
     /// Which lanes a comparison held for.
@@ -205,16 +113,17 @@ pub unsafe trait F32s: Copy {
 }
 
 /// `$vis unsafe fn $name(isa: Isa, args..) -> ret`: `$generic::<V>(args..)` compiled for
-/// each [`Isa`] (`V` its [`F32s`], the set's features enabled) and called for `isa`'s.
-/// Its safety contract is `$generic`'s, and that the CPU runs `isa`.
+/// each vector set of [`Isa`](crate::isa::Isa) (`V` its [`F32s`], the set's features
+/// enabled) and called for `isa`'s. Its safety contract is `$generic`'s, and that `isa`
+/// is a vector set (not `Portable`) that the CPU runs.
 macro_rules! for_each_isa {
     ($(#[$attr:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $generic:ident) => {
         $(#[$attr])*
         ///
         /// # Safety
-        /// The CPU runs `isa`; and the generic function's contract.
+        /// `isa` is a vector set that the CPU runs; and the generic function's contract.
         #[cfg(target_arch = "x86_64")]
-        $vis unsafe fn $name(isa: $crate::simd::Isa, $($arg: $ty),*) $(-> $ret)? {
+        $vis unsafe fn $name(isa: $crate::isa::Isa, $($arg: $ty),*) $(-> $ret)? {
             #[target_feature(enable = "avx2,fma")]
             unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
                 // SAFETY: the caller's.
@@ -228,8 +137,9 @@ macro_rules! for_each_isa {
             // SAFETY: the caller's: the CPU runs `isa`.
             unsafe {
                 match isa {
-                    $crate::simd::Isa::Avx2 => avx2($($arg),*),
-                    $crate::simd::Isa::Avx512 => avx512($($arg),*),
+                    $crate::isa::Isa::Avx2 => avx2($($arg),*),
+                    $crate::isa::Isa::Avx512 => avx512($($arg),*),
+                    $crate::isa::Isa::Portable => unreachable!(concat!(stringify!($name), " has no portable code")),
                 }
             }
         }

@@ -7,52 +7,76 @@
 //! The instance lends its [`Spare`] to the calling thread for the duration of a call
 //! ([`lend`]); a kernel takes a [`Handle`] to it on that thread and passes it to its
 //! workers, which [`Handle::take`] buffers and give them back by dropping them.
+//!
+//! Each thread of a parallel region has a seat (the caller 0, the pool's workers 1..) with
+//! buffers of its own, and a buffer allocated or grown for one seat is allocated for every
+//! seat: which worker runs which chunk, and how many run at once, changes from call to
+//! call (a busy machine wakes a worker late), so a seat must be ready for any chunk the
+//! moment another seat has needed it. A steady call then allocates nothing, however its
+//! chunks fall.
 
 use std::cell::Cell;
 use std::sync::Mutex;
 
-/// An instance's buffers between calls.
-#[derive(Default)]
+/// An instance's buffers between calls, per seat.
 pub struct Spare {
-    free: Mutex<Vec<Vec<f32>>>,
+    seats: Box<[Mutex<Vec<Vec<f32>>>]>,
+}
+
+impl Spare {
+    /// The buffers of an instance whose calls run on up to `threads` threads.
+    pub fn new(threads: usize) -> Spare {
+        Spare { seats: (0..threads.max(1)).map(|_| Mutex::default()).collect() }
+    }
+
+    /// Seat `seat`'s free buffers (a seat past the instance's threads, which the pool does
+    /// not give, shares another's).
+    fn free(&self, seat: usize) -> std::sync::MutexGuard<'_, Vec<Vec<f32>>> {
+        self.seats[seat % self.seats.len()].lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 #[cfg(test)]
 impl Spare {
-    /// `count` buffers of `len` NaNs: what a kernel must not read before writing.
-    pub fn poisoned(count: usize, len: usize) -> Spare {
-        Spare { free: Mutex::new(vec![vec![f32::NAN; len]; count]) }
+    /// `threads` seats of `count` buffers of `len` NaNs each: what a kernel must not read
+    /// before writing.
+    pub fn poisoned(threads: usize, count: usize, len: usize) -> Spare {
+        let spare = Spare::new(threads);
+        for seat in 0..threads {
+            *spare.free(seat) = vec![vec![f32::NAN; len]; count];
+        }
+        spare
     }
 }
 
 thread_local! {
     // The spare buffers of the instance whose call runs on this thread (a pointer, not a
     // reference: a thread-local without a destructor).
-    static CURRENT: Cell<*const Spare> = const { Cell::new(std::ptr::null()) };
+    static CURRENT: Cell<Handle> = const { Cell::new(Handle { spare: std::ptr::null(), seat: 0 }) };
 }
 
-/// Runs `f` with `spare` as the calling thread's spare buffers.
+/// Runs `f` with `spare` as the calling thread's spare buffers (seat 0).
 pub fn lend<T>(spare: &Spare, f: impl FnOnce() -> T) -> T {
-    let previous = CURRENT.with(|c| c.replace(spare));
-    let out = f();
-    CURRENT.with(|c| c.set(previous));
-    out
+    with_handle(Handle { spare, seat: 0 }, f)
 }
 
 /// Runs `f` with `handle`'s buffers as the calling thread's: a worker of a parallel
-/// region takes those of the call that posted it.
+/// region takes those of its seat in the call that posted it.
 pub fn with_handle<T>(handle: Handle, f: impl FnOnce() -> T) -> T {
-    let previous = CURRENT.with(|c| c.replace(handle.0));
+    let previous = CURRENT.with(|c| c.replace(handle));
     let out = f();
     CURRENT.with(|c| c.set(previous));
     out
 }
 
-/// The spare buffers of the running call, for its kernel's threads.
+/// The spare buffers of the running call and the seat they are taken for.
 #[derive(Clone, Copy)]
-pub struct Handle(*const Spare);
+pub struct Handle {
+    spare: *const Spare,
+    seat: usize,
+}
 
-// SAFETY: the Spare is a Mutex, and it outlives the call (the instance lends it for the
+// SAFETY: the Spare's seats are Mutexes, and it outlives the call (the instance lends it for the
 // call only, and a kernel's threads finish within the call).
 unsafe impl Send for Handle {}
 unsafe impl Sync for Handle {}
@@ -60,22 +84,49 @@ unsafe impl Sync for Handle {}
 impl Handle {
     /// The calling thread's (none outside an instance's call: buffers are then freed).
     pub fn current() -> Handle {
-        Handle(CURRENT.with(|c| c.get()))
+        CURRENT.with(|c| c.get())
+    }
+
+    /// The same buffers, for the region's seat `seat`.
+    pub fn seat(self, seat: usize) -> Handle {
+        Handle { seat, ..self }
+    }
+
+    /// The lending instance's buffers, if any.
+    fn spare(&self) -> Option<&Spare> {
+        // SAFETY: see `Handle`'s Send: the pointer is null or to the lending instance's
+        // Spare, alive for the call.
+        unsafe { self.spare.as_ref() }
     }
 
     /// A buffer of `len` floats, whatever it held before (zeros when new).
     pub fn take(self, len: usize) -> Buffer {
-        // SAFETY: see `Handle`: the pointer is null or to the lending instance's Spare.
-        let spare = unsafe { self.0.as_ref() };
-        let mut data = spare
-            .and_then(|s| best_fit(&mut s.free.lock().unwrap_or_else(|e| e.into_inner()), len))
-            .unwrap_or_default();
-        // Grown, never shrunk: a buffer serves calls of different sizes in turn, and
-        // growing it back after a truncation would write zeros again every time.
+        let found = self.spare().and_then(|s| best_fit(&mut s.free(self.seat), len));
+        let mut data = found.unwrap_or_default();
         if data.len() < len {
+            // Grown, never shrunk: a buffer serves calls of different sizes in turn, and
+            // growing it back after a truncation would write zeros again every time.
             data.resize(len, 0.0);
+            if let Some(spare) = self.spare() {
+                ready_other_seats(spare, self.seat, len);
+            }
         }
         Buffer { data, len, home: self }
+    }
+}
+
+/// Gives every seat but `seat` a free buffer of at least `len` floats (growing its
+/// largest, or a new one), unless it has one.
+fn ready_other_seats(spare: &Spare, seat: usize, len: usize) {
+    for other in (0..spare.seats.len()).filter(|&s| s != seat % spare.seats.len()) {
+        let mut free = spare.free(other);
+        if free.iter().any(|b| b.len() >= len) {
+            continue;
+        }
+        match free.iter_mut().max_by_key(|b| b.len()) {
+            Some(largest) => largest.resize(len, 0.0),
+            None => free.push(vec![0.0; len]),
+        }
     }
 }
 
@@ -110,9 +161,8 @@ impl std::ops::DerefMut for Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        // SAFETY: as in `take`.
-        if let Some(spare) = unsafe { self.home.0.as_ref() } {
-            spare.free.lock().unwrap_or_else(|e| e.into_inner()).push(std::mem::take(&mut self.data));
+        if let Some(spare) = self.home.spare() {
+            spare.free(self.home.seat).push(std::mem::take(&mut self.data));
         }
     }
 }
@@ -123,7 +173,7 @@ mod tests {
 
     #[test]
     fn buffers_come_back_to_the_lending_instance_and_are_freed_outside_one() {
-        let spare = Spare::default();
+        let spare = Spare::new(1);
         lend(&spare, || {
             let mut a = Handle::current().take(100);
             a[0] = 7.0;
@@ -135,10 +185,31 @@ mod tests {
             assert_eq!(c.len(), 100);
             c[99] = 1.0;
         });
-        assert_eq!(spare.free.lock().unwrap().len(), 1);
+        assert_eq!(spare.free(0).len(), 1);
         let c = Handle::current().take(10);
         assert_eq!(&c[..], &[0.0; 10]);
         drop(c);
-        assert_eq!(spare.free.lock().unwrap().len(), 1, "not given to an instance outside its call");
+        assert_eq!(spare.free(0).len(), 1, "not given to an instance outside its call");
+    }
+
+    #[test]
+    fn a_buffer_one_seat_needed_is_ready_on_every_seat() {
+        let spare = Spare::new(3);
+        lend(&spare, || {
+            let worker = Handle::current().seat(2);
+            drop(worker.take(100));
+            // Seats 0 and 1 never ran a chunk: they have one already, and take it without
+            // allocating (the same storage comes back).
+            for seat in [0, 1] {
+                let b = Handle::current().seat(seat).take(80);
+                let storage = b.data.as_ptr();
+                drop(b);
+                assert_eq!(spare.free(seat).len(), 1);
+                assert_eq!(spare.free(seat)[0].as_ptr(), storage, "seat {seat}");
+            }
+            // Growing one seat's buffer grows the others' largest, not a second one.
+            drop(Handle::current().seat(1).take(500));
+            assert!((0..3).all(|seat| spare.free(seat).len() == 1 && spare.free(seat)[0].len() == 500));
+        });
     }
 }

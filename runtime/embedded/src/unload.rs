@@ -3,7 +3,9 @@
 //! Its worker threads are joined with the last instance that used them ([`crate::pool`]),
 //! the thread-locals it sets on its callers' threads have no destructor
 //! ([`crate::last_error`]), it creates no pthread key, and the memory it keeps for all
-//! instances (the parsed [`crate::program`]) is freed when the library is unloaded, by a
+//! instances (the parsed [`crate::program`], the table of shared weights mappings in
+//! [`crate::mapping`], its holds on the CUDA driver and cuBLAS) is freed when the library
+//! is unloaded, by a
 //! call registered with `__cxa_atexit` against this library: glibc makes it when
 //! `dlclose` unmaps the library (and at process exit).
 
@@ -55,5 +57,7 @@ unsafe extern "C" fn at_unload(_: *mut c_void) {
         // SAFETY: no instance holds the program, and references handed out without an
         // instance (aotc_metadata_json) are valid only while the library is loaded.
         unsafe { crate::program::release() };
+        crate::mapping::release();
+        crate::cuda::release();
     }
 }

@@ -8,8 +8,8 @@
 //!                 ──► __aotc_graph_run(slots, dims, stage, profile): calls one stage's kernels
 //!                     in order (large ones split across threads by __aotc_parallel), and
 //!                     __aotc_profile_mark after each when profile is not null
-//!                 ──► data: __aotc_manifest(+_len), __aotc_weights (64-byte aligned; one
-//!                     byte when the weights live in a file)
+//!                 ──► data: __aotc_manifest(+_len), __aotc_weights (64-byte aligned) when
+//!                     it is one byte (the weights live in a file, or there are none)
 //!                 ──► ObjectModule::finish() ──► .o bytes for the linker
 //! ```
 
@@ -197,12 +197,12 @@ pub fn emit_object(program: &Program, plan: &Plan) -> Result<Vec<u8>> {
     let len = (manifest.len() as u64).to_le_bytes().to_vec();
     define_data(&mut module, sym::MANIFEST, manifest, 8)?;
     define_data(&mut module, sym::MANIFEST_LEN, len, 8)?;
-    // External weights live in a file beside the library (`crate::weights_out`): the
-    // symbol stays, one byte long, so that the support library links the same way.
-    let weights = match plan.manifest.weights.external || plan.weights_blob.is_empty() {
-        true => vec![0],
-        false => plan.weights_blob.clone(),
-    };
-    define_data(&mut module, sym::WEIGHTS, weights, WEIGHT_ALIGN as u64)?;
+    // Embedded weights come in an object of their own, written straight from their
+    // sources (`crate::weights_out::write_object`). External weights live in a file beside
+    // the library: the symbol stays, one byte long, so that the support library links the
+    // same way.
+    if !crate::weights_out::has_object(plan) {
+        define_data(&mut module, sym::WEIGHTS, vec![0], WEIGHT_ALIGN as u64)?;
+    }
     module.finish().emit().map_err(cg("object emission"))
 }

@@ -35,11 +35,12 @@ pub fn compile_pointwise(from: DType, to: DType, n: i64, vector: bool, body: imp
         outputs: vec![("y".into(), y)],
         ..Lowered::default()
     };
-    let plan = crate::passes::plan::plan(&lowered, "codegen unit test").unwrap();
+    let mut plan = crate::passes::plan::plan(&lowered, "codegen unit test").unwrap();
+    let written = crate::weights_out::write(&lowered.program, &mut plan, None).unwrap();
     let object = super::emit_object(&lowered.program, &plan).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let so = dir.path().join("kernel.so");
-    crate::link::link(&object, &so).unwrap();
+    crate::link::link(&object, written.object(), &so).unwrap();
     PointwiseKernel { model: Model::load(&so, Device::Cpu).unwrap(), from, n, _dir: dir }
 }
 

@@ -91,7 +91,7 @@ fn stream(lw: &mut Lowerer) -> Stream {
         Some(rng) => rng,
         // State (add_weight only asks whether it is), listed as a buffer by `finish`.
         None => Rng {
-            state: lw.add_weight(STATE_NAME, Some(0), DType::I64, vec![], DEFAULT_SEED.to_le_bytes().to_vec()),
+            state: lw.add_weight(STATE_NAME, Some(0), DType::I64, vec![], DEFAULT_SEED.to_le_bytes().to_vec().into()),
             streams: 0,
         },
     };

@@ -185,7 +185,7 @@ struct Run {
 /// from column `q` at `q * kc`, depth by depth, NR floats each (zeros past the end).
 fn panels(g: &Conv2d, taps: &[TapColumns], planes: &[f32], cols: Range<usize>, pc: usize, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
+    if crate::isa::Isa::best() >= crate::isa::Isa::Avx2 {
         // SAFETY: the CPU has AVX2.
         return unsafe { panels_avx2(g, taps, planes, cols, pc, out) };
     }

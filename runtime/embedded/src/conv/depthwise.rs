@@ -75,8 +75,8 @@ pub fn run(
 /// 7 plane measured 15% slower on them).
 #[cfg(target_arch = "x86_64")]
 pub(super) fn fast_path(g: &Conv2d, scratch: usize) -> Option<lanes::Kernel> {
-    use crate::simd::Isa;
-    let isa = crate::simd::isa()?.min(if g.out_size[1] <= 8 { Isa::Avx2 } else { Isa::Avx512 });
+    use crate::isa::Isa;
+    let isa = Isa::best().min(if g.out_size[1] <= 8 { Isa::Avx2 } else { Isa::Avx512 });
     lanes::Kernel::new(g, scratch, isa)
         .or_else(|| (isa == Isa::Avx512).then(|| lanes::Kernel::new(g, scratch, Isa::Avx2))?)
 }
@@ -107,7 +107,7 @@ fn chunk_planes<'a>(
 /// target feature lets the compiler vectorize them 8 wide).
 fn plane(g: &Conv2d, columns: &[TapColumns], input: &[f32], w: &[f32], bias: f32, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
+    if crate::isa::Isa::best() >= crate::isa::Isa::Avx2 {
         // SAFETY: the CPU has AVX2.
         return unsafe { plane_avx2(g, columns, input, w, bias, out) };
     }

@@ -35,13 +35,13 @@ pub unsafe extern "C" fn __aotc_max_pool2d_f32(out: *mut f32, x: *const f32, geo
     let (plane_in, positions) = (g.height * g.width, g.positions());
     let taps = g.kernel[0] * g.kernel[1];
     let columns = TapColumns::of(&g);
-    let isa = crate::simd::isa();
+    let isa = crate::isa::Isa::best();
     for_items(out, out_len / positions, positions, out_len * taps, &|begin, end, part| {
         #[cfg(target_arch = "x86_64")]
-        if let Some(isa) = isa.filter(|_| lanes::fits(&g)) {
+        if isa != crate::isa::Isa::Portable && lanes::fits(&g) {
             let mut rows = lanes::Rows::new(&g);
             for (p, out) in (begin..end).zip(part.chunks_exact_mut(positions)) {
-                // SAFETY: the CPU runs `isa`; the buffers are for this geometry, which fits.
+                // SAFETY: the CPU runs `isa`, a vector set; the buffers are for this geometry, which fits.
                 unsafe { lanes::plane(isa, &mut rows, &g, &x[p * plane_in..][..plane_in], out) };
             }
             return;
@@ -57,8 +57,8 @@ pub unsafe extern "C" fn __aotc_max_pool2d_f32(out: *mut f32, x: *const f32, geo
 /// column dropped), NaN winning.
 pub(super) fn row_pairs(src: &[f32], width: usize, dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = crate::simd::isa() {
-        // SAFETY: the CPU runs `isa`; the sizes are the function's contract.
+    if let isa @ (crate::isa::Isa::Avx2 | crate::isa::Isa::Avx512) = crate::isa::Isa::best() {
+        // SAFETY: the CPU runs `isa`, a vector set; the sizes are the function's contract.
         return unsafe { lanes::row_pairs(isa, src, width, dst) };
     }
     let half = width / 2;
@@ -73,7 +73,7 @@ pub(super) fn row_pairs(src: &[f32], width: usize, dst: &mut [f32]) {
 /// One output plane, with the AVX2 code where the CPU has it.
 fn plane(g: &Conv2d, columns: &[TapColumns], input: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
+    if crate::isa::Isa::best() >= crate::isa::Isa::Avx2 {
         // SAFETY: the CPU has AVX2.
         return unsafe { plane_avx2(g, columns, input, out) };
     }

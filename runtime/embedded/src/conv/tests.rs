@@ -116,7 +116,7 @@ fn check(g: Conv2d, threads: usize) {
     };
     let list = g.to_list();
     // Buffers a kernel takes for the call hold NaN from "earlier calls".
-    let spare = crate::spare::Spare::poisoned(8, 1 << 16);
+    let spare = crate::spare::Spare::poisoned(threads, 8, 1 << 16);
     crate::spare::lend(&spare, || {
         with_threads(threads, || {
             // SAFETY: every buffer holds what the geometry describes.
@@ -334,7 +334,7 @@ fn depthwise_fast_paths_match_the_naive_convolution() {
                 geometry(batch, channels, hw, channels * multiplier, [k, k], [s, s], padding, [1, 1], channels, true);
             assert_eq!(g.algorithm(), Algorithm::Depthwise);
             #[cfg(target_arch = "x86_64")]
-            if crate::simd::isa().is_some() {
+            if crate::isa::Isa::best() != crate::isa::Isa::Portable {
                 let fast = super::depthwise::fast_path(&g, g.scratch_len().unwrap()).is_some();
                 assert!(fast, "{g:?} takes the fast path");
             }
@@ -475,9 +475,9 @@ fn max_pool_matches_the_naive_maximum_with_nan_winning() {
     });
 }
 
-/// Runs `test` on each vector set this CPU runs, then on the portable code.
+/// Runs `test` on each instruction set this CPU runs, the portable code included.
 fn on_every_isa(test: impl Fn()) {
-    for isa in crate::simd::every_isa() {
-        crate::simd::with_isa(isa, &test);
+    for isa in crate::isa::Isa::every_available() {
+        isa.forced(&test);
     }
 }

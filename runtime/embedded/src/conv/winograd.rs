@@ -138,7 +138,7 @@ struct Job<'a> {
 
 /// Whether this CPU runs [`avx2`]'s transforms (AVX2 and FMA, which an AVX-512 CPU has).
 fn simd() -> bool {
-    crate::simd::isa().is_some()
+    crate::isa::Isa::best() >= crate::isa::Isa::Avx2
 }
 
 /// How a call is cut.

@@ -3,8 +3,10 @@
 //! `aotc_model_create`.
 
 use std::ffi::{c_void, CStr, CString};
+use std::sync::Mutex;
 
-/// An open shared library, closed never: its functions may be cached for the process.
+/// An open shared library, kept open while this library is loaded (its functions are
+/// cached for the process in statics) and closed when it is unloaded ([`close_all`]).
 pub struct DynLib {
     handle: *mut c_void,
     pub name: String,
@@ -14,6 +16,20 @@ pub struct DynLib {
 unsafe impl Send for DynLib {}
 // SAFETY: as above; dlsym is thread-safe.
 unsafe impl Sync for DynLib {}
+
+/// The handles [`DynLib::open`] gave (as addresses: a raw pointer is not `Send`).
+static OPENED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Closes every library this one opened: at unload, with no instance left
+/// (`crate::unload`), when nothing can call through the cached functions any more. The
+/// driver stays loaded where the process holds it otherwise (PyTorch, another library);
+/// what this library added to its count goes.
+pub fn close_all() {
+    for handle in std::mem::take(&mut *OPENED.lock().unwrap_or_else(|e| e.into_inner())) {
+        // SAFETY: a handle dlopen gave, closed once (taken from the list).
+        unsafe { libc::dlclose(handle as *mut c_void) };
+    }
+}
 
 fn dlerror() -> String {
     // SAFETY: dlerror returns null or a NUL-terminated string valid until the next call.
@@ -37,6 +53,7 @@ impl DynLib {
             // library's are its vendor's business).
             let handle = unsafe { libc::dlopen(c.as_ptr(), flags) };
             if !handle.is_null() {
+                OPENED.lock().unwrap_or_else(|e| e.into_inner()).push(handle as usize);
                 return Ok(DynLib { handle, name: name.clone() });
             }
             why.push(format!("{name}: {}", dlerror()));

@@ -8,6 +8,7 @@ mod dynlib;
 mod instance;
 mod memory;
 
+pub use dynlib::close_all as release;
 pub use instance::CudaModel;
 
 use crate::error::{err, Result};

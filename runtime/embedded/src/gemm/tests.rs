@@ -1,7 +1,7 @@
 //! The GEMM against a naive triple loop: shapes around the register tile and the blocks,
 //! transposed and broadcast operands, beta 0 over NaN, 1 to 3 threads; B pre-packed.
 
-use super::{gemm, gemm_packed, portable_packed, Bias, Element, Operands, Packed, Problem};
+use super::{gemm_on, gemm_packed_on, Bias, Element, Isa, Operands, Packed, Problem};
 use aotc_abi::gemm::Activation;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -69,7 +69,7 @@ struct Case {
     threads: usize,
 }
 
-fn check<T: Element + Into<f64>>(case: &Case, to_t: fn(f64) -> T, eps: f64) {
+fn check<T: Element + Into<f64>>(case: &Case, isa: Isa, to_t: fn(f64) -> T, eps: f64) {
     let Case { m, k, n, alpha, beta, threads, .. } = *case;
     let (a, b) = (values(m * k, 1), values(k * n, 2));
     let (rsa, csa) = case.a.strides(m, k);
@@ -99,7 +99,7 @@ fn check<T: Element + Into<f64>>(case: &Case, to_t: fn(f64) -> T, eps: f64) {
     };
     // SAFETY: the vectors hold the matrices the strides describe, and C's strides are
     // those of a dense layout.
-    unsafe { gemm(p, threads, &parallel_for) };
+    unsafe { gemm_on(isa, p, threads, &parallel_for) };
     for i in 0..m {
         for j in 0..n {
             let (mut dot, mut mag) = (0.0, 0.0);
@@ -111,14 +111,16 @@ fn check<T: Element + Into<f64>>(case: &Case, to_t: fn(f64) -> T, eps: f64) {
             let old = if beta == 0.0 { 0.0 } else { beta * c0[ci] };
             let want = alpha * dot + old;
             let got: f64 = tc[ci].into();
-            assert!((got - want).abs() <= eps * (1.0 + mag + old.abs()), "m={m} k={k} n={n} {:?} {:?} {:?} alpha={alpha} beta={beta} threads={threads} ({i}, {j}): {got} != {want}", case.a, case.b, case.c);
+            assert!((got - want).abs() <= eps * (1.0 + mag + old.abs()), "m={m} k={k} n={n} {:?} {:?} {:?} alpha={alpha} beta={beta} threads={threads} {isa:?} ({i}, {j}): {got} != {want}", case.a, case.b, case.c);
         }
     }
 }
 
 fn check_both(case: Case) {
-    check::<f32>(&case, |x| x as f32, 1e-5);
-    check::<f64>(&case, |x| x, 1e-13);
+    for isa in Isa::every_available() {
+        check::<f32>(&case, isa, |x| x as f32, 1e-5);
+        check::<f64>(&case, isa, |x| x, 1e-13);
+    }
 }
 
 #[test]
@@ -236,49 +238,10 @@ fn strided_c_broadcast_operands_and_scaling() {
     }
 }
 
-#[test]
-fn portable_kernel_agrees() {
-    // The matrixmultiply fallback, on the same partition.
-    let (m, k, n) = (129, 64, 300);
-    let (a, b) = (values(m * k, 1), values(k * n, 2));
-    let (mut c1, mut c2) = (vec![f64::NAN; m * n], vec![f64::NAN; m * n]);
-    for (c, kernel) in [(&mut c1, f64::PORTABLE), (&mut c2, f64::best().0)] {
-        let p = Problem {
-            m,
-            k,
-            n,
-            alpha: 1.0,
-            a: a.as_ptr(),
-            rsa: k as isize,
-            csa: 1,
-            b: b.as_ptr(),
-            rsb: n as isize,
-            csb: 1,
-            beta: 0.0,
-            c: c.as_mut_ptr(),
-            rsc: n as isize,
-            csc: 1,
-        };
-        // SAFETY: row-major matrices in the vectors.
-        unsafe { p.run(kernel, (8, 8), 2, &parallel_for) };
-    }
-    for (x, y) in c1.iter().zip(&c2) {
-        assert!((x - y).abs() < 1e-12, "{x} != {y}");
-    }
-}
-
 /// `C = activation(alpha * A @ B + beta * C + bias)` with A and B packed as the compiler
-/// packs weights or strided, by the fastest kernel on `threads` threads or by the portable
-/// one, against the naive sum.
-fn check_packed(
-    m: usize,
-    k: usize,
-    n: usize,
-    beta: f32,
-    (pack_a, pack_b): (bool, bool),
-    threads: usize,
-    portable: bool,
-) {
+/// packs weights or strided, by the kernels of `isa` on `threads` threads, against the
+/// naive sum.
+fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, pack_b): (bool, bool), threads: usize, isa: Isa) {
     use aotc_abi::gemm::{pack, MR, NR};
     let (a, b) = (values(m * k, 1), values(k * n, 2));
     let (a32, b32): (Vec<f32>, Vec<f32>) =
@@ -324,13 +287,7 @@ fn check_packed(
     };
     // SAFETY: the packed vectors hold A and B packed for exactly these sizes; the others
     // are the row-major vectors.
-    unsafe {
-        if portable {
-            portable_packed(p, packed)
-        } else {
-            gemm_packed(p, packed, threads, &parallel_for)
-        }
-    }
+    unsafe { gemm_packed_on(isa, p, packed, threads, &parallel_for) }
     for i in 0..m {
         for j in 0..n {
             let (mut dot, mut mag) = (0.0, 0.0);
@@ -346,7 +303,7 @@ fn check_packed(
             };
             let want = crate::activation::reference(activation, 0.5 * dot + old + bias);
             let got = c[i * n + j] as f64;
-            assert!((got - want).abs() <= 1e-5 * (1.0 + mag + old.abs()), "m={m} k={k} n={n} beta={beta} packed A {pack_a} B {pack_b} threads={threads} portable={portable} ({i}, {j}): {got} != {want}");
+            assert!((got - want).abs() <= 1e-5 * (1.0 + mag + old.abs()), "m={m} k={k} n={n} beta={beta} packed A {pack_a} B {pack_b} threads={threads} {isa:?} ({i}, {j}): {got} != {want}");
         }
     }
 }
@@ -368,10 +325,11 @@ fn packed_operands_match_the_naive_product() {
     ] {
         for beta in [0.0, 1.0] {
             for packed in [(false, true), (true, false), (true, true), (false, false)] {
-                for threads in 1..=3 {
-                    check_packed(m, k, n, beta, packed, threads, false);
+                for isa in Isa::every_available() {
+                    for threads in 1..=3 {
+                        check_packed(m, k, n, beta, packed, threads, isa);
+                    }
                 }
-                check_packed(m, k, n, beta, packed, 1, true);
             }
         }
     }
@@ -379,8 +337,9 @@ fn packed_operands_match_the_naive_product() {
 
 #[test]
 fn narrow_last_panels_match_the_naive_product() {
-    // n % 16 in 1..=8 (the f32 kernel's narrow tile; for f64, n % 8 in 1..=4) and past it,
-    // with few and many rows, every row count of a tile, two depth blocks.
+    // n % 16 in 1..=8 (the f32 AVX2 kernel's narrow tile; for f64, n % 8 in 1..=4) and past
+    // it, with few and many rows, every row count of a tile (AVX-512's 12 included, and
+    // the heights that reach into its second panel of A), two depth blocks.
     let shapes = [
         (130, 300, 49),
         (6, 40, 56),
@@ -391,6 +350,12 @@ fn narrow_last_panels_match_the_naive_product() {
         (1, 33, 41),
         (13, 64, 23),
         (250, 33, 57),
+        (12, 50, 31),
+        (11, 70, 33),
+        (10, 17, 16),
+        (9, 300, 17),
+        (8, 20, 40),
+        (7, 5, 3),
     ];
     for (s, &(m, k, n)) in shapes.iter().enumerate() {
         for threads in [1, 2] {
@@ -422,7 +387,9 @@ fn narrow_last_panels_match_the_naive_product() {
                 // Each output pass: packed or unpacked operands, bias by rows or columns,
                 // each activation.
                 for packed in [(false, true), (true, false), (true, true), (false, false)] {
-                    check_packed(m, k, n, beta, packed, threads, false);
+                    for isa in Isa::every_available() {
+                        check_packed(m, k, n, beta, packed, threads, isa);
+                    }
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! AVX-512 CPUs too: rows this short fill 8 lanes as well as 16).
 
 use crate::gelu::lanes::exp;
-use crate::simd::Isa;
+use crate::isa::Isa;
 use std::arch::x86_64::*;
 use std::mem::MaybeUninit;
 
@@ -24,7 +24,7 @@ pub unsafe fn softmax_short_rows(x: &[f32], out: &mut [f32], len: usize, log: bo
     let rows = x.len() / len;
     if rows < FEWEST_ROWS {
         for (x, out) in x.chunks_exact(len).zip(out.chunks_exact_mut(len)) {
-            super::softmax_row(x, out, log, (len >= 8).then_some(Isa::Avx2));
+            super::softmax_row(x, out, log, if len >= 8 { Isa::Avx2 } else { Isa::Portable });
         }
         return;
     }

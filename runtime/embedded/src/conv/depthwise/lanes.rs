@@ -7,7 +7,8 @@
 //! or 16), up to 4 vectors at a time, the taps' weights broadcast once per plane; the
 //! bias starts the sums, and the residual and the ReLU are applied as the row is stored.
 
-use crate::simd::{for_each_isa, F32s, Isa};
+use crate::isa::Isa;
+use crate::simd::{for_each_isa, F32s};
 use aotc_abi::conv::Conv2d;
 use aotc_abi::gemm::Activation;
 use std::arch::x86_64::*;
@@ -44,10 +45,11 @@ impl Kernel {
         let (size, stride) = (g.kernel[0], g.stride[0]);
         let shape =
             g.kernel == [size; 2] && matches!(size, 3 | 5) && g.stride == [stride; 2] && matches!(stride, 1 | 2);
-        if !(shape && g.dilation == [1, 1] && crate::simd::runs(isa)) {
+        if !(shape && g.dilation == [1, 1] && isa.available()) {
             return None;
         }
         let lanes = match isa {
+            Isa::Portable => return None,
             Isa::Avx2 => 8,
             Isa::Avx512 => 16,
         };

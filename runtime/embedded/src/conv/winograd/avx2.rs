@@ -65,7 +65,7 @@ unsafe fn pooled(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue) {
         unsafe {
             let p: [__m256; 16] =
                 std::array::from_fn(|xi| _mm256_loadu_ps(m.as_ptr().add(at.first + xi * at.point + t)));
-            let y = |v: __m256| crate::activation::avx2::lanes8(_mm256_add_ps(v, bias), epilogue.activation);
+            let y = |v: __m256| crate::activation::lanes(_mm256_add_ps(v, bias), epilogue.activation);
             let [(a, b), (c, d)] = rows(&p);
             let v = y(a).max_nan(y(b)).max_nan(y(c).max_nan(y(d)));
             store(out.as_mut_ptr().add(t), v, out.len() - t);
@@ -198,7 +198,7 @@ pub(super) unsafe fn transform_output(m: &[f32], at: Strided, out: &mut [f32], e
                     if let Some(res) = epilogue.residual {
                         v = _mm256_add_ps(v, load(res.as_ptr().add(at_out), n));
                     }
-                    v = crate::activation::avx2::lanes8(v, epilogue.activation);
+                    v = crate::activation::lanes(v, epilogue.activation);
                     store(out.as_mut_ptr().add(at_out), v, n);
                 }
             }

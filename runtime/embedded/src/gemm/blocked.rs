@@ -1,193 +1,77 @@
-//! The single-threaded AVX2 + FMA GEMM, blocked as in BLIS: B is packed in blocks of kc x nc
-//! (kept in L3), A in blocks of mc x kc (kept in L2), and a 6 x (2 vectors) register tile
-//! (6 x 16 for f32, 6 x 8 for f64: 12 accumulators, 2 loads of B, 1 broadcast of A) runs
-//! over kc, reading a kc x NR panel of B that stays in L1; a last panel of at most one
-//! vector's columns takes a tile one vector wide. Packing copies any strides
-//! (zero included) into unit-stride panels padded with zeros, so the inner loop never
-//! looks at the strides. Few rows of A ([`short`]) take smaller blocks of B, and a single
-//! row panel reads contiguous rows of B in place.
+//! The single-threaded GEMM, blocked as in BLIS: B is packed in blocks of kc x nc (kept
+//! in L3), A in blocks of mc x kc (kept in L2), and a register tile runs over kc, reading
+//! a kc x NR panel of B that stays in L1. The loop nest is written once, generic over the
+//! instruction set ([`Simd`]): AVX2 + FMA runs a 6 x (2 vectors) tile (6 x 16 for f32:
+//! 12 accumulators, 2 loads of B, 6 broadcasts of A per depth), AVX-512 a 12 x (1 vector)
+//! tile over two panels of A (12 x 16 for f32: 12 accumulators, 1 load of B, 12
+//! broadcasts, which fold into the multiply-adds' memory operand), so both read the same
+//! 16-column panels of B, which the compiler packs for either. A last panel of at most
+//! one vector's columns takes a tile one vector wide. Packing copies any strides (zero
+//! included) into unit-stride panels padded with zeros, so the inner loop never looks at
+//! the strides. Few rows of A ([`short`]) take smaller blocks of B, and a single row of
+//! tiles reads contiguous rows of B in place.
 //!
-//! Measured on the 2-core AVX2 EPYC, busy with other builds (benches/gemm.rs): about 0.8
-//! of the FMA peak at 1024^3 on 1 and 2 threads, 0.7 at 64 x 1024 x 4096 (packing B, read
-//! from memory, costs a tenth: 0.78 with B packed at compile time); ahead of `matrixmultiply` and
-//! the `gemm` crate at these sizes, behind the `gemm` crate on tiny products (m = 1 or 8,
-//! 64^3).
+//! Measured (benches/gemm.rs, one thread): on a 2-core AVX2 EPYC, AVX2 about 0.8 of the
+//! FMA peak at 1024^3, 0.7 at 64 x 1024 x 4096 (0.78 with B packed at compile time); on a
+//! 2-core Xeon with AVX-512 (Sapphire Rapids class), AVX-512 0.79-0.82 of the AVX-512
+//! FMA peak at 1024^3 and 0.60-0.79 on bench_mlp's and ResNet-18's shapes, 1.5 to 2 times
+//! the AVX2 loop nest on the same machine, level with `matrixmultiply`'s AVX-512 kernel.
 //!
-//! Cranelift emits no 256-bit vectors, hence this kernel compiled by rustc; runtime
-//! detection picks it ([`available`]) and the whole loop nest is compiled for AVX2 + FMA.
+//! Cranelift emits no 256-bit vectors, hence this kernel compiled by rustc; run-time
+//! detection (`super::Isa`) picks an instruction set and the whole loop nest is compiled
+//! for it ([`avx2`], [`avx512`]).
 
+use super::simd::{Avx2, Avx512, Simd};
 use super::{Bias, Element, Operands, Problem};
 use crate::spare;
-use aotc_abi::gemm::Activation;
+use aotc_abi::gemm::{Activation, MR};
 use std::arch::x86_64::*;
 
-/// Rows of the register tile.
-const MR: usize = 6;
-
-/// The vector operations the kernel needs, on 256-bit vectors of `Self`.
-pub trait Simd: Element {
-    type V: Copy;
-    const LANES: usize;
-    /// Block sizes (rows of A, depth, columns of B) for the caches of AVX2-era x86 cores
-    /// (32 KiB L1, 512 KiB+ L2): a kc x NR panel of B fills half of L1, an mc x kc block of
-    /// A a quarter (f32) or half (f64) of L2, a kc x nc block of B 4 MiB.
-    const MC: usize;
-    const KC: usize;
-    const NC: usize;
-    /// Columns of the B blocks of [`short`], which stay in L2 (256 KiB).
-    const NS: usize;
-    unsafe fn zero() -> Self::V;
-    unsafe fn splat(x: Self) -> Self::V;
-    unsafe fn load(p: *const Self) -> Self::V;
-    unsafe fn store(p: *mut Self, v: Self::V);
-    /// `a * b + c`, rounded once.
-    unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
-    unsafe fn vmul(a: Self::V, b: Self::V) -> Self::V;
-    unsafe fn vadd(a: Self::V, b: Self::V) -> Self::V;
-    /// The activation lane by lane (`crate::activation::scalar`'s values).
-    unsafe fn activate(v: Self::V, activation: Activation) -> Self::V;
-}
-
-// The methods are `inline(always)` so that they are compiled inside `blocked`, with its
-// target features; the intrinsics need AVX (and FMA), which `available` checked.
-macro_rules! simd {
-    ($t:ty, $v:ty, $lanes:expr, ($mc:expr, $kc:expr, $nc:expr, $ns:expr),
-     $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident, $add:ident, $activate:path) => {
-        impl Simd for $t {
-            type V = $v;
-            const LANES: usize = $lanes;
-            const MC: usize = $mc;
-            const KC: usize = $kc;
-            const NC: usize = $nc;
-            const NS: usize = $ns;
-            #[inline(always)]
-            unsafe fn zero() -> $v {
-                // SAFETY: AVX, checked by `available`.
-                unsafe { $zero() }
-            }
-            #[inline(always)]
-            unsafe fn splat(x: $t) -> $v {
-                // SAFETY: as above.
-                unsafe { $splat(x) }
-            }
-            #[inline(always)]
-            unsafe fn load(p: *const $t) -> $v {
-                // SAFETY: as above; the caller's p points to LANES elements.
-                unsafe { $load(p) }
-            }
-            #[inline(always)]
-            unsafe fn store(p: *mut $t, v: $v) {
-                // SAFETY: as above.
-                unsafe { $store(p, v) }
-            }
-            #[inline(always)]
-            unsafe fn fmadd(a: $v, b: $v, c: $v) -> $v {
-                // SAFETY: FMA, checked by `available`.
-                unsafe { $fmadd(a, b, c) }
-            }
-            #[inline(always)]
-            unsafe fn vmul(a: $v, b: $v) -> $v {
-                // SAFETY: AVX, checked by `available`.
-                unsafe { $mul(a, b) }
-            }
-            #[inline(always)]
-            unsafe fn vadd(a: $v, b: $v) -> $v {
-                // SAFETY: AVX, checked by `available`.
-                unsafe { $add(a, b) }
-            }
-            #[inline(always)]
-            unsafe fn activate(v: $v, activation: Activation) -> $v {
-                // SAFETY: AVX2 and FMA, checked by `available`.
-                unsafe { $activate(v, activation) }
-            }
-        }
-    };
-}
-
-simd!(
-    f32,
-    __m256,
-    8,
-    (120, 256, 4080, 256),
-    _mm256_setzero_ps,
-    _mm256_set1_ps,
-    _mm256_loadu_ps,
-    _mm256_storeu_ps,
-    _mm256_fmadd_ps,
-    _mm256_mul_ps,
-    _mm256_add_ps,
-    crate::activation::avx2::lanes8
-);
-simd!(
-    f64,
-    __m256d,
-    4,
-    (120, 256, 2040, 128),
-    _mm256_setzero_pd,
-    _mm256_set1_pd,
-    _mm256_loadu_pd,
-    _mm256_storeu_pd,
-    _mm256_fmadd_pd,
-    _mm256_mul_pd,
-    _mm256_add_pd,
-    activate_f64
-);
-
-/// [`Simd::activate`] for 4 doubles: ReLU in the vector (the compiler fuses activations
-/// only into float32 products), the others lane by lane.
-#[inline(always)]
-unsafe fn activate_f64(v: __m256d, activation: Activation) -> __m256d {
-    // SAFETY: AVX, checked by `available`; `lanes` holds 4 doubles.
-    unsafe {
-        match activation {
-            Activation::None => v,
-            Activation::Relu => _mm256_max_pd(_mm256_setzero_pd(), v),
-            _ => {
-                let mut lanes = [0f64; 4];
-                _mm256_storeu_pd(lanes.as_mut_ptr(), v);
-                for x in &mut lanes {
-                    *x = crate::activation::scalar(activation, *x as f32) as f64;
-                }
-                _mm256_loadu_pd(lanes.as_ptr())
-            }
-        }
-    }
-}
-
-/// Whether this CPU runs the kernel.
-pub fn available() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-}
-
-/// The register tile (rows, columns).
-pub fn register_tile<T: Simd>() -> (usize, usize) {
-    (MR, 2 * T::LANES)
-}
-
-/// The kernel, for [`super::Kernel`].
+/// The loop nest compiled for AVX2 + FMA, for [`super::Kernel`] (with `Operands::default()`)
+/// and `super::gemm_packed`.
 ///
 /// # Safety
-/// [`available`] is true, and the Kernel contract.
-pub unsafe fn gemm<T: Simd>(p: Problem<T>) {
+/// `Isa::Avx2.available()`; the Kernel contract, and `super::gemm_packed`'s for this block
+/// when an operand is packed (only ever float32).
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn avx2<T: Element>(p: Problem<T>, packed: Operands)
+where
+    Avx2: Simd<T>,
+{
     // SAFETY: the caller's contract.
-    unsafe { blocked(p, Operands::default()) }
+    unsafe { blocked::<T, Avx2>(p, packed) }
 }
 
-// The packed layout is this kernel's own panels.
+/// [`avx2`] compiled for AVX-512F.
+///
+/// # Safety
+/// `Isa::Avx512.available()`, and as [`avx2`].
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub unsafe fn avx512<T: Element>(p: Problem<T>, packed: Operands)
+where
+    Avx512: Simd<T>,
+{
+    // SAFETY: the caller's contract.
+    unsafe { blocked::<T, Avx512>(p, packed) }
+}
+
+/// Rows of `I`'s register tile.
+const fn tile_rows_of<T: Element, I: Simd<T>>() -> usize {
+    I::TILE_PANELS * MR
+}
+
+/// The register tile (rows, columns) of `I`: blocks of C are cut at multiples of it.
+pub fn register_tile<T: Element, I: Simd<T>>() -> (usize, usize) {
+    (tile_rows_of::<T, I>(), I::VECTORS * I::LANES)
+}
+
+// The packed layout is both instruction sets' own panels.
 const _: () = assert!(
-    <f32 as Simd>::KC == aotc_abi::gemm::KC
-        && MR == aotc_abi::gemm::MR
-        && 2 * <f32 as Simd>::LANES == aotc_abi::gemm::NR
+    <Avx2 as Simd<f32>>::KC == aotc_abi::gemm::KC
+        && <Avx512 as Simd<f32>>::KC == aotc_abi::gemm::KC
+        && <Avx2 as Simd<f32>>::VECTORS * <Avx2 as Simd<f32>>::LANES == aotc_abi::gemm::NR
+        && <Avx512 as Simd<f32>>::VECTORS * <Avx512 as Simd<f32>>::LANES == aotc_abi::gemm::NR
 );
-
-/// The kernel with operands packed at compile time (`super::gemm_packed`).
-///
-/// # Safety
-/// [`available`] is true, and `super::gemm_packed`'s contract for this block.
-pub unsafe fn gemm_packed(p: Problem<f32>, packed: Operands) {
-    // SAFETY: the caller's contract.
-    unsafe { blocked(p, packed) }
-}
 
 /// Bytes of a packing buffer kept on the stack: small products (attention heads, a few
 /// rows) would otherwise pay two heap allocations per call, more than their arithmetic.
@@ -230,8 +114,8 @@ impl<T> Buffer<T> {
     }
 }
 
-#[target_feature(enable = "avx2,fma")]
-unsafe fn blocked<T: Simd>(p: Problem<T>, packed: Operands) {
+#[inline(always)]
+unsafe fn blocked<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
     if p.m == 0 || p.n == 0 {
         return;
     }
@@ -240,10 +124,10 @@ unsafe fn blocked<T: Simd>(p: Problem<T>, packed: Operands) {
         if p.k == 0 {
             // (`gemm_packed` gives an empty product's output pass before this.)
             scale(p);
-        } else if p.m <= T::MC {
-            short(p, packed)
+        } else if p.m <= I::MC {
+            short::<T, I>(p, packed)
         } else {
-            tall(p, packed)
+            tall::<T, I>(p, packed)
         }
     }
 }
@@ -252,7 +136,7 @@ unsafe fn blocked<T: Simd>(p: Problem<T>, packed: Operands) {
 
 /// The `mc` x `kc` block of A at (ic, pc) as panels: the packed A's own, or copied into `buf`.
 #[inline(always)]
-unsafe fn a_panels<T: Simd>(
+unsafe fn a_panels<T: Element>(
     p: &Problem<T>,
     packed: Operands,
     buf: *mut T,
@@ -274,7 +158,7 @@ unsafe fn a_panels<T: Simd>(
 /// The `kc` x `nc` block of B at (pc, jc) as panels: the packed B's own, or copied into
 /// `buf`.
 #[inline(always)]
-unsafe fn b_panels<T: Simd>(
+unsafe fn b_panels<T: Element, I: Simd<T>>(
     p: &Problem<T>,
     packed: Operands,
     buf: *mut T,
@@ -287,7 +171,7 @@ unsafe fn b_panels<T: Simd>(
         Some(b) => b.panels(p.k, pc, jc).cast(),
         None => {
             // SAFETY: the block lies inside B and fits `buf` (the callers size it so).
-            unsafe { pack_b::<T>(buf, kc, nc, p.b.offset(pc as isize * p.rsb + jc as isize * p.csb), p.rsb, p.csb) };
+            unsafe { pack_b::<T, I>(buf, kc, nc, p.b.offset(pc as isize * p.rsb + jc as isize * p.csb), p.rsb, p.csb) };
             buf
         }
     }
@@ -296,25 +180,25 @@ unsafe fn b_panels<T: Simd>(
 /// The general loop nest: each kc x nc block of B is packed once and serves every mc x kc
 /// block of A.
 #[inline(always)]
-unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
-    let nr = 2 * T::LANES;
-    let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { T::MC * T::KC.min(p.k) });
+unsafe fn tall<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
+    let nr = I::VECTORS * I::LANES;
+    let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { I::MC * I::KC.min(p.k) });
     let mut b_buf =
-        Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NC.min(p.n.next_multiple_of(nr)) });
+        Buffer::<T>::new(if packed.b.is_some() { 0 } else { I::KC.min(p.k) * I::NC.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
     // Blocks of rows of equal size (whole panels, at most MC): 128 rows as 2 x 66, not
     // 120 + 8, whose last block would run short tiles.
-    let blocks = p.m.div_ceil(T::MC);
-    let mc_step = p.m.div_ceil(blocks).next_multiple_of(MR);
+    let blocks = p.m.div_ceil(I::MC);
+    let mc_step = p.m.div_ceil(blocks).next_multiple_of(tile_rows_of::<T, I>());
     // SAFETY (every block below): indices stay below m, k and n, inside the caller's
     // matrices; the packed blocks fit the buffers sized from the same bounds.
-    for jc in (0..p.n).step_by(T::NC) {
-        let nc = T::NC.min(p.n - jc);
-        for pc in (0..p.k).step_by(T::KC) {
-            let kc = T::KC.min(p.k - pc);
+    for jc in (0..p.n).step_by(I::NC) {
+        let nc = I::NC.min(p.n - jc);
+        for pc in (0..p.k).step_by(I::KC) {
+            let kc = I::KC.min(p.k - pc);
             // The first block of the depth applies beta; the others add to it.
             let beta = if pc == 0 { p.beta } else { T::ONE };
-            let b_block = unsafe { b_panels(&p, packed, b_pack, pc, jc, kc, nc) };
+            let b_block = unsafe { b_panels::<T, I>(&p, packed, b_pack, pc, jc, kc, nc) };
             for ic in (0..p.m).step_by(mc_step) {
                 let mc = mc_step.min(p.m - ic);
                 let a_block = unsafe { a_panels(&p, packed, a_pack, ic, pc, mc, kc) };
@@ -329,7 +213,7 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
                         beta,
                         pass: pass(&p, packed, pc, kc, ic, jc + jr),
                     };
-                    unsafe { panel(mc, kc, a_block, b_block.add(jr * kc), nr as isize, out) };
+                    unsafe { panel::<T, I>(mc, kc, a_block, b_block.add(jr * kc), nr as isize, out) };
                 }
             }
         }
@@ -338,7 +222,7 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
 
 /// At most one block of A (m <= MC): A is packed once per depth block (which stays in L2
 /// across all of B's columns), and B in kc x NS blocks that stay in L2 (a kc x NC block,
-/// for so few rows of A, would round-trip through L3). A single row panel (m <= MR) reads
+/// for so few rows of A, would round-trip through L3). A single row of tiles reads
 /// each element of B once: then B is not packed at all when its rows are contiguous.
 ///
 /// The blocks' order: the depth outermost, unless B is packed here and C is larger than
@@ -348,8 +232,8 @@ unsafe fn tall<T: Simd>(p: Problem<T>, packed: Operands) {
 /// 0.76 against 0.81 of peak at 64 x 576 x 3136.) A packed here is then packed whole,
 /// once.
 #[inline(always)]
-unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
-    let nr = 2 * T::LANES;
+unsafe fn short<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
+    let nr = I::VECTORS * I::LANES;
     let rows = p.m.next_multiple_of(MR);
     let columns_outer =
         packed.b.is_none() && p.m * p.n * size_of::<T>() > C_IN_CACHE && rows * p.k * size_of::<T>() <= C_IN_CACHE;
@@ -358,29 +242,29 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
     } else if columns_outer {
         rows * p.k
     } else {
-        rows * T::KC.min(p.k)
+        rows * I::KC.min(p.k)
     };
     let mut a_buf = Buffer::<T>::new(a_len);
     let mut b_buf =
-        Buffer::<T>::new(if packed.b.is_some() { 0 } else { T::KC.min(p.k) * T::NS.min(p.n.next_multiple_of(nr)) });
+        Buffer::<T>::new(if packed.b.is_some() { 0 } else { I::KC.min(p.k) * I::NS.min(p.n.next_multiple_of(nr)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
-    let direct = packed.b.is_none() && p.m <= MR && p.csb == 1;
+    let direct = packed.b.is_none() && p.m <= tile_rows_of::<T, I>() && p.csb == 1;
     // B packed here from contiguous rows: the next block's rows are fetched into L2 while
     // this one's panels run, so that packing it does not wait on memory.
     let fetch = packed.b.is_none() && !direct && p.csb == 1;
-    let (depths, columns) = (p.k.div_ceil(T::KC), p.n.div_ceil(T::NS));
+    let (depths, columns) = (p.k.div_ceil(I::KC), p.n.div_ceil(I::NS));
     // The blocks (depth, columns) in order.
     let block = |i: usize| {
         if columns_outer {
-            (i % depths * T::KC, i / depths * T::NS)
+            (i % depths * I::KC, i / depths * I::NS)
         } else {
-            (i / columns * T::KC, i % columns * T::NS)
+            (i / columns * I::KC, i % columns * I::NS)
         }
     };
     // SAFETY (every block below): as in `tall`.
     for i in 0..depths * columns {
         let (pc, jc) = block(i);
-        let (kc, nc) = (T::KC.min(p.k - pc), T::NS.min(p.n - jc));
+        let (kc, nc) = (I::KC.min(p.k - pc), I::NS.min(p.n - jc));
         let beta = if pc == 0 { p.beta } else { T::ONE };
         // A packed here: depth block pc packed with its first columns, kept at rows * pc
         // when it is packed whole, else in the one block's buffer.
@@ -394,12 +278,12 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
             at.cast_const()
         };
         let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
-        let b_block = if direct { b } else { unsafe { b_panels(&p, packed, b_pack, pc, jc, kc, nc) } };
+        let b_block = if direct { b } else { unsafe { b_panels::<T, I>(&p, packed, b_pack, pc, jc, kc, nc) } };
         let next = (fetch && i + 1 < depths * columns).then(|| block(i + 1));
         let panels = nc.div_ceil(nr);
         for (q, jr) in (0..nc).step_by(nr).enumerate() {
             if let Some(next) = next {
-                unsafe { fetch_share(&p, next, q, panels) };
+                unsafe { fetch_share::<T, I>(&p, next, q, panels) };
             }
             let cols = nr.min(nc - jr);
             let (b, brs) = if !direct {
@@ -407,7 +291,7 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
             } else if cols == nr {
                 (unsafe { b.add(jr) }, p.rsb)
             } else {
-                unsafe { pack_b::<T>(b_pack, kc, cols, b.add(jr), p.rsb, p.csb) };
+                unsafe { pack_b::<T, I>(b_pack, kc, cols, b.add(jr), p.rsb, p.csb) };
                 (b_pack.cast_const(), nr as isize)
             };
             let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
@@ -420,7 +304,7 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
                 beta,
                 pass: pass(&p, packed, pc, kc, 0, jc + jr),
             };
-            unsafe { panel(p.m, kc, a_block, b, brs, out) };
+            unsafe { panel::<T, I>(p.m, kc, a_block, b, brs, out) };
         }
     }
 }
@@ -431,8 +315,8 @@ unsafe fn short<T: Simd>(p: Problem<T>, packed: Operands) {
 /// # Safety
 /// The CPU has SSE (as every caller here, compiled for AVX2).
 #[inline(always)]
-unsafe fn fetch_share<T: Simd>(p: &Problem<T>, (pc, jc): (usize, usize), q: usize, shares: usize) {
-    let (depth, cols) = (T::KC.min(p.k - pc), T::NS.min(p.n - jc));
+unsafe fn fetch_share<T: Element, I: Simd<T>>(p: &Problem<T>, (pc, jc): (usize, usize), q: usize, shares: usize) {
+    let (depth, cols) = (I::KC.min(p.k - pc), I::NS.min(p.n - jc));
     for r in depth * q / shares..depth * (q + 1) / shares {
         let row = p.b.wrapping_offset((pc + r) as isize * p.rsb + jc as isize);
         for j in (0..cols).step_by(64 / size_of::<T>()) {
@@ -460,13 +344,14 @@ fn pass<T>(p: &Problem<T>, packed: Operands, pc: usize, kc: usize, row: usize, c
 /// which each tile fetches a share of into the cache: a weight streamed from memory then
 /// arrives before the panel's first tile needs it.
 #[inline(always)]
-unsafe fn panel<T: Simd>(mc: usize, kc: usize, a_pack: *const T, b: *const T, brs: isize, out: Out<T>) {
-    let nr = 2 * T::LANES;
-    let (tiles, packed) = (mc.div_ceil(MR), brs == nr as isize);
+unsafe fn panel<T: Element, I: Simd<T>>(mc: usize, kc: usize, a_pack: *const T, b: *const T, brs: isize, out: Out<T>) {
+    let nr = I::VECTORS * I::LANES;
+    let tr = tile_rows_of::<T, I>();
+    let (tiles, packed) = (mc.div_ceil(tr), brs == nr as isize);
     // Depths of the next panel per tile (a depth is one cache line of 16 floats).
     let share = kc.div_ceil(tiles.max(1));
     let next = b.wrapping_add(kc * nr);
-    for (t, ir) in (0..mc).step_by(MR).enumerate() {
+    for (t, ir) in (0..mc).step_by(tr).enumerate() {
         if packed {
             for p in t * share..((t + 1) * share).min(kc) {
                 // A prefetch never faults, past the operand's end included.
@@ -477,7 +362,7 @@ unsafe fn panel<T: Simd>(mc: usize, kc: usize, a_pack: *const T, b: *const T, br
         unsafe {
             let pass = Pass { bias: out.pass.bias.skip(ir, 0), ..out.pass };
             let out = Out { c: out.c.offset(ir as isize * out.rsc), pass, ..out };
-            tile_rows(MR.min(mc - ir), kc, a_pack.add(ir * kc), b, brs, out);
+            tile_rows::<T, I>(tr.min(mc - ir), kc, a_pack.add(ir * kc), b, brs, out);
         }
     }
 }
@@ -576,8 +461,8 @@ const PACK_PANELS: usize = 4;
 /// Copies `kc` x `cols` of B into panels of NR columns: element (p, j) of a panel at
 /// `p * NR + j`, columns past the last padded with zeros.
 #[inline(always)]
-unsafe fn pack_b<T: Simd>(dst: *mut T, kc: usize, cols: usize, b: *const T, rsb: isize, csb: isize) {
-    let nr = 2 * T::LANES;
+unsafe fn pack_b<T: Element, I: Simd<T>>(dst: *mut T, kc: usize, cols: usize, b: *const T, rsb: isize, csb: isize) {
+    let nr = I::VECTORS * I::LANES;
     // SAFETY: dst holds NR * kc elements per panel; the sources walk B's elements (p, j) for
     // p < kc, j < cols.
     unsafe {
@@ -619,19 +504,26 @@ unsafe fn pack_b<T: Simd>(dst: *mut T, kc: usize, cols: usize, b: *const T, rsb:
     }
 }
 
-/// One depth of the register tile: `acc[r] += a[r] * b[..W * LANES]`.
+/// One depth of the register tile: `acc[r] += a[r] * b[..W * LANES]`, rows past MR from
+/// the next panel of A, `panel` elements further on.
 #[inline(always)]
-unsafe fn step<T: Simd, const R: usize, const W: usize>(acc: &mut [[T::V; W]; R], a: *const T, b: *const T) {
-    // SAFETY: a holds R elements and b W * LANES (the caller's panels).
+unsafe fn step<T: Element, I: Simd<T>, const R: usize, const W: usize>(
+    acc: &mut [[I::V; W]; R],
+    a: *const T,
+    panel: usize,
+    b: *const T,
+) {
+    // SAFETY: a holds min(R, MR) elements and a + panel the rest; b holds W * LANES (the
+    // caller's panels).
     unsafe {
-        let mut bv = [T::zero(); W];
+        let mut bv = [I::zero(); W];
         for (h, bv) in bv.iter_mut().enumerate() {
-            *bv = T::load(b.add(h * T::LANES));
+            *bv = I::load(b.add(h * I::LANES));
         }
         for (r, acc) in acc.iter_mut().enumerate() {
-            let x = T::splat(*a.add(r));
+            let x = I::splat(*a.add(if r < MR { r } else { panel + r - MR }));
             for (acc, &bv) in acc.iter_mut().zip(&bv) {
-                *acc = T::fmadd(x, bv, *acc);
+                *acc = I::fmadd(x, bv, *acc);
             }
         }
     }
@@ -662,7 +554,7 @@ struct Pass {
 impl Pass {
     /// Where the bias of element (r, j) of the tile is, as a `T`.
     #[inline(always)]
-    fn bias<T: Simd>(&self, r: usize, j: usize) -> Option<*const T> {
+    fn bias<T>(&self, r: usize, j: usize) -> Option<*const T> {
         match self.bias {
             Bias::None => None,
             Bias::Rows(b) => Some(b.wrapping_add(r).cast()),
@@ -671,49 +563,59 @@ impl Pass {
     }
 }
 
-/// A tile of `rows` (1..=MR) rows: each height gets its own code so that a short tile does
-/// no wasted multiply-adds, and short ones S sets of accumulators (summed at the end) for
-/// about 10 independent chains: an FMA takes 4 to 5 cycles and two issue per cycle. A
-/// panel of at most LANES columns (C's last, e.g. 1 of 16 at n = 49) takes the narrow
-/// tile, one vector per row, reading the first half of each depth of the B panel.
+/// A tile of `rows` (1..=MR * TILE_PANELS) rows: each height gets its own code so that a
+/// short tile does no wasted multiply-adds, and short ones S sets of accumulators (summed
+/// at the end) for about 10 independent chains: an FMA takes 4 to 5 cycles and two issue
+/// per cycle. A panel of at most LANES columns (C's last, e.g. 1 of 16 at n = 49, and
+/// every panel of a one-vector tile) takes the narrow tile, one vector per row, reading
+/// the first vector of each depth of the B panel.
 #[inline(always)]
-unsafe fn tile_rows<T: Simd>(rows: usize, kc: usize, a: *const T, b: *const T, brs: isize, out: Out<T>) {
+unsafe fn tile_rows<T: Element, I: Simd<T>>(rows: usize, kc: usize, a: *const T, b: *const T, brs: isize, out: Out<T>) {
     // SAFETY: the caller's contract, passed on.
     unsafe {
-        if out.cols <= T::LANES {
+        if out.cols <= I::LANES {
+            // (Heights above MR exist only for two-panel tiles: `panel` never asks them of
+            // a one-panel set.)
             return match rows {
-                6 => tile::<T, 6, 2, 1>(kc, a, b, brs, out),
-                5 => tile::<T, 5, 2, 1>(kc, a, b, brs, out),
-                4 => tile::<T, 4, 3, 1>(kc, a, b, brs, out),
-                3 => tile::<T, 3, 4, 1>(kc, a, b, brs, out),
-                2 => tile::<T, 2, 6, 1>(kc, a, b, brs, out),
-                _ => tile::<T, 1, 8, 1>(kc, a, b, brs, out),
+                12 => tile::<T, I, 12, 1, 1>(kc, a, b, brs, out),
+                11 => tile::<T, I, 11, 1, 1>(kc, a, b, brs, out),
+                10 => tile::<T, I, 10, 1, 1>(kc, a, b, brs, out),
+                9 => tile::<T, I, 9, 1, 1>(kc, a, b, brs, out),
+                8 => tile::<T, I, 8, 1, 1>(kc, a, b, brs, out),
+                7 => tile::<T, I, 7, 2, 1>(kc, a, b, brs, out),
+                6 => tile::<T, I, 6, 2, 1>(kc, a, b, brs, out),
+                5 => tile::<T, I, 5, 2, 1>(kc, a, b, brs, out),
+                4 => tile::<T, I, 4, 3, 1>(kc, a, b, brs, out),
+                3 => tile::<T, I, 3, 4, 1>(kc, a, b, brs, out),
+                2 => tile::<T, I, 2, 6, 1>(kc, a, b, brs, out),
+                _ => tile::<T, I, 1, 8, 1>(kc, a, b, brs, out),
             };
         }
         match rows {
-            6 => tile::<T, 6, 1, 2>(kc, a, b, brs, out),
-            5 => tile::<T, 5, 1, 2>(kc, a, b, brs, out),
-            4 => tile::<T, 4, 1, 2>(kc, a, b, brs, out),
-            3 => tile::<T, 3, 2, 2>(kc, a, b, brs, out),
-            2 => tile::<T, 2, 3, 2>(kc, a, b, brs, out),
-            _ => tile::<T, 1, 4, 2>(kc, a, b, brs, out),
+            6 => tile::<T, I, 6, 1, 2>(kc, a, b, brs, out),
+            5 => tile::<T, I, 5, 1, 2>(kc, a, b, brs, out),
+            4 => tile::<T, I, 4, 1, 2>(kc, a, b, brs, out),
+            3 => tile::<T, I, 3, 2, 2>(kc, a, b, brs, out),
+            2 => tile::<T, I, 2, 3, 2>(kc, a, b, brs, out),
+            _ => tile::<T, I, 1, 4, 2>(kc, a, b, brs, out),
         }
     }
 }
 
-/// The register tile: R rows of the packed A panel `a` times the first W vectors of each
-/// row of the B panel `b` (kc rows of 2 * LANES contiguous elements, `brs` apart), written
+/// The register tile: R rows of the packed A panels from `a` times the first W vectors of
+/// each row of the B panel `b` (kc rows of NR contiguous elements, `brs` apart), written
 /// to `out` (at most W * LANES columns); depth p accumulates in set p % S.
 #[inline(always)]
-unsafe fn tile<T: Simd, const R: usize, const S: usize, const W: usize>(
+unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: usize>(
     kc: usize,
     a: *const T,
     b: *const T,
     brs: isize,
     out: Out<T>,
 ) {
-    let l = T::LANES;
-    // SAFETY: a holds kc * MR elements and b kc rows; out's R x cols elements are inside C.
+    let l = I::LANES;
+    // SAFETY: a holds kc * MR elements per panel of the tile's rows, b kc rows; out's R x
+    // cols elements are inside C.
     unsafe {
         // C's rows are far apart: start fetching them now, for the write at the end.
         for r in 0..R {
@@ -721,7 +623,7 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize, const W: usize>(
             _mm_prefetch::<_MM_HINT_T0>(row.cast());
             _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(W * l - 1).cast());
         }
-        let mut sets = [[[T::zero(); W]; R]; S];
+        let mut sets = [[[I::zero(); W]; R]; S];
         let (mut a, mut b) = (a, b);
         // Several depths per iteration: the loop's own instructions would otherwise compete
         // with the 2 * R multiply-adds for issue slots.
@@ -729,14 +631,14 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize, const W: usize>(
         for _ in 0..kc / (UNROLL * S) {
             for _ in 0..UNROLL {
                 for acc in sets.iter_mut() {
-                    step(acc, a, b);
+                    step::<T, I, R, W>(acc, a, kc * MR, b);
                     a = a.add(MR);
                     b = b.wrapping_offset(brs);
                 }
             }
         }
         for _ in 0..kc % (UNROLL * S) {
-            step(&mut sets[0], a, b);
+            step::<T, I, R, W>(&mut sets[0], a, kc * MR, b);
             a = a.add(MR);
             b = b.wrapping_offset(brs);
         }
@@ -747,36 +649,36 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize, const W: usize>(
         for set in 1..S {
             for r in 0..R {
                 for h in 0..W {
-                    acc[r][h] = T::vadd(acc[r][h], sets[set][r][h]);
+                    acc[r][h] = I::vadd(acc[r][h], sets[set][r][h]);
                 }
             }
         }
-        let (alpha, beta) = (T::splat(out.alpha), T::splat(out.beta));
+        let (alpha, beta) = (I::splat(out.alpha), I::splat(out.beta));
         let activation = out.pass.activation;
         if out.cols == W * l && out.csc == 1 {
             for (r, acc) in acc.iter().enumerate() {
                 let c = out.c.offset(r as isize * out.rsc);
                 for (h, &v) in acc.iter().enumerate() {
                     let c = c.add(h * l);
-                    let v = T::vmul(v, alpha);
-                    let v = if out.beta == T::ZERO { v } else { T::fmadd(T::load(c), beta, v) };
+                    let v = I::vmul(v, alpha);
+                    let v = if out.beta == T::ZERO { v } else { I::fmadd(I::load(c), beta, v) };
                     let v = match out.pass.bias {
                         Bias::None => v,
-                        Bias::Rows(b) => T::vadd(v, T::splat(*b.add(r).cast::<T>())),
-                        Bias::Cols(b) => T::vadd(v, T::load(b.add(h * l).cast::<T>())),
+                        Bias::Rows(b) => I::vadd(v, I::splat(*b.add(r).cast::<T>())),
+                        Bias::Cols(b) => I::vadd(v, I::load(b.add(h * l).cast::<T>())),
                     };
-                    T::store(c, T::activate(v, activation));
+                    I::store(c, I::activate(v, activation));
                 }
             }
         } else {
             // A partial or strided tile: summed element by element in a whole tile row of
             // memory, then (with an activation) activated as vectors, then written out.
             // (Tiny products run mostly here: the plain case stays one loop.)
-            let mut tmp = [T::ZERO; 2 * 8];
+            let mut tmp = [T::ZERO; 16];
             let plain = matches!(out.pass.bias, Bias::None) && activation == Activation::None;
             for (r, acc) in acc.iter().enumerate() {
                 for (h, &v) in acc.iter().enumerate() {
-                    T::store(tmp.as_mut_ptr().add(h * l), v);
+                    I::store(tmp.as_mut_ptr().add(h * l), v);
                 }
                 for (j, x) in tmp[..out.cols].iter_mut().enumerate() {
                     let c = out.c.offset(r as isize * out.rsc + j as isize * out.csc);
@@ -794,7 +696,7 @@ unsafe fn tile<T: Simd, const R: usize, const S: usize, const W: usize>(
                     continue;
                 }
                 for h in 0..W {
-                    T::store(tmp.as_mut_ptr().add(h * l), T::activate(T::load(tmp.as_ptr().add(h * l)), activation));
+                    I::store(tmp.as_mut_ptr().add(h * l), I::activate(I::load(tmp.as_ptr().add(h * l)), activation));
                 }
                 for (j, &v) in tmp[..out.cols].iter().enumerate() {
                     *out.c.offset(r as isize * out.rsc + j as isize * out.csc) = v;

@@ -1,0 +1,215 @@
+//! The vector instruction sets the blocked GEMM ([`super::blocked`]) is compiled for, as
+//! marker types implementing [`Simd`] for each element type: AVX2 + FMA (256-bit vectors)
+//! and AVX-512F (512-bit vectors, 32 registers). The loop nest is written once; each set
+//! says its vector operations, its register tile and its cache blocks.
+
+use super::Element;
+use aotc_abi::gemm::Activation;
+use std::arch::x86_64::*;
+
+/// AVX2 + FMA: 16 vector registers of 256 bits.
+pub struct Avx2;
+
+/// AVX-512F (with AVX2 + FMA for the helpers compiled beside it): 32 registers of 512 bits.
+pub struct Avx512;
+
+/// The vector operations and the register tile of one instruction set on elements `T`.
+///
+/// The register tile is `TILE_PANELS` panels of A (of `aotc_abi::gemm::MR` rows each)
+/// times `VECTORS` vectors of B: AVX2 takes 6 rows x 2 vectors (12 accumulators of its
+/// 16 registers), AVX-512 12 rows x 1 vector (12 accumulators of 32; the same 16 float32
+/// columns, so both read the panels the compiler packs, of 16 columns).
+pub trait Simd<T: Element> {
+    type V: Copy;
+    const LANES: usize;
+    /// Panels of A (rows: `TILE_PANELS * MR`) in a register tile.
+    const TILE_PANELS: usize;
+    /// Vectors of B per row of a register tile: its columns, and the width of B's panels,
+    /// are `VECTORS * LANES`.
+    const VECTORS: usize;
+    /// Block sizes (rows of A, depth, columns of B): a kc x NR panel of B fills half of
+    /// L1 (32 KiB+), an mc x kc block of A a fraction of L2, a kc x nc block of B 4 MiB
+    /// of L3.
+    const MC: usize;
+    const KC: usize;
+    const NC: usize;
+    /// Columns of the B blocks of `blocked::short`, which stay in L2 (256 KiB).
+    const NS: usize;
+    unsafe fn zero() -> Self::V;
+    unsafe fn splat(x: T) -> Self::V;
+    unsafe fn load(p: *const T) -> Self::V;
+    unsafe fn store(p: *mut T, v: Self::V);
+    /// `a * b + c`, rounded once.
+    unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    unsafe fn vmul(a: Self::V, b: Self::V) -> Self::V;
+    unsafe fn vadd(a: Self::V, b: Self::V) -> Self::V;
+    /// The activation lane by lane (`crate::activation::scalar`'s values).
+    unsafe fn activate(v: Self::V, activation: Activation) -> Self::V;
+}
+
+// The methods are `inline(always)` so that they are compiled inside the loop nest, with
+// its target features (`blocked::avx2`, `blocked::avx512`), which `Isa::available` checked.
+macro_rules! simd {
+    ($isa:ty, $t:ty, $v:ty, $lanes:expr, ($panels:expr, $vectors:expr), ($mc:expr, $kc:expr, $nc:expr, $ns:expr),
+     $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident, $add:ident, $activate:path) => {
+        impl Simd<$t> for $isa {
+            type V = $v;
+            const LANES: usize = $lanes;
+            const TILE_PANELS: usize = $panels;
+            const VECTORS: usize = $vectors;
+            const MC: usize = $mc;
+            const KC: usize = $kc;
+            const NC: usize = $nc;
+            const NS: usize = $ns;
+            #[inline(always)]
+            unsafe fn zero() -> $v {
+                // SAFETY: the instruction set, checked by `Isa::available`.
+                unsafe { $zero() }
+            }
+            #[inline(always)]
+            unsafe fn splat(x: $t) -> $v {
+                // SAFETY: as above.
+                unsafe { $splat(x) }
+            }
+            #[inline(always)]
+            unsafe fn load(p: *const $t) -> $v {
+                // SAFETY: as above; the caller's p points to LANES elements.
+                unsafe { $load(p) }
+            }
+            #[inline(always)]
+            unsafe fn store(p: *mut $t, v: $v) {
+                // SAFETY: as above.
+                unsafe { $store(p, v) }
+            }
+            #[inline(always)]
+            unsafe fn fmadd(a: $v, b: $v, c: $v) -> $v {
+                // SAFETY: as above (FMA is part of both sets here).
+                unsafe { $fmadd(a, b, c) }
+            }
+            #[inline(always)]
+            unsafe fn vmul(a: $v, b: $v) -> $v {
+                // SAFETY: as above.
+                unsafe { $mul(a, b) }
+            }
+            #[inline(always)]
+            unsafe fn vadd(a: $v, b: $v) -> $v {
+                // SAFETY: as above.
+                unsafe { $add(a, b) }
+            }
+            #[inline(always)]
+            unsafe fn activate(v: $v, activation: Activation) -> $v {
+                // SAFETY: as above.
+                unsafe { $activate(v, activation) }
+            }
+        }
+    };
+}
+
+simd!(
+    Avx2,
+    f32,
+    __m256,
+    8,
+    (1, 2),
+    (120, 256, 4080, 256),
+    _mm256_setzero_ps,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_fmadd_ps,
+    _mm256_mul_ps,
+    _mm256_add_ps,
+    crate::activation::lanes
+);
+simd!(
+    Avx2,
+    f64,
+    __m256d,
+    4,
+    (1, 2),
+    (120, 256, 2040, 128),
+    _mm256_setzero_pd,
+    _mm256_set1_pd,
+    _mm256_loadu_pd,
+    _mm256_storeu_pd,
+    _mm256_fmadd_pd,
+    _mm256_mul_pd,
+    _mm256_add_pd,
+    activate_f64x4
+);
+// AVX-512 cores have 1-2 MiB of L2: blocks of A of 144 rows (12 tiles) x 256 depths.
+simd!(
+    Avx512,
+    f32,
+    __m512,
+    16,
+    (2, 1),
+    (144, 256, 4080, 256),
+    _mm512_setzero_ps,
+    _mm512_set1_ps,
+    _mm512_loadu_ps,
+    _mm512_storeu_ps,
+    _mm512_fmadd_ps,
+    _mm512_mul_ps,
+    _mm512_add_ps,
+    crate::activation::lanes
+);
+simd!(
+    Avx512,
+    f64,
+    __m512d,
+    8,
+    (2, 1),
+    (144, 256, 2040, 128),
+    _mm512_setzero_pd,
+    _mm512_set1_pd,
+    _mm512_loadu_pd,
+    _mm512_storeu_pd,
+    _mm512_fmadd_pd,
+    _mm512_mul_pd,
+    _mm512_add_pd,
+    activate_f64x8
+);
+
+/// [`Simd::activate`] for 4 doubles: ReLU in the vector (the compiler fuses activations
+/// only into float32 products), the others lane by lane.
+#[inline(always)]
+unsafe fn activate_f64x4(v: __m256d, activation: Activation) -> __m256d {
+    // SAFETY: AVX, checked by `Isa::Avx2.available()`; `lanes` holds 4 doubles.
+    unsafe {
+        match activation {
+            Activation::None => v,
+            Activation::Relu => _mm256_max_pd(_mm256_setzero_pd(), v),
+            _ => {
+                let mut lanes = [0f64; 4];
+                _mm256_storeu_pd(lanes.as_mut_ptr(), v);
+                scalar_activation(&mut lanes, activation);
+                _mm256_loadu_pd(lanes.as_ptr())
+            }
+        }
+    }
+}
+
+/// [`activate_f64x4`] for 8 doubles.
+#[inline(always)]
+unsafe fn activate_f64x8(v: __m512d, activation: Activation) -> __m512d {
+    // SAFETY: AVX-512F, checked by `Isa::Avx512.available()`; `lanes` holds 8 doubles.
+    unsafe {
+        match activation {
+            Activation::None => v,
+            Activation::Relu => _mm512_max_pd(_mm512_setzero_pd(), v),
+            _ => {
+                let mut lanes = [0f64; 8];
+                _mm512_storeu_pd(lanes.as_mut_ptr(), v);
+                scalar_activation(&mut lanes, activation);
+                _mm512_loadu_pd(lanes.as_ptr())
+            }
+        }
+    }
+}
+
+fn scalar_activation(lanes: &mut [f64], activation: Activation) {
+    for x in lanes {
+        *x = crate::activation::scalar(activation, *x as f32) as f64;
+    }
+}
