@@ -7,8 +7,8 @@
 // The coefficients are vmath.rs's, digit for digit: clippy would round them to what float parsing gives anyway.
 #![allow(clippy::excessive_precision)]
 
-use crate::isa::Isa;
 use crate::guards::refuse_extern_call;
+use crate::isa::Isa;
 use crate::pool::for_items;
 
 /// `out[i] = gelu(x[i])` for `i < n`.

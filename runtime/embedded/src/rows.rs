@@ -7,8 +7,8 @@
 //! lane, with AVX2), sums in float64 either way.
 
 use crate::guards::refuse_extern_call;
-use crate::pool::for_items;
 use crate::isa::Isa;
+use crate::pool::for_items;
 
 /// `rows`, `len` and their product as sizes, or None when one is negative or the product
 /// overflows: arguments that describe no tensor.
@@ -122,14 +122,7 @@ pub unsafe extern "C" fn __aotc_layer_norm_f32(
 
 /// One row of [`__aotc_layer_norm_f32`], a vector at a time on `isa` (scalar without one).
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-fn layer_norm_row(
-    x: &[f32],
-    row: &mut [f32],
-    weight: Option<&[f32]>,
-    bias: Option<&[f32]>,
-    eps: f64,
-    isa: Isa,
-) {
+fn layer_norm_row(x: &[f32], row: &mut [f32], weight: Option<&[f32]>, bias: Option<&[f32]>, eps: f64, isa: Isa) {
     #[cfg(target_arch = "x86_64")]
     if isa != Isa::Portable {
         // SAFETY: the CPU runs `isa`; a row each, weight and bias as long.
