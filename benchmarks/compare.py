@@ -885,8 +885,9 @@ def write_report(ctx, rows, meta):
         "- **Latency.** The eager, AOTInductor, ONNX Runtime and OpenVINO columns are timed "
         "from Python with `time.perf_counter()` around each call, so they include the Python "
         "call overhead (for eager, also the pytree flattening of the unlifted `torch.export` "
-        "module; for ONNX Runtime `session.run(None, feeds)`, for OpenVINO "
-        "`request.infer(feeds)`, both with numpy inputs and outputs). The aotc "
+        "module; for ONNX Runtime `session.run(None, feeds)` with numpy arrays in and out, for "
+        "OpenVINO `request.infer(feeds)` on `openvino.Tensor` inputs, its outputs copied out "
+        "once). The aotc "
         "column is timed by its Rust CLI (`aotc bench --json`, median of the per-call times), "
         "which calls the library through its C ABI with no Python in the loop. For the "
         "microsecond-scale rows this difference dominates; compare those with that in mind.",
@@ -926,8 +927,8 @@ def write_report(ctx, rows, meta):
         "- **.so MiB.** AOTInductor: the .so files inside the package (the whole package .pt2 "
         "in brackets). aotc: the single self-contained .so (weights included).",
         "- **Peak RSS** is `ru_maxrss` from `os.wait4()` on the one child process that loads "
-        "the model, runs the warm-up and the timed calls, the largest over the rounds (eager "
-        "and AOTInductor, ONNX Runtime, OpenVINO: a Python process; aotc: the `aotc bench` "
+        "the model, runs the warm-up and the timed calls, the largest over the rounds (eager, "
+        "AOTInductor, ONNX Runtime, OpenVINO: a Python process; aotc: the `aotc bench` "
         "process, which also measures the FMA peak). The Python "
         "numbers include the interpreter and the torch import (ONNX Runtime's and OpenVINO's "
         "children import torch too, to load the inputs); a Python child that only "
