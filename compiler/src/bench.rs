@@ -30,8 +30,10 @@ pub struct BenchReport {
     /// GEMM FLOPs of one call, when known.
     pub gflop: Option<f64>,
     pub gflops: Option<f64>,
-    /// Measured AVX2 FMA peak for `threads` threads (GFLOP/s), when this CPU has FMA.
+    /// Measured FMA peak for `threads` threads (GFLOP/s), when this CPU has FMA.
     pub peak_gflops: Option<f64>,
+    /// The FMA instructions of that peak: the widest the CPU has ("AVX-512", "AVX2").
+    pub peak_fma: Option<&'static str>,
     pub fraction_of_peak: Option<f64>,
 }
 
@@ -77,7 +79,7 @@ pub fn bench(library: &Path, input: &Path, opts: &BenchOptions) -> Result<BenchR
     let gflop = call_flops(&manifest, &inputs).map(|f| f / 1e9).filter(|&f| f > 0.0);
     let median = times[times.len() / 2];
     let gflops = gflop.map(|g| g / (median / 1e3));
-    let peak = crate::peak::fma_gflops(threads.min(available_cores()));
+    let peak = crate::peak::fma_peak(threads.min(available_cores()));
     Ok(BenchReport {
         library: library.display().to_string(),
         iters: times.len(),
@@ -87,8 +89,9 @@ pub fn bench(library: &Path, input: &Path, opts: &BenchOptions) -> Result<BenchR
         max_ms: times[times.len() - 1],
         gflop,
         gflops,
-        peak_gflops: peak,
-        fraction_of_peak: gflops.zip(peak).map(|(g, p)| g / p),
+        peak_gflops: peak.map(|p| p.gflops),
+        peak_fma: peak.map(|p| p.fma),
+        fraction_of_peak: gflops.zip(peak).map(|(g, p)| g / p.gflops),
     })
 }
 
@@ -117,9 +120,9 @@ impl BenchReport {
         match (self.gflop, self.gflops) {
             (Some(g), Some(r)) => {
                 s += &format!("\n  GEMM work {g:.4} GFLOP per call: {r:.1} GFLOP/s");
-                if let (Some(p), Some(f)) = (self.peak_gflops, self.fraction_of_peak) {
+                if let (Some(p), Some(f), Some(fma)) = (self.peak_gflops, self.fraction_of_peak, self.peak_fma) {
                     s += &format!(
-                        ", {:.0}% of the measured FMA peak ({p:.1} GFLOP/s on {} thread(s))",
+                        ", {:.0}% of the measured {fma} FMA peak ({p:.1} GFLOP/s on {} thread(s))",
                         f * 100.0,
                         self.threads.min(available_cores())
                     );
