@@ -325,10 +325,10 @@ fn transposed(
         &mut |lw, l, _, window, k| {
             let at: Vec<E> = [&l[1], &l[2]]
                 .into_iter()
-                .chain(k)
-                .chain([&l[0]])
                 .cloned()
                 .map(index_value)
+                .chain(k.iter().cloned())
+                .chain([index_value(l[0].clone())])
                 .chain(window.iter().cloned())
                 .collect();
             lw.load_at_indices(&contributions, &at, name)

@@ -137,23 +137,42 @@ impl Windows {
         binary(Prim::Max, offsets, int(0))
     }
 
-    /// The window that reads input position `h` at offset `k` along `d`: its output
-    /// position, and whether there is one (the distance is a multiple of the stride and
-    /// the window lies in `0..output`).
-    fn source(&self, d: usize, h: &Affine, k: &Affine) -> (E, E) {
+    /// Step `j` of the windows that read input position `h` along `d`. Strided without
+    /// dilation, only the offsets `k = (h + padding) mod stride + j * stride` can land on
+    /// `h`, from window `(h + padding) div stride - j`: ceil(kernel / stride) steps, not
+    /// kernel (a 2x2 kernel at stride 2, a U-Net's up-convolution, has one step, not four
+    /// of which three miss). Otherwise the steps are the offsets, each checked.
+    fn reached(&self, d: usize, h: &Affine, j: &Affine) -> Reached {
+        let (s, kernel) = (self.stride[d], &self.kernel[d]);
+        let from_padding = index_value(h.plus(&Affine::constant(SymExpr::Int(self.padding[d]))));
+        if let (Some(k), 1, 2..) = (kernel.as_int(), self.dilation[d], s) {
+            let (q, j) = (floor_div(from_padding.clone(), int(s)), index_value(j.clone()));
+            let first = binary(Prim::Sub, from_padding, mul(q.clone(), int(s)));
+            let offset = add(first, mul(j.clone(), int(s)));
+            let window = binary(Prim::Sub, q, j);
+            let mut valid = vec![
+                binary(Prim::Ge, window.clone(), int(0)),
+                binary(Prim::Lt, window.clone(), size_value(&self.output[d])),
+            ];
+            if k % s != 0 {
+                valid.push(binary(Prim::Lt, offset.clone(), int(k)));
+            }
+            let valid = all_of(valid).expect("two conditions at least");
+            return Reached { window, offset, valid, steps: SymExpr::Int((k + s - 1) / s) };
+        }
         let from_origin = index_value(
-            h.plus(&Affine::constant(SymExpr::Int(self.padding[d]))).plus(&k.scale(&SymExpr::Int(-self.dilation[d]))),
+            h.plus(&Affine::constant(SymExpr::Int(self.padding[d]))).plus(&j.scale(&SymExpr::Int(-self.dilation[d]))),
         );
-        let s = self.stride[d];
-        let o = if s == 1 { from_origin.clone() } else { floor_div(from_origin.clone(), int(s)) };
+        let window = if s == 1 { from_origin.clone() } else { floor_div(from_origin.clone(), int(s)) };
         let mut valid = vec![
             binary(Prim::Ge, from_origin.clone(), int(0)),
-            binary(Prim::Lt, o.clone(), size_value(&self.output[d])),
+            binary(Prim::Lt, window.clone(), size_value(&self.output[d])),
         ];
         if s != 1 {
-            valid.push(binary(Prim::Eq, mul(o.clone(), int(s)), from_origin));
+            valid.push(binary(Prim::Eq, mul(window.clone(), int(s)), from_origin));
         }
-        (o, all_of(valid).expect("two conditions at least"))
+        let valid = all_of(valid).expect("two conditions at least");
+        Reached { window, offset: index_value(j.clone()), valid, steps: kernel.clone() }
     }
 
     /// The number of elements of window `o` (avg pooling, no dilation): the window clipped
@@ -213,8 +232,8 @@ pub fn taps(lw: &mut Lowerer, x: &TensorValue, w: &Windows, fill: E, name: &str)
 }
 
 /// What window `o` contributes to input position `h` at its offset `k`, given the
-/// leading variables, `h`, `o` (computed int64 values) and `k`.
-pub type Term<'a> = dyn FnMut(&mut Lowerer, &[Affine], &[Affine], &[E], &[Affine]) -> E + 'a;
+/// leading variables, `h`, `o` and `k` (computed int64 values).
+pub type Term<'a> = dyn FnMut(&mut Lowerer, &[Affine], &[Affine], &[E], &[E]) -> E + 'a;
 
 /// The reverse of [`taps`]: a tensor of sizes [lead..., w.input...] whose element at
 /// input position `h` sums `term` over every window `o` that reads `h` (at offset `k`),
@@ -230,14 +249,26 @@ pub fn sum_over_windows(
     let (nl, nd) = (lead.len(), w.rank());
     let lead_vars: Vec<Affine> = (0..nl).map(Affine::var).collect();
     let here: Vec<Affine> = (0..nd).map(|d| Affine::var(nl + d)).collect();
-    let offsets: Vec<Affine> = (0..nd).map(|d| Affine::var(nl + nd + d)).collect();
-    let (sources, valid): (Vec<E>, Vec<E>) = (0..nd).map(|d| w.source(d, &here[d], &offsets[d])).unzip();
+    let steps: Vec<Affine> = (0..nd).map(|d| Affine::var(nl + nd + d)).collect();
+    let reached: Vec<Reached> = (0..nd).map(|d| w.reached(d, &here[d], &steps[d])).collect();
+    let (sources, offsets): (Vec<E>, Vec<E>) = reached.iter().map(|r| (r.window.clone(), r.offset.clone())).unzip();
     let value = cast(term(lw, &lead_vars, &here, &sources, &offsets), dtype);
-    let body = select(all_of(valid).expect("at least one spatial dimension"), value, constant(Scalar::I(0), dtype));
-    let sizes: Vec<SymExpr> = lead.iter().chain(&w.input).chain(&w.kernel).cloned().collect();
+    let valid = all_of(reached.iter().map(|r| r.valid.clone())).expect("at least one spatial dimension");
+    let body = select(valid, value, constant(Scalar::I(0), dtype));
+    let sizes: Vec<SymExpr> =
+        lead.iter().chain(&w.input).cloned().chain(reached.into_iter().map(|r| r.steps)).collect();
     let all = TensorValue::lazy(dtype, sizes, body);
-    let offsets: Vec<usize> = (nl + nd..nl + 2 * nd).collect();
-    reduce(lw, &all, &offsets, false, ReduceOp::Sum, dtype, name)
+    let steps: Vec<usize> = (nl + nd..nl + 2 * nd).collect();
+    reduce(lw, &all, &steps, false, ReduceOp::Sum, dtype, name)
+}
+
+/// One step of [`sum_over_windows`] along a dimension: the window and offset that reach
+/// an input position, whether they exist, and how many steps there are.
+struct Reached {
+    window: E,
+    offset: E,
+    valid: E,
+    steps: SymExpr,
 }
 
 /// Adaptive pooling's window `i` along a dimension of `from` elements split into `to`
