@@ -17,11 +17,15 @@
 //! with `accumulate` adds onto the addend the kernel just before it wrote into its `out`
 //! ([`program::Kernel::reads_out`]), and every kernel that checks an index may write the
 //! index-error record.
+//!
+//! [`verify`] checks what of this can be checked on a whole program; debug builds run it
+//! after lowering and after every pass.
 
 pub mod expr;
 pub mod payload;
 pub mod prims;
 pub mod program;
+pub mod verify;
 
 pub use expr::{Affine, Expr, ExprKind, Scalar, E};
 pub use payload::Payload;

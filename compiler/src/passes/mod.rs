@@ -19,11 +19,26 @@ use crate::lower::Lowered;
 use crate::Target;
 
 /// The passes between lowering and planning, in order: folding for every target; packing
-/// and the fusions that need the packed kernel for the CPU only (its layouts).
+/// and the fusions that need the packed kernel for the CPU only (its layouts). Debug
+/// builds (the tests) verify the program after lowering and after each pass.
 pub fn optimize(lowered: &mut Lowered, target: Target) {
+    verified(lowered, "lowering");
     fold::fold_weight_copies(lowered);
+    verified(lowered, "fold");
     if target == Target::Cpu {
         prepack::prepack_weights(lowered);
+        verified(lowered, "prepack");
         epilogue::fuse_epilogues(lowered);
+        verified(lowered, "epilogue");
+    }
+}
+
+/// Panics, in debug builds, when `stage` left a program that breaks the IR's invariants
+/// (`ir::verify`): a compiler bug, caught where it was made.
+fn verified(lowered: &Lowered, stage: &str) {
+    if cfg!(debug_assertions) {
+        if let Err(e) = crate::ir::verify::verify(&lowered.program) {
+            panic!("the IR after {stage} breaks its invariants:\n{e}");
+        }
     }
 }
