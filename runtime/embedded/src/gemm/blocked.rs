@@ -2,11 +2,11 @@
 //! in L3), A in blocks of mc x kc (kept in L2), and a register tile runs over kc, reading
 //! a kc x NR panel of B that stays in L1. The loop nest is written once, generic over the
 //! instruction set ([`Simd`]): AVX2 + FMA runs a 6 x (2 vectors) tile (6 x 16 for f32:
-//! 12 accumulators, 2 loads of B, 6 broadcasts of A per depth), AVX-512 a 12 x (1 vector)
-//! tile over two panels of A (12 x 16 for f32: 12 accumulators, 1 load of B, 12
-//! broadcasts, which fold into the multiply-adds' memory operand), so both read the same
-//! 16-column panels of B, which the compiler packs for either. A last panel of at most
-//! one vector's columns takes a tile one vector wide. Packing copies any strides (zero
+//! 12 accumulators, 2 loads of B, 6 broadcasts of A per depth), AVX-512 a 12 x (2
+//! vectors) tile over two panels of A and two of B (12 x 32 for f32: 24 accumulators, 2
+//! loads of B, 12 broadcasts per depth), so both read the same 16-column panels of B,
+//! which the compiler packs for either. Last columns of at most one vector take a tile
+//! one vector wide. Packing copies any strides (zero
 //! included) into unit-stride panels padded with zeros, so the inner loop never looks at
 //! the strides. Few rows of A ([`short`]) take smaller blocks of B, and a single row of
 //! tiles reads contiguous rows of B in place.
@@ -60,9 +60,14 @@ const fn tile_rows_of<T: Element, I: Simd<T>>() -> usize {
     I::TILE_PANELS * MR
 }
 
+/// Columns of `I`'s register tile.
+const fn tile_cols_of<T: Element, I: Simd<T>>() -> usize {
+    I::B_PANELS * I::VECTORS * I::LANES
+}
+
 /// The register tile (rows, columns) of `I`: blocks of C are cut at multiples of it.
 pub fn register_tile<T: Element, I: Simd<T>>() -> (usize, usize) {
-    (tile_rows_of::<T, I>(), I::VECTORS * I::LANES)
+    (tile_rows_of::<T, I>(), tile_cols_of::<T, I>())
 }
 
 // The packed layout is both instruction sets' own panels.
@@ -181,10 +186,10 @@ unsafe fn b_panels<T: Element, I: Simd<T>>(
 /// block of A.
 #[inline(always)]
 unsafe fn tall<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
-    let nr = I::VECTORS * I::LANES;
+    let (nr, tc) = (I::VECTORS * I::LANES, tile_cols_of::<T, I>());
     let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { I::MC * I::KC.min(p.k) });
     let mut b_buf =
-        Buffer::<T>::new(if packed.b.is_some() { 0 } else { I::KC.min(p.k) * I::NC.min(p.n.next_multiple_of(nr)) });
+        Buffer::<T>::new(if packed.b.is_some() { 0 } else { I::KC.min(p.k) * I::NC.min(p.n.next_multiple_of(tc)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
     // Blocks of rows of equal size (whole panels, at most MC): 128 rows as 2 x 66, not
     // 120 + 8, whose last block would run short tiles.
@@ -202,18 +207,19 @@ unsafe fn tall<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
             for ic in (0..p.m).step_by(mc_step) {
                 let mc = mc_step.min(p.m - ic);
                 let a_block = unsafe { a_panels(&p, packed, a_pack, ic, pc, mc, kc) };
-                for jr in (0..nc).step_by(nr) {
+                for jr in (0..nc).step_by(tc) {
                     let c = unsafe { p.c.offset(ic as isize * p.rsc + (jc + jr) as isize * p.csc) };
                     let out = Out {
                         c,
                         rsc: p.rsc,
                         csc: p.csc,
-                        cols: nr.min(nc - jr),
+                        cols: tc.min(nc - jr),
                         alpha: p.alpha,
                         beta,
                         pass: pass(&p, packed, pc, kc, ic, jc + jr),
                     };
-                    unsafe { panel::<T, I>(mc, kc, a_block, b_block.add(jr * kc), nr as isize, out) };
+                    let b = B { at: unsafe { b_block.add(jr * kc) }, rs: nr as isize, panel: kc * nr };
+                    unsafe { panel::<T, I>(mc, kc, a_block, b, out) };
                 }
             }
         }
@@ -233,7 +239,7 @@ unsafe fn tall<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
 /// once.
 #[inline(always)]
 unsafe fn short<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
-    let nr = I::VECTORS * I::LANES;
+    let (nr, tc) = (I::VECTORS * I::LANES, tile_cols_of::<T, I>());
     let rows = p.m.next_multiple_of(MR);
     let columns_outer =
         packed.b.is_none() && p.m * p.n * size_of::<T>() > C_IN_CACHE && rows * p.k * size_of::<T>() <= C_IN_CACHE;
@@ -246,7 +252,7 @@ unsafe fn short<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
     };
     let mut a_buf = Buffer::<T>::new(a_len);
     let mut b_buf =
-        Buffer::<T>::new(if packed.b.is_some() { 0 } else { I::KC.min(p.k) * I::NS.min(p.n.next_multiple_of(nr)) });
+        Buffer::<T>::new(if packed.b.is_some() { 0 } else { I::KC.min(p.k) * I::NS.min(p.n.next_multiple_of(tc)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
     let direct = packed.b.is_none() && p.m <= tile_rows_of::<T, I>() && p.csb == 1;
     // B packed here from contiguous rows: the next block's rows are fetched into L2 while
@@ -280,19 +286,21 @@ unsafe fn short<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
         let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
         let b_block = if direct { b } else { unsafe { b_panels::<T, I>(&p, packed, b_pack, pc, jc, kc, nc) } };
         let next = (fetch && i + 1 < depths * columns).then(|| block(i + 1));
-        let panels = nc.div_ceil(nr);
-        for (q, jr) in (0..nc).step_by(nr).enumerate() {
+        let tiles = nc.div_ceil(tc);
+        for (q, jr) in (0..nc).step_by(tc).enumerate() {
             if let Some(next) = next {
-                unsafe { fetch_share::<T, I>(&p, next, q, panels) };
+                unsafe { fetch_share::<T, I>(&p, next, q, tiles) };
             }
-            let cols = nr.min(nc - jr);
-            let (b, brs) = if !direct {
-                (unsafe { b_block.add(jr * kc) }, nr as isize)
-            } else if cols == nr {
-                (unsafe { b.add(jr) }, p.rsb)
+            let cols = tc.min(nc - jr);
+            let in_panels = |at| B { at, rs: nr as isize, panel: kc * nr };
+            let b = if !direct {
+                in_panels(unsafe { b_block.add(jr * kc) })
+            } else if cols == tc {
+                // B's own rows: the tile's panels lie side by side.
+                B { at: unsafe { b.add(jr) }, rs: p.rsb, panel: nr }
             } else {
                 unsafe { pack_b::<T, I>(b_pack, kc, cols, b.add(jr), p.rsb, p.csb) };
-                (b_pack.cast_const(), nr as isize)
+                in_panels(b_pack.cast_const())
             };
             let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
             let out = Out {
@@ -304,7 +312,7 @@ unsafe fn short<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
                 beta,
                 pass: pass(&p, packed, pc, kc, 0, jc + jr),
             };
-            unsafe { panel::<T, I>(p.m, kc, a_block, b, brs, out) };
+            unsafe { panel::<T, I>(p.m, kc, a_block, b, out) };
         }
     }
 }
@@ -339,21 +347,33 @@ fn pass<T>(p: &Problem<T>, packed: Operands, pc: usize, kc: usize, row: usize, c
     }
 }
 
-/// A packed block of `mc` rows of A times one panel of B (rows `brs` apart), into `out`.
-/// A packed panel is followed by the next one B's loops take (the packed layout's order),
+/// A register tile's columns of B: `B_PANELS` panels of NR columns, `panel` elements
+/// apart, each of kc rows `rs` apart (packed: NR apart, and the panels kc * NR apart; B's
+/// own rows: the panels side by side, NR apart).
+#[derive(Clone, Copy)]
+struct B<T> {
+    at: *const T,
+    rs: isize,
+    panel: usize,
+}
+
+/// A packed block of `mc` rows of A times one register tile's columns of B, into `out`.
+/// Packed panels are followed by the next ones B's loops take (the packed layout's order),
 /// which each tile fetches a share of into the cache: a weight streamed from memory then
-/// arrives before the panel's first tile needs it.
+/// arrives before the panels' first tile needs it.
 #[inline(always)]
-unsafe fn panel<T: Element, I: Simd<T>>(mc: usize, kc: usize, a_pack: *const T, b: *const T, brs: isize, out: Out<T>) {
+unsafe fn panel<T: Element, I: Simd<T>>(mc: usize, kc: usize, a_pack: *const T, b: B<T>, out: Out<T>) {
     let nr = I::VECTORS * I::LANES;
     let tr = tile_rows_of::<T, I>();
-    let (tiles, packed) = (mc.div_ceil(tr), brs == nr as isize);
-    // Depths of the next panel per tile (a depth is one cache line of 16 floats).
-    let share = kc.div_ceil(tiles.max(1));
-    let next = b.wrapping_add(kc * nr);
+    let (tiles, packed) = (mc.div_ceil(tr), b.rs == nr as isize);
+    // Depths of the next panels per tile (a depth of a panel is one cache line of 16
+    // floats).
+    let depths = I::B_PANELS * kc;
+    let share = depths.div_ceil(tiles.max(1));
+    let next = b.at.wrapping_add(depths * nr);
     for (t, ir) in (0..mc).step_by(tr).enumerate() {
         if packed {
-            for p in t * share..((t + 1) * share).min(kc) {
+            for p in t * share..((t + 1) * share).min(depths) {
                 // A prefetch never faults, past the operand's end included.
                 _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(p * nr).cast());
             }
@@ -362,7 +382,7 @@ unsafe fn panel<T: Element, I: Simd<T>>(mc: usize, kc: usize, a_pack: *const T, 
         unsafe {
             let pass = Pass { bias: out.pass.bias.skip(ir, 0), ..out.pass };
             let out = Out { c: out.c.offset(ir as isize * out.rsc), pass, ..out };
-            tile_rows::<T, I>(tr.min(mc - ir), kc, a_pack.add(ir * kc), b, brs, out);
+            tile_rows::<T, I>(tr.min(mc - ir), kc, a_pack.add(ir * kc), b, out);
         }
     }
 }
@@ -505,20 +525,22 @@ unsafe fn pack_b<T: Element, I: Simd<T>>(dst: *mut T, kc: usize, cols: usize, b:
 }
 
 /// One depth of the register tile: `acc[r] += a[r] * b[..W * LANES]`, rows past MR from
-/// the next panel of A, `panel` elements further on.
+/// the next panel of A, `panel` elements further on, vectors past VECTORS from the next
+/// panel of B, `b_panel` elements further on.
 #[inline(always)]
 unsafe fn step<T: Element, I: Simd<T>, const R: usize, const W: usize>(
     acc: &mut [[I::V; W]; R],
     a: *const T,
     panel: usize,
     b: *const T,
+    b_panel: usize,
 ) {
-    // SAFETY: a holds min(R, MR) elements and a + panel the rest; b holds W * LANES (the
-    // caller's panels).
+    // SAFETY: a holds min(R, MR) elements and a + panel the rest; b and b + b_panel hold
+    // the W vectors (the caller's panels).
     unsafe {
         let mut bv = [I::zero(); W];
         for (h, bv) in bv.iter_mut().enumerate() {
-            *bv = I::load(b.add(h * I::LANES));
+            *bv = I::load(b.add(h / I::VECTORS * b_panel + h % I::VECTORS * I::LANES));
         }
         for (r, acc) in acc.iter_mut().enumerate() {
             let x = I::splat(*a.add(if r < MR { r } else { panel + r - MR }));
@@ -566,51 +588,58 @@ impl Pass {
 /// A tile of `rows` (1..=MR * TILE_PANELS) rows: each height gets its own code so that a
 /// short tile does no wasted multiply-adds, and short ones S sets of accumulators (summed
 /// at the end) for about 10 independent chains: an FMA takes 4 to 5 cycles and two issue
-/// per cycle. A panel of at most LANES columns (C's last, e.g. 1 of 16 at n = 49, and
-/// every panel of a one-vector tile) takes the narrow tile, one vector per row, reading
-/// the first vector of each depth of the B panel.
+/// per cycle. Columns of B of at most LANES (C's last, e.g. 1 of 16 at n = 49) take the
+/// narrow tile, one vector per row, reading the first vector of each depth of the B
+/// panel; the others two vectors (AVX2: of one panel; AVX-512: of two).
 #[inline(always)]
-unsafe fn tile_rows<T: Element, I: Simd<T>>(rows: usize, kc: usize, a: *const T, b: *const T, brs: isize, out: Out<T>) {
+unsafe fn tile_rows<T: Element, I: Simd<T>>(rows: usize, kc: usize, a: *const T, b: B<T>, out: Out<T>) {
+    const _: () = assert!(MR == 6);
     // SAFETY: the caller's contract, passed on.
     unsafe {
         if out.cols <= I::LANES {
             // (Heights above MR exist only for two-panel tiles: `panel` never asks them of
-            // a one-panel set.)
+            // a one-panel set, nor two vectors of B of AVX-512's f64 or AVX2's sets with
+            // more than 6 rows.)
             return match rows {
-                12 => tile::<T, I, 12, 1, 1>(kc, a, b, brs, out),
-                11 => tile::<T, I, 11, 1, 1>(kc, a, b, brs, out),
-                10 => tile::<T, I, 10, 1, 1>(kc, a, b, brs, out),
-                9 => tile::<T, I, 9, 1, 1>(kc, a, b, brs, out),
-                8 => tile::<T, I, 8, 1, 1>(kc, a, b, brs, out),
-                7 => tile::<T, I, 7, 2, 1>(kc, a, b, brs, out),
-                6 => tile::<T, I, 6, 2, 1>(kc, a, b, brs, out),
-                5 => tile::<T, I, 5, 2, 1>(kc, a, b, brs, out),
-                4 => tile::<T, I, 4, 3, 1>(kc, a, b, brs, out),
-                3 => tile::<T, I, 3, 4, 1>(kc, a, b, brs, out),
-                2 => tile::<T, I, 2, 6, 1>(kc, a, b, brs, out),
-                _ => tile::<T, I, 1, 8, 1>(kc, a, b, brs, out),
+                12 => tile::<T, I, 12, 1, 1>(kc, a, b, out),
+                11 => tile::<T, I, 11, 1, 1>(kc, a, b, out),
+                10 => tile::<T, I, 10, 1, 1>(kc, a, b, out),
+                9 => tile::<T, I, 9, 1, 1>(kc, a, b, out),
+                8 => tile::<T, I, 8, 1, 1>(kc, a, b, out),
+                7 => tile::<T, I, 7, 2, 1>(kc, a, b, out),
+                6 => tile::<T, I, 6, 2, 1>(kc, a, b, out),
+                5 => tile::<T, I, 5, 2, 1>(kc, a, b, out),
+                4 => tile::<T, I, 4, 3, 1>(kc, a, b, out),
+                3 => tile::<T, I, 3, 4, 1>(kc, a, b, out),
+                2 => tile::<T, I, 2, 6, 1>(kc, a, b, out),
+                _ => tile::<T, I, 1, 8, 1>(kc, a, b, out),
             };
         }
         match rows {
-            6 => tile::<T, I, 6, 1, 2>(kc, a, b, brs, out),
-            5 => tile::<T, I, 5, 1, 2>(kc, a, b, brs, out),
-            4 => tile::<T, I, 4, 1, 2>(kc, a, b, brs, out),
-            3 => tile::<T, I, 3, 2, 2>(kc, a, b, brs, out),
-            2 => tile::<T, I, 2, 3, 2>(kc, a, b, brs, out),
-            _ => tile::<T, I, 1, 4, 2>(kc, a, b, brs, out),
+            12 => tile::<T, I, 12, 1, 2>(kc, a, b, out),
+            11 => tile::<T, I, 11, 1, 2>(kc, a, b, out),
+            10 => tile::<T, I, 10, 1, 2>(kc, a, b, out),
+            9 => tile::<T, I, 9, 1, 2>(kc, a, b, out),
+            8 => tile::<T, I, 8, 1, 2>(kc, a, b, out),
+            7 => tile::<T, I, 7, 1, 2>(kc, a, b, out),
+            6 => tile::<T, I, 6, 1, 2>(kc, a, b, out),
+            5 => tile::<T, I, 5, 1, 2>(kc, a, b, out),
+            4 => tile::<T, I, 4, 1, 2>(kc, a, b, out),
+            3 => tile::<T, I, 3, 2, 2>(kc, a, b, out),
+            2 => tile::<T, I, 2, 3, 2>(kc, a, b, out),
+            _ => tile::<T, I, 1, 4, 2>(kc, a, b, out),
         }
     }
 }
 
 /// The register tile: R rows of the packed A panels from `a` times the first W vectors of
-/// each row of the B panel `b` (kc rows of NR contiguous elements, `brs` apart), written
-/// to `out` (at most W * LANES columns); depth p accumulates in set p % S.
+/// each row of B's panels `b`, written to `out` (at most W * LANES columns); depth p
+/// accumulates in set p % S.
 #[inline(always)]
 unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: usize>(
     kc: usize,
     a: *const T,
-    b: *const T,
-    brs: isize,
+    b: B<T>,
     out: Out<T>,
 ) {
     let l = I::LANES;
@@ -624,23 +653,23 @@ unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: 
             _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(W * l - 1).cast());
         }
         let mut sets = [[[I::zero(); W]; R]; S];
-        let (mut a, mut b) = (a, b);
+        let (mut a, mut at) = (a, b.at);
         // Several depths per iteration: the loop's own instructions would otherwise compete
         // with the 2 * R multiply-adds for issue slots.
         const UNROLL: usize = 4;
         for _ in 0..kc / (UNROLL * S) {
             for _ in 0..UNROLL {
                 for acc in sets.iter_mut() {
-                    step::<T, I, R, W>(acc, a, kc * MR, b);
+                    step::<T, I, R, W>(acc, a, kc * MR, at, b.panel);
                     a = a.add(MR);
-                    b = b.wrapping_offset(brs);
+                    at = at.wrapping_offset(b.rs);
                 }
             }
         }
         for _ in 0..kc % (UNROLL * S) {
-            step::<T, I, R, W>(&mut sets[0], a, kc * MR, b);
+            step::<T, I, R, W>(&mut sets[0], a, kc * MR, at, b.panel);
             a = a.add(MR);
-            b = b.wrapping_offset(brs);
+            at = at.wrapping_offset(b.rs);
         }
         // Constant indices, no slices: the sets stay in registers (a slice of them, as
         // `&sets[1..]`, kept every accumulator in memory, stored after each multiply-add).
@@ -674,7 +703,8 @@ unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: 
             // A partial or strided tile: summed element by element in a whole tile row of
             // memory, then (with an activation) activated as vectors, then written out.
             // (Tiny products run mostly here: the plain case stays one loop.)
-            let mut tmp = [T::ZERO; 16];
+            // (At most two vectors of 16 floats.)
+            let mut tmp = [T::ZERO; 32];
             let plain = matches!(out.pass.bias, Bias::None) && activation == Activation::None;
             for (r, acc) in acc.iter().enumerate() {
                 for (h, &v) in acc.iter().enumerate() {
