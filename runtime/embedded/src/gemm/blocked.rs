@@ -207,20 +207,14 @@ unsafe fn tall<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
             for ic in (0..p.m).step_by(mc_step) {
                 let mc = mc_step.min(p.m - ic);
                 let a_block = unsafe { a_panels(&p, packed, a_pack, ic, pc, mc, kc) };
-                for jr in (0..nc).step_by(tc) {
-                    let c = unsafe { p.c.offset(ic as isize * p.rsc + (jc + jr) as isize * p.csc) };
-                    let out = Out {
-                        c,
-                        rsc: p.rsc,
-                        csc: p.csc,
-                        cols: tc.min(nc - jr),
-                        alpha: p.alpha,
-                        beta,
-                        pass: pass(&p, packed, pc, kc, ic, jc + jr),
-                    };
-                    let b = B { at: unsafe { b_block.add(jr * kc) }, rs: nr as isize, panel: kc * nr };
-                    unsafe { panel::<T, I>(mc, kc, a_block, b, out) };
-                }
+                let block = Block { pc, kc, row: ic, mc, col: jc, nc, beta };
+                let b = |jr| B {
+                    at: unsafe { b_block.add(jr * kc) },
+                    rs: nr as isize,
+                    panel: kc * nr,
+                    next: std::ptr::null(),
+                };
+                unsafe { sweep::<T, I>(&p, packed, block, a_block, b, |_, _| std::ptr::null()) };
             }
         }
     }
@@ -285,35 +279,37 @@ unsafe fn short<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
         };
         let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
         let b_block = if direct { b } else { unsafe { b_panels::<T, I>(&p, packed, b_pack, pc, jc, kc, nc) } };
-        let next = (fetch && i + 1 < depths * columns).then(|| block(i + 1));
-        let tiles = nc.div_ceil(tc);
-        for (q, jr) in (0..nc).step_by(tc).enumerate() {
-            if let Some(next) = next {
-                unsafe { fetch_share::<T, I>(&p, next, q, tiles) };
+        let next = (i + 1 < depths * columns).then(|| block(i + 1));
+        // The next block of B on its way to L2 while this one runs, a share before each
+        // tile: B's rows that will be packed, or the panels packed at compile time (a
+        // weight streamed from memory).
+        let fetch_next = |call, calls| match next {
+            Some(next) if fetch => {
+                unsafe { fetch_share::<T, I>(&p, next, call, calls) };
+                std::ptr::null()
             }
-            let cols = tc.min(nc - jr);
-            let in_panels = |at| B { at, rs: nr as isize, panel: kc * nr };
-            let b = if !direct {
+            Some((pc, jc)) if packed.b.is_some() => {
+                let (kc, nc) = (I::KC.min(p.k - pc), I::NS.min(p.n - jc));
+                let panels = unsafe { b_panels::<T, I>(&p, packed, b_pack, pc, jc, kc, nc) };
+                panels.wrapping_add(kc * nc.next_multiple_of(nr) * call / calls)
+            }
+            _ => std::ptr::null(),
+        };
+        let in_panels = |at| B { at, rs: nr as isize, panel: kc * nr, next: std::ptr::null() };
+        let b_tile = |jr: usize| {
+            if !direct {
                 in_panels(unsafe { b_block.add(jr * kc) })
-            } else if cols == tc {
+            } else if tc.min(nc - jr) == tc {
                 // B's own rows: the tile's panels lie side by side.
-                B { at: unsafe { b.add(jr) }, rs: p.rsb, panel: nr }
+                B { at: unsafe { b.add(jr) }, rs: p.rsb, panel: nr, next: std::ptr::null() }
             } else {
-                unsafe { pack_b::<T, I>(b_pack, kc, cols, b.add(jr), p.rsb, p.csb) };
+                // (One row of tiles: each column tile is asked for once.)
+                unsafe { pack_b::<T, I>(b_pack, kc, nc - jr, b.add(jr), p.rsb, p.csb) };
                 in_panels(b_pack.cast_const())
-            };
-            let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
-            let out = Out {
-                c,
-                rsc: p.rsc,
-                csc: p.csc,
-                cols,
-                alpha: p.alpha,
-                beta,
-                pass: pass(&p, packed, pc, kc, 0, jc + jr),
-            };
-            unsafe { panel::<T, I>(p.m, kc, a_block, b, out) };
-        }
+            }
+        };
+        let block = Block { pc, kc, row: 0, mc: p.m, col: jc, nc, beta };
+        unsafe { sweep::<T, I>(&p, packed, block, a_block, b_tile, fetch_next) };
     }
 }
 
@@ -349,40 +345,63 @@ fn pass<T>(p: &Problem<T>, packed: Operands, pc: usize, kc: usize, row: usize, c
 
 /// A register tile's columns of B: `B_PANELS` panels of NR columns, `panel` elements
 /// apart, each of kc rows `rs` apart (packed: NR apart, and the panels kc * NR apart; B's
-/// own rows: the panels side by side, NR apart).
+/// own rows: the panels side by side, NR apart); and, unless null, where the tile fetches
+/// memory into L2 as it runs (two cache lines per few depths: the next block of B).
 #[derive(Clone, Copy)]
 struct B<T> {
     at: *const T,
     rs: isize,
     panel: usize,
+    next: *const T,
 }
 
-/// A packed block of `mc` rows of A times one register tile's columns of B, into `out`.
-/// Packed panels are followed by the next ones B's loops take (the packed layout's order),
-/// which each tile fetches a share of into the cache: a weight streamed from memory then
-/// arrives before the panels' first tile needs it.
+/// A block of C: depths `pc..pc + kc`, rows `row..row + mc`, columns `col..col + nc`,
+/// written with `beta` (the caller's in the first depth block, else 1).
+#[derive(Clone, Copy)]
+struct Block<T> {
+    pc: usize,
+    kc: usize,
+    row: usize,
+    mc: usize,
+    col: usize,
+    nc: usize,
+    beta: T,
+}
+
+/// The product of `block`: its rows of A packed at `a` times its columns of B (`b(jr)`:
+/// the register tile's from column `col + jr` on), into C. Row tiles outer: a tile's
+/// rows of A (12 KB for AVX-512) stay in L1 while it crosses the block of B, which stays
+/// in L2 (each tile of B in L1 instead, 32 KB, left too little of it for A: 0.81 against
+/// 0.87 of peak at 1024^3). `fetch(call, calls)` runs before each of the block's `calls`
+/// register tiles, and says where the tile fetches into L2 as it runs (or null).
 #[inline(always)]
-unsafe fn panel<T: Element, I: Simd<T>>(mc: usize, kc: usize, a_pack: *const T, b: B<T>, out: Out<T>) {
-    let nr = I::VECTORS * I::LANES;
-    let tr = tile_rows_of::<T, I>();
-    let (tiles, packed) = (mc.div_ceil(tr), b.rs == nr as isize);
-    // Depths of the next panels per tile (a depth of a panel is one cache line of 16
-    // floats).
-    let depths = I::B_PANELS * kc;
-    let share = depths.div_ceil(tiles.max(1));
-    let next = b.at.wrapping_add(depths * nr);
+unsafe fn sweep<T: Element, I: Simd<T>>(
+    p: &Problem<T>,
+    packed: Operands,
+    block: Block<T>,
+    a: *const T,
+    b: impl Fn(usize) -> B<T>,
+    fetch: impl Fn(usize, usize) -> *const T,
+) {
+    let (tr, tc) = (tile_rows_of::<T, I>(), tile_cols_of::<T, I>());
+    let Block { pc, kc, row, mc, col, nc, beta } = block;
+    let calls = mc.div_ceil(tr) * nc.div_ceil(tc);
     for (t, ir) in (0..mc).step_by(tr).enumerate() {
-        if packed {
-            for p in t * share..((t + 1) * share).min(depths) {
-                // A prefetch never faults, past the operand's end included.
-                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(p * nr).cast());
+        for (q, jr) in (0..nc).step_by(tc).enumerate() {
+            let next = fetch(t * nc.div_ceil(tc) + q, calls);
+            // SAFETY: the tile lies inside C and the packed blocks (the caller's).
+            unsafe {
+                let out = Out {
+                    c: p.c.offset((row + ir) as isize * p.rsc + (col + jr) as isize * p.csc),
+                    rsc: p.rsc,
+                    csc: p.csc,
+                    cols: tc.min(nc - jr),
+                    alpha: p.alpha,
+                    beta,
+                    pass: pass(p, packed, pc, kc, row + ir, col + jr),
+                };
+                tile_rows::<T, I>(tr.min(mc - ir), kc, a.add(ir * kc), B { next, ..b(jr) }, out);
             }
-        }
-        // SAFETY: row ir of the block is inside C and the packed A.
-        unsafe {
-            let pass = Pass { bias: out.pass.bias.skip(ir, 0), ..out.pass };
-            let out = Out { c: out.c.offset(ir as isize * out.rsc), pass, ..out };
-            tile_rows::<T, I>(tr.min(mc - ir), kc, a_pack.add(ir * kc), b, out);
         }
     }
 }
@@ -653,11 +672,17 @@ unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: 
             _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(W * l - 1).cast());
         }
         let mut sets = [[[I::zero(); W]; R]; S];
-        let (mut a, mut at) = (a, b.at);
+        let (mut a, mut at, mut next) = (a, b.at, b.next);
         // Several depths per iteration: the loop's own instructions would otherwise compete
         // with the 2 * R multiply-adds for issue slots.
         const UNROLL: usize = 4;
         for _ in 0..kc / (UNROLL * S) {
+            if !next.is_null() {
+                // A prefetch never faults.
+                _mm_prefetch::<_MM_HINT_T1>(next.cast());
+                _mm_prefetch::<_MM_HINT_T1>(next.wrapping_byte_add(64).cast());
+                next = next.wrapping_byte_add(128);
+            }
             for _ in 0..UNROLL {
                 for acc in sets.iter_mut() {
                     step::<T, I, R, W>(acc, a, kc * MR, at, b.panel);
