@@ -14,9 +14,11 @@
 //!
 //! Measured (benches/gemm.rs, one thread): on a 2-core AVX2 EPYC, AVX2 about 0.8 of the
 //! FMA peak at 1024^3, 0.7 at 64 x 1024 x 4096 (0.78 with B packed at compile time); on a
-//! 2-core Xeon with AVX-512 (Sapphire Rapids class), AVX-512 0.79-0.82 of the AVX-512
-//! FMA peak at 1024^3 and 0.60-0.79 on bench_mlp's and ResNet-18's shapes, 1.5 to 2 times
-//! the AVX2 loop nest on the same machine, level with `matrixmultiply`'s AVX-512 kernel.
+//! 2-core Xeon with AVX-512 (Sapphire Rapids class), AVX-512 0.84-0.87 of the AVX-512
+//! FMA peak at 1024^3; on bench_mlp's layers (64 x 1024 x 4096, 64 x 4096 x 1024,
+//! 64 x 1024 x 1024) with B packed at compile time 0.73-0.85, 0.63-0.65 with B packed
+//! here; 1.5 to 2 times the AVX2 loop nest on the same machine, above `matrixmultiply`'s
+//! AVX-512 kernel (0.58-0.79).
 //!
 //! Cranelift emits no 256-bit vectors, hence this kernel compiled by rustc; run-time
 //! detection (`super::Isa`) picks an instruction set and the whole loop nest is compiled
