@@ -1,21 +1,24 @@
 //! The single-threaded GEMM, blocked as in BLIS: B is packed in blocks of kc x nc (kept
-//! in L3), A in blocks of mc x kc (kept in L2), and a register tile runs over kc, reading
-//! a kc x NR panel of B that stays in L1. The loop nest is written once, generic over the
-//! instruction set ([`Simd`]): AVX2 + FMA runs a 6 x (2 vectors) tile (6 x 16 for f32:
-//! 12 accumulators, 2 loads of B, 6 broadcasts of A per depth), AVX-512 a 12 x (1 vector)
-//! tile over two panels of A (12 x 16 for f32: 12 accumulators, 1 load of B, 12
-//! broadcasts, which fold into the multiply-adds' memory operand), so both read the same
-//! 16-column panels of B, which the compiler packs for either. A last panel of at most
-//! one vector's columns takes a tile one vector wide. Packing copies any strides (zero
-//! included) into unit-stride panels padded with zeros, so the inner loop never looks at
-//! the strides. Few rows of A ([`short`]) take smaller blocks of B, and a single row of
-//! tiles reads contiguous rows of B in place.
+//! in L3, or L2 for few rows of A), A in blocks of mc x kc (kept in L2), and a register
+//! tile runs over kc; the tiles of a block go row of tiles by row of tiles, so that a
+//! tile's rows of A stay in L1 while it crosses the block of B ([`sweep`]). The loop nest
+//! is written once, generic over the instruction set ([`Simd`]): AVX2 + FMA runs a 6 x
+//! (2 vectors) tile (6 x 16 for f32: 12 accumulators, 2 loads of B, 6 broadcasts of A per
+//! depth), AVX-512 a 12 x (2 vectors) tile over two panels of A and two of B (12 x 32 for
+//! f32: 24 accumulators, 2 loads of B, 12 broadcasts per depth), so both read the same
+//! 16-column panels of B, which the compiler packs for either. Last columns of at most
+//! one vector take a tile one vector wide. Packing copies any strides (zero included)
+//! into unit-stride panels padded with zeros, so the inner loop never looks at the
+//! strides. Few rows of A ([`short`]) take smaller blocks of B, and a single row of tiles
+//! reads contiguous rows of B in place.
 //!
 //! Measured (benches/gemm.rs, one thread): on a 2-core AVX2 EPYC, AVX2 about 0.8 of the
 //! FMA peak at 1024^3, 0.7 at 64 x 1024 x 4096 (0.78 with B packed at compile time); on a
-//! 2-core Xeon with AVX-512 (Sapphire Rapids class), AVX-512 0.79-0.82 of the AVX-512
-//! FMA peak at 1024^3 and 0.60-0.79 on bench_mlp's and ResNet-18's shapes, 1.5 to 2 times
-//! the AVX2 loop nest on the same machine, level with `matrixmultiply`'s AVX-512 kernel.
+//! 2-core Xeon with AVX-512 (Sapphire Rapids class), AVX-512 0.84-0.87 of the AVX-512
+//! FMA peak at 1024^3; on bench_mlp's layers (64 x 1024 x 4096, 64 x 4096 x 1024,
+//! 64 x 1024 x 1024) with B packed at compile time 0.73-0.85, 0.63-0.65 with B packed
+//! here; 1.5 to 2 times the AVX2 loop nest on the same machine, above `matrixmultiply`'s
+//! AVX-512 kernel (0.58-0.79).
 //!
 //! Cranelift emits no 256-bit vectors, hence this kernel compiled by rustc; run-time
 //! detection (`super::Isa`) picks an instruction set and the whole loop nest is compiled
@@ -26,6 +29,9 @@ use super::{Bias, Element, Operands, Problem};
 use crate::spare;
 use aotc_abi::gemm::{Activation, MR};
 use std::arch::x86_64::*;
+
+mod pack;
+use pack::{pack_a, pack_b};
 
 /// The loop nest compiled for AVX2 + FMA, for [`super::Kernel`] (with `Operands::default()`)
 /// and `super::gemm_packed`.
@@ -60,9 +66,14 @@ const fn tile_rows_of<T: Element, I: Simd<T>>() -> usize {
     I::TILE_PANELS * MR
 }
 
+/// Columns of `I`'s register tile.
+const fn tile_cols_of<T: Element, I: Simd<T>>() -> usize {
+    I::B_PANELS * I::VECTORS * I::LANES
+}
+
 /// The register tile (rows, columns) of `I`: blocks of C are cut at multiples of it.
 pub fn register_tile<T: Element, I: Simd<T>>() -> (usize, usize) {
-    (tile_rows_of::<T, I>(), I::VECTORS * I::LANES)
+    (tile_rows_of::<T, I>(), tile_cols_of::<T, I>())
 }
 
 // The packed layout is both instruction sets' own panels.
@@ -181,10 +192,10 @@ unsafe fn b_panels<T: Element, I: Simd<T>>(
 /// block of A.
 #[inline(always)]
 unsafe fn tall<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
-    let nr = I::VECTORS * I::LANES;
+    let (nr, tc) = (I::VECTORS * I::LANES, tile_cols_of::<T, I>());
     let mut a_buf = Buffer::<T>::new(if packed.a.is_some() { 0 } else { I::MC * I::KC.min(p.k) });
     let mut b_buf =
-        Buffer::<T>::new(if packed.b.is_some() { 0 } else { I::KC.min(p.k) * I::NC.min(p.n.next_multiple_of(nr)) });
+        Buffer::<T>::new(if packed.b.is_some() { 0 } else { I::KC.min(p.k) * I::NC.min(p.n.next_multiple_of(tc)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
     // Blocks of rows of equal size (whole panels, at most MC): 128 rows as 2 x 66, not
     // 120 + 8, whose last block would run short tiles.
@@ -202,19 +213,14 @@ unsafe fn tall<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
             for ic in (0..p.m).step_by(mc_step) {
                 let mc = mc_step.min(p.m - ic);
                 let a_block = unsafe { a_panels(&p, packed, a_pack, ic, pc, mc, kc) };
-                for jr in (0..nc).step_by(nr) {
-                    let c = unsafe { p.c.offset(ic as isize * p.rsc + (jc + jr) as isize * p.csc) };
-                    let out = Out {
-                        c,
-                        rsc: p.rsc,
-                        csc: p.csc,
-                        cols: nr.min(nc - jr),
-                        alpha: p.alpha,
-                        beta,
-                        pass: pass(&p, packed, pc, kc, ic, jc + jr),
-                    };
-                    unsafe { panel::<T, I>(mc, kc, a_block, b_block.add(jr * kc), nr as isize, out) };
-                }
+                let block = Block { pc, kc, row: ic, mc, col: jc, nc, beta };
+                let b = |jr| B {
+                    at: unsafe { b_block.add(jr * kc) },
+                    rs: nr as isize,
+                    panel: kc * nr,
+                    next: std::ptr::null(),
+                };
+                unsafe { sweep::<T, I>(&p, packed, block, a_block, b, |_, _| std::ptr::null()) };
             }
         }
     }
@@ -233,7 +239,7 @@ unsafe fn tall<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
 /// once.
 #[inline(always)]
 unsafe fn short<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
-    let nr = I::VECTORS * I::LANES;
+    let (nr, tc) = (I::VECTORS * I::LANES, tile_cols_of::<T, I>());
     let rows = p.m.next_multiple_of(MR);
     let columns_outer =
         packed.b.is_none() && p.m * p.n * size_of::<T>() > C_IN_CACHE && rows * p.k * size_of::<T>() <= C_IN_CACHE;
@@ -246,7 +252,7 @@ unsafe fn short<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
     };
     let mut a_buf = Buffer::<T>::new(a_len);
     let mut b_buf =
-        Buffer::<T>::new(if packed.b.is_some() { 0 } else { I::KC.min(p.k) * I::NS.min(p.n.next_multiple_of(nr)) });
+        Buffer::<T>::new(if packed.b.is_some() { 0 } else { I::KC.min(p.k) * I::NS.min(p.n.next_multiple_of(tc)) });
     let (a_pack, b_pack) = (a_buf.ptr(), b_buf.ptr());
     let direct = packed.b.is_none() && p.m <= tile_rows_of::<T, I>() && p.csb == 1;
     // B packed here from contiguous rows: the next block's rows are fetched into L2 while
@@ -279,33 +285,37 @@ unsafe fn short<T: Element, I: Simd<T>>(p: Problem<T>, packed: Operands) {
         };
         let b = unsafe { p.b.offset(pc as isize * p.rsb + jc as isize * p.csb) };
         let b_block = if direct { b } else { unsafe { b_panels::<T, I>(&p, packed, b_pack, pc, jc, kc, nc) } };
-        let next = (fetch && i + 1 < depths * columns).then(|| block(i + 1));
-        let panels = nc.div_ceil(nr);
-        for (q, jr) in (0..nc).step_by(nr).enumerate() {
-            if let Some(next) = next {
-                unsafe { fetch_share::<T, I>(&p, next, q, panels) };
+        let next = (i + 1 < depths * columns).then(|| block(i + 1));
+        // The next block of B on its way to L2 while this one runs, a share before each
+        // tile: B's rows that will be packed, or the panels packed at compile time (a
+        // weight streamed from memory).
+        let fetch_next = |call, calls| match next {
+            Some(next) if fetch => {
+                unsafe { fetch_share::<T, I>(&p, next, call, calls) };
+                std::ptr::null()
             }
-            let cols = nr.min(nc - jr);
-            let (b, brs) = if !direct {
-                (unsafe { b_block.add(jr * kc) }, nr as isize)
-            } else if cols == nr {
-                (unsafe { b.add(jr) }, p.rsb)
+            Some((pc, jc)) if packed.b.is_some() => {
+                let (kc, nc) = (I::KC.min(p.k - pc), I::NS.min(p.n - jc));
+                let panels = unsafe { b_panels::<T, I>(&p, packed, b_pack, pc, jc, kc, nc) };
+                panels.wrapping_add(kc * nc.next_multiple_of(nr) * call / calls)
+            }
+            _ => std::ptr::null(),
+        };
+        let in_panels = |at| B { at, rs: nr as isize, panel: kc * nr, next: std::ptr::null() };
+        let b_tile = |jr: usize| {
+            if !direct {
+                in_panels(unsafe { b_block.add(jr * kc) })
+            } else if tc.min(nc - jr) == tc {
+                // B's own rows: the tile's panels lie side by side.
+                B { at: unsafe { b.add(jr) }, rs: p.rsb, panel: nr, next: std::ptr::null() }
             } else {
-                unsafe { pack_b::<T, I>(b_pack, kc, cols, b.add(jr), p.rsb, p.csb) };
-                (b_pack.cast_const(), nr as isize)
-            };
-            let c = unsafe { p.c.offset((jc + jr) as isize * p.csc) };
-            let out = Out {
-                c,
-                rsc: p.rsc,
-                csc: p.csc,
-                cols,
-                alpha: p.alpha,
-                beta,
-                pass: pass(&p, packed, pc, kc, 0, jc + jr),
-            };
-            unsafe { panel::<T, I>(p.m, kc, a_block, b, brs, out) };
-        }
+                // (One row of tiles: each column tile is asked for once.)
+                unsafe { pack_b::<T, I>(b_pack, kc, nc - jr, b.add(jr), p.rsb, p.csb) };
+                in_panels(b_pack.cast_const())
+            }
+        };
+        let block = Block { pc, kc, row: 0, mc: p.m, col: jc, nc, beta };
+        unsafe { sweep::<T, I>(&p, packed, block, a_block, b_tile, fetch_next) };
     }
 }
 
@@ -339,30 +349,65 @@ fn pass<T>(p: &Problem<T>, packed: Operands, pc: usize, kc: usize, row: usize, c
     }
 }
 
-/// A packed block of `mc` rows of A times one panel of B (rows `brs` apart), into `out`.
-/// A packed panel is followed by the next one B's loops take (the packed layout's order),
-/// which each tile fetches a share of into the cache: a weight streamed from memory then
-/// arrives before the panel's first tile needs it.
+/// A register tile's columns of B: `B_PANELS` panels of NR columns, `panel` elements
+/// apart, each of kc rows `rs` apart (packed: NR apart, and the panels kc * NR apart; B's
+/// own rows: the panels side by side, NR apart); and, unless null, where the tile fetches
+/// memory into L2 as it runs (two cache lines per few depths: the next block of B).
+#[derive(Clone, Copy)]
+struct B<T> {
+    at: *const T,
+    rs: isize,
+    panel: usize,
+    next: *const T,
+}
+
+/// A block of C: depths `pc..pc + kc`, rows `row..row + mc`, columns `col..col + nc`,
+/// written with `beta` (the caller's in the first depth block, else 1).
+#[derive(Clone, Copy)]
+struct Block<T> {
+    pc: usize,
+    kc: usize,
+    row: usize,
+    mc: usize,
+    col: usize,
+    nc: usize,
+    beta: T,
+}
+
+/// The product of `block`: its rows of A packed at `a` times its columns of B (`b(jr)`:
+/// the register tile's from column `col + jr` on), into C. Row tiles outer: a tile's
+/// rows of A (12 KB for AVX-512) stay in L1 while it crosses the block of B, which stays
+/// in L2 (each tile of B in L1 instead, 32 KB, left too little of it for A: 0.81 against
+/// 0.87 of peak at 1024^3). `fetch(call, calls)` runs before each of the block's `calls`
+/// register tiles, and says where the tile fetches into L2 as it runs (or null).
 #[inline(always)]
-unsafe fn panel<T: Element, I: Simd<T>>(mc: usize, kc: usize, a_pack: *const T, b: *const T, brs: isize, out: Out<T>) {
-    let nr = I::VECTORS * I::LANES;
-    let tr = tile_rows_of::<T, I>();
-    let (tiles, packed) = (mc.div_ceil(tr), brs == nr as isize);
-    // Depths of the next panel per tile (a depth is one cache line of 16 floats).
-    let share = kc.div_ceil(tiles.max(1));
-    let next = b.wrapping_add(kc * nr);
+unsafe fn sweep<T: Element, I: Simd<T>>(
+    p: &Problem<T>,
+    packed: Operands,
+    block: Block<T>,
+    a: *const T,
+    b: impl Fn(usize) -> B<T>,
+    fetch: impl Fn(usize, usize) -> *const T,
+) {
+    let (tr, tc) = (tile_rows_of::<T, I>(), tile_cols_of::<T, I>());
+    let Block { pc, kc, row, mc, col, nc, beta } = block;
+    let calls = mc.div_ceil(tr) * nc.div_ceil(tc);
     for (t, ir) in (0..mc).step_by(tr).enumerate() {
-        if packed {
-            for p in t * share..((t + 1) * share).min(kc) {
-                // A prefetch never faults, past the operand's end included.
-                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(p * nr).cast());
+        for (q, jr) in (0..nc).step_by(tc).enumerate() {
+            let next = fetch(t * nc.div_ceil(tc) + q, calls);
+            // SAFETY: the tile lies inside C and the packed blocks (the caller's).
+            unsafe {
+                let out = Out {
+                    c: p.c.offset((row + ir) as isize * p.rsc + (col + jr) as isize * p.csc),
+                    rsc: p.rsc,
+                    csc: p.csc,
+                    cols: tc.min(nc - jr),
+                    alpha: p.alpha,
+                    beta,
+                    pass: pass(p, packed, pc, kc, row + ir, col + jr),
+                };
+                tile_rows::<T, I>(tr.min(mc - ir), kc, a.add(ir * kc), B { next, ..b(jr) }, out);
             }
-        }
-        // SAFETY: row ir of the block is inside C and the packed A.
-        unsafe {
-            let pass = Pass { bias: out.pass.bias.skip(ir, 0), ..out.pass };
-            let out = Out { c: out.c.offset(ir as isize * out.rsc), pass, ..out };
-            tile_rows::<T, I>(tr.min(mc - ir), kc, a_pack.add(ir * kc), b, brs, out);
         }
     }
 }
@@ -381,144 +426,23 @@ unsafe fn scale<T: Element>(p: Problem<T>) {
     }
 }
 
-// The loops below step pointers instead of multiplying indices by strides: this crate keeps
-// overflow checks in release builds, and a checked multiply per element costs as much as
-// the copy. The pointers stay inside the caller's matrices whenever they are read.
-
-/// Copies `rows` x `kc` of A into panels of MR rows: element (r, p) of a panel at
-/// `p * MR + r`, rows past the last padded with zeros.
-#[inline(always)]
-unsafe fn pack_a<T: Element>(dst: *mut T, rows: usize, kc: usize, a: *const T, rsa: isize, csa: isize) {
-    for i0 in (0..rows).step_by(MR) {
-        let h = MR.min(rows - i0);
-        let mut src = [a; MR];
-        for (r, src) in src.iter_mut().enumerate().take(h) {
-            *src = a.wrapping_offset((i0 + r) as isize * rsa);
-        }
-        // Float32 rows of contiguous depths (activations times packed weights, small
-        // products where packing A costs as much as the multiply-adds): 4 depths at a time.
-        if h == MR && csa == 1 && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
-            // SAFETY: T is f32; as below, with each row's kc depths contiguous.
-            unsafe { pack_panel_f32(dst.add(i0 * kc).cast(), kc, src.map(|s| s.cast())) };
-            continue;
-        }
-        // SAFETY: dst holds MR * kc elements per panel; src[r] walks row i0 + r of A.
-        unsafe {
-            let mut d = dst.add(i0 * kc);
-            for _ in 0..kc {
-                for (r, src) in src.iter_mut().enumerate() {
-                    // A full panel (the common case) gets the copy without the test.
-                    *d.add(r) = if h == MR || r < h { **src } else { T::ZERO };
-                    *src = src.wrapping_offset(csa);
-                }
-                d = d.add(MR);
-            }
-        }
-    }
-}
-
-/// One full panel of [`pack_a`] from MR float32 rows of `kc` contiguous depths: 4 x 4
-/// transposes (rows 0-3) and pair interleaves (rows 4-5) of 4 depths at a time, then the
-/// depths left one by one.
-///
-/// # Safety
-/// `dst` holds MR * kc floats, 8-byte aligned; each row holds `kc` floats.
-#[inline(always)]
-unsafe fn pack_panel_f32(dst: *mut f32, kc: usize, rows: [*const f32; MR]) {
-    const _: () = assert!(MR == 6);
-    let mut p = 0;
-    // SAFETY (all): loads of depths p..p + 4 < kc of each row, stores inside depths p..p + 4
-    // of the panel (6 floats each; the pairs 8-byte aligned: dst is, and 6 p + 4 is even).
-    unsafe {
-        while p + 4 <= kc {
-            let r = rows.map(|row| _mm_loadu_ps(row.add(p)));
-            let (t0, t1) = (_mm_unpacklo_ps(r[0], r[1]), _mm_unpacklo_ps(r[2], r[3]));
-            let (t2, t3) = (_mm_unpackhi_ps(r[0], r[1]), _mm_unpackhi_ps(r[2], r[3]));
-            let first = [_mm_movelh_ps(t0, t1), _mm_movehl_ps(t1, t0), _mm_movelh_ps(t2, t3), _mm_movehl_ps(t3, t2)];
-            let (u0, u1) = (_mm_castps_pd(_mm_unpacklo_ps(r[4], r[5])), _mm_castps_pd(_mm_unpackhi_ps(r[4], r[5])));
-            let d = dst.add(p * MR);
-            for (j, v) in first.into_iter().enumerate() {
-                _mm_storeu_ps(d.add(j * MR), v);
-            }
-            let pair = |j: usize| d.add(j * MR + 4).cast::<f64>();
-            _mm_store_sd(pair(0), u0);
-            _mm_storeh_pd(pair(1), u0);
-            _mm_store_sd(pair(2), u1);
-            _mm_storeh_pd(pair(3), u1);
-            p += 4;
-        }
-        for p in p..kc {
-            for (r, row) in rows.iter().enumerate() {
-                *dst.add(p * MR + r) = *row.add(p);
-            }
-        }
-    }
-}
-
-/// Panels [`pack_b`] writes at once.
-const PACK_PANELS: usize = 4;
-
-/// Copies `kc` x `cols` of B into panels of NR columns: element (p, j) of a panel at
-/// `p * NR + j`, columns past the last padded with zeros.
-#[inline(always)]
-unsafe fn pack_b<T: Element, I: Simd<T>>(dst: *mut T, kc: usize, cols: usize, b: *const T, rsb: isize, csb: isize) {
-    let nr = I::VECTORS * I::LANES;
-    // SAFETY: dst holds NR * kc elements per panel; the sources walk B's elements (p, j) for
-    // p < kc, j < cols.
-    unsafe {
-        if csb == 1 {
-            // Contiguous rows: a few panels at a time (a few write streams, not one per
-            // panel: the panels lie kc * NR apart, often a multiple of 4 KiB, where their
-            // lines compete for the same L1 sets), depth by depth.
-            for g0 in (0..cols).step_by(PACK_PANELS * nr) {
-                let mut src = b;
-                for p in 0..kc {
-                    for j0 in (g0..cols.min(g0 + PACK_PANELS * nr)).step_by(nr) {
-                        let (w, d) = (nr.min(cols - j0), dst.add(j0 * kc + p * nr));
-                        if w == nr {
-                            // A constant length: a few vector moves, not a call to memcpy.
-                            std::ptr::copy_nonoverlapping(src.add(j0), d, nr);
-                        } else {
-                            for j in 0..nr {
-                                *d.add(j) = if j < w { *src.add(j0 + j) } else { T::ZERO };
-                            }
-                        }
-                    }
-                    src = src.wrapping_offset(rsb);
-                }
-            }
-        } else {
-            // Strided rows: each column gathered down its run.
-            for j0 in (0..cols).step_by(nr) {
-                let w = nr.min(cols - j0);
-                for j in 0..nr {
-                    let (mut src, mut d) = (b.wrapping_offset((j0 + j) as isize * csb), dst.add(j0 * kc + j));
-                    for _ in 0..kc {
-                        *d = if j < w { *src } else { T::ZERO };
-                        src = src.wrapping_offset(rsb);
-                        d = d.add(nr);
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// One depth of the register tile: `acc[r] += a[r] * b[..W * LANES]`, rows past MR from
-/// the next panel of A, `panel` elements further on.
+/// the next panel of A, `panel` elements further on, vectors past VECTORS from the next
+/// panel of B, `b_panel` elements further on.
 #[inline(always)]
 unsafe fn step<T: Element, I: Simd<T>, const R: usize, const W: usize>(
     acc: &mut [[I::V; W]; R],
     a: *const T,
     panel: usize,
     b: *const T,
+    b_panel: usize,
 ) {
-    // SAFETY: a holds min(R, MR) elements and a + panel the rest; b holds W * LANES (the
-    // caller's panels).
+    // SAFETY: a holds min(R, MR) elements and a + panel the rest; b and b + b_panel hold
+    // the W vectors (the caller's panels).
     unsafe {
         let mut bv = [I::zero(); W];
         for (h, bv) in bv.iter_mut().enumerate() {
-            *bv = I::load(b.add(h * I::LANES));
+            *bv = I::load(b.add(h / I::VECTORS * b_panel + h % I::VECTORS * I::LANES));
         }
         for (r, acc) in acc.iter_mut().enumerate() {
             let x = I::splat(*a.add(if r < MR { r } else { panel + r - MR }));
@@ -566,51 +490,58 @@ impl Pass {
 /// A tile of `rows` (1..=MR * TILE_PANELS) rows: each height gets its own code so that a
 /// short tile does no wasted multiply-adds, and short ones S sets of accumulators (summed
 /// at the end) for about 10 independent chains: an FMA takes 4 to 5 cycles and two issue
-/// per cycle. A panel of at most LANES columns (C's last, e.g. 1 of 16 at n = 49, and
-/// every panel of a one-vector tile) takes the narrow tile, one vector per row, reading
-/// the first vector of each depth of the B panel.
+/// per cycle. Columns of B of at most LANES (C's last, e.g. 1 of 16 at n = 49) take the
+/// narrow tile, one vector per row, reading the first vector of each depth of the B
+/// panel; the others two vectors (AVX2: of one panel; AVX-512: of two).
 #[inline(always)]
-unsafe fn tile_rows<T: Element, I: Simd<T>>(rows: usize, kc: usize, a: *const T, b: *const T, brs: isize, out: Out<T>) {
+unsafe fn tile_rows<T: Element, I: Simd<T>>(rows: usize, kc: usize, a: *const T, b: B<T>, out: Out<T>) {
+    const _: () = assert!(MR == 6);
     // SAFETY: the caller's contract, passed on.
     unsafe {
         if out.cols <= I::LANES {
             // (Heights above MR exist only for two-panel tiles: `panel` never asks them of
-            // a one-panel set.)
+            // a one-panel set, nor two vectors of B of AVX-512's f64 or AVX2's sets with
+            // more than 6 rows.)
             return match rows {
-                12 => tile::<T, I, 12, 1, 1>(kc, a, b, brs, out),
-                11 => tile::<T, I, 11, 1, 1>(kc, a, b, brs, out),
-                10 => tile::<T, I, 10, 1, 1>(kc, a, b, brs, out),
-                9 => tile::<T, I, 9, 1, 1>(kc, a, b, brs, out),
-                8 => tile::<T, I, 8, 1, 1>(kc, a, b, brs, out),
-                7 => tile::<T, I, 7, 2, 1>(kc, a, b, brs, out),
-                6 => tile::<T, I, 6, 2, 1>(kc, a, b, brs, out),
-                5 => tile::<T, I, 5, 2, 1>(kc, a, b, brs, out),
-                4 => tile::<T, I, 4, 3, 1>(kc, a, b, brs, out),
-                3 => tile::<T, I, 3, 4, 1>(kc, a, b, brs, out),
-                2 => tile::<T, I, 2, 6, 1>(kc, a, b, brs, out),
-                _ => tile::<T, I, 1, 8, 1>(kc, a, b, brs, out),
+                12 => tile::<T, I, 12, 1, 1>(kc, a, b, out),
+                11 => tile::<T, I, 11, 1, 1>(kc, a, b, out),
+                10 => tile::<T, I, 10, 1, 1>(kc, a, b, out),
+                9 => tile::<T, I, 9, 1, 1>(kc, a, b, out),
+                8 => tile::<T, I, 8, 1, 1>(kc, a, b, out),
+                7 => tile::<T, I, 7, 2, 1>(kc, a, b, out),
+                6 => tile::<T, I, 6, 2, 1>(kc, a, b, out),
+                5 => tile::<T, I, 5, 2, 1>(kc, a, b, out),
+                4 => tile::<T, I, 4, 3, 1>(kc, a, b, out),
+                3 => tile::<T, I, 3, 4, 1>(kc, a, b, out),
+                2 => tile::<T, I, 2, 6, 1>(kc, a, b, out),
+                _ => tile::<T, I, 1, 8, 1>(kc, a, b, out),
             };
         }
         match rows {
-            6 => tile::<T, I, 6, 1, 2>(kc, a, b, brs, out),
-            5 => tile::<T, I, 5, 1, 2>(kc, a, b, brs, out),
-            4 => tile::<T, I, 4, 1, 2>(kc, a, b, brs, out),
-            3 => tile::<T, I, 3, 2, 2>(kc, a, b, brs, out),
-            2 => tile::<T, I, 2, 3, 2>(kc, a, b, brs, out),
-            _ => tile::<T, I, 1, 4, 2>(kc, a, b, brs, out),
+            12 => tile::<T, I, 12, 1, 2>(kc, a, b, out),
+            11 => tile::<T, I, 11, 1, 2>(kc, a, b, out),
+            10 => tile::<T, I, 10, 1, 2>(kc, a, b, out),
+            9 => tile::<T, I, 9, 1, 2>(kc, a, b, out),
+            8 => tile::<T, I, 8, 1, 2>(kc, a, b, out),
+            7 => tile::<T, I, 7, 1, 2>(kc, a, b, out),
+            6 => tile::<T, I, 6, 1, 2>(kc, a, b, out),
+            5 => tile::<T, I, 5, 1, 2>(kc, a, b, out),
+            4 => tile::<T, I, 4, 1, 2>(kc, a, b, out),
+            3 => tile::<T, I, 3, 2, 2>(kc, a, b, out),
+            2 => tile::<T, I, 2, 3, 2>(kc, a, b, out),
+            _ => tile::<T, I, 1, 4, 2>(kc, a, b, out),
         }
     }
 }
 
 /// The register tile: R rows of the packed A panels from `a` times the first W vectors of
-/// each row of the B panel `b` (kc rows of NR contiguous elements, `brs` apart), written
-/// to `out` (at most W * LANES columns); depth p accumulates in set p % S.
+/// each row of B's panels `b`, written to `out` (at most W * LANES columns); depth p
+/// accumulates in set p % S.
 #[inline(always)]
 unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: usize>(
     kc: usize,
     a: *const T,
-    b: *const T,
-    brs: isize,
+    b: B<T>,
     out: Out<T>,
 ) {
     let l = I::LANES;
@@ -624,23 +555,29 @@ unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: 
             _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(W * l - 1).cast());
         }
         let mut sets = [[[I::zero(); W]; R]; S];
-        let (mut a, mut b) = (a, b);
+        let (mut a, mut at, mut next) = (a, b.at, b.next);
         // Several depths per iteration: the loop's own instructions would otherwise compete
         // with the 2 * R multiply-adds for issue slots.
         const UNROLL: usize = 4;
         for _ in 0..kc / (UNROLL * S) {
+            if !next.is_null() {
+                // A prefetch never faults.
+                _mm_prefetch::<_MM_HINT_T1>(next.cast());
+                _mm_prefetch::<_MM_HINT_T1>(next.wrapping_byte_add(64).cast());
+                next = next.wrapping_byte_add(128);
+            }
             for _ in 0..UNROLL {
                 for acc in sets.iter_mut() {
-                    step::<T, I, R, W>(acc, a, kc * MR, b);
+                    step::<T, I, R, W>(acc, a, kc * MR, at, b.panel);
                     a = a.add(MR);
-                    b = b.wrapping_offset(brs);
+                    at = at.wrapping_offset(b.rs);
                 }
             }
         }
         for _ in 0..kc % (UNROLL * S) {
-            step::<T, I, R, W>(&mut sets[0], a, kc * MR, b);
+            step::<T, I, R, W>(&mut sets[0], a, kc * MR, at, b.panel);
             a = a.add(MR);
-            b = b.wrapping_offset(brs);
+            at = at.wrapping_offset(b.rs);
         }
         // Constant indices, no slices: the sets stay in registers (a slice of them, as
         // `&sets[1..]`, kept every accumulator in memory, stored after each multiply-add).
@@ -674,7 +611,8 @@ unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: 
             // A partial or strided tile: summed element by element in a whole tile row of
             // memory, then (with an activation) activated as vectors, then written out.
             // (Tiny products run mostly here: the plain case stays one loop.)
-            let mut tmp = [T::ZERO; 16];
+            // (At most two vectors of 16 floats.)
+            let mut tmp = [T::ZERO; 32];
             let plain = matches!(out.pass.bias, Bias::None) && activation == Activation::None;
             for (r, acc) in acc.iter().enumerate() {
                 for (h, &v) in acc.iter().enumerate() {

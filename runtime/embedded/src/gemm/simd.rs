@@ -16,17 +16,19 @@ pub struct Avx512;
 /// The vector operations and the register tile of one instruction set on elements `T`.
 ///
 /// The register tile is `TILE_PANELS` panels of A (of `aotc_abi::gemm::MR` rows each)
-/// times `VECTORS` vectors of B: AVX2 takes 6 rows x 2 vectors (12 accumulators of its
-/// 16 registers), AVX-512 12 rows x 1 vector (12 accumulators of 32; the same 16 float32
-/// columns, so both read the panels the compiler packs, of 16 columns).
+/// times `B_PANELS` panels of B of `VECTORS` vectors each: AVX2 takes 6 rows x 1 panel of
+/// 2 vectors (12 accumulators of its 16 registers), AVX-512 12 rows x 2 panels of 1
+/// vector (24 accumulators of 32). Both read panels of 16 float32 columns, those the
+/// compiler packs.
 pub trait Simd<T: Element> {
     type V: Copy;
     const LANES: usize;
     /// Panels of A (rows: `TILE_PANELS * MR`) in a register tile.
     const TILE_PANELS: usize;
-    /// Vectors of B per row of a register tile: its columns, and the width of B's panels,
-    /// are `VECTORS * LANES`.
+    /// Vectors per row of a panel of B: the panels are `VECTORS * LANES` columns wide.
     const VECTORS: usize;
+    /// Panels of B in a register tile (columns: `B_PANELS * VECTORS * LANES`).
+    const B_PANELS: usize;
     /// Block sizes (rows of A, depth, columns of B): a kc x NR panel of B fills half of
     /// L1 (32 KiB+), an mc x kc block of A a fraction of L2, a kc x nc block of B 4 MiB
     /// of L3.
@@ -50,13 +52,14 @@ pub trait Simd<T: Element> {
 // The methods are `inline(always)` so that they are compiled inside the loop nest, with
 // its target features (`blocked::avx2`, `blocked::avx512`), which `Isa::available` checked.
 macro_rules! simd {
-    ($isa:ty, $t:ty, $v:ty, $lanes:expr, ($panels:expr, $vectors:expr), ($mc:expr, $kc:expr, $nc:expr, $ns:expr),
+    ($isa:ty, $t:ty, $v:ty, $lanes:expr, ($panels:expr, $vectors:expr, $b_panels:expr), ($mc:expr, $kc:expr, $nc:expr, $ns:expr),
      $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident, $add:ident, $activate:path) => {
         impl Simd<$t> for $isa {
             type V = $v;
             const LANES: usize = $lanes;
             const TILE_PANELS: usize = $panels;
             const VECTORS: usize = $vectors;
+            const B_PANELS: usize = $b_panels;
             const MC: usize = $mc;
             const KC: usize = $kc;
             const NC: usize = $nc;
@@ -110,7 +113,7 @@ simd!(
     f32,
     __m256,
     8,
-    (1, 2),
+    (1, 2, 1),
     (120, 256, 4080, 256),
     _mm256_setzero_ps,
     _mm256_set1_ps,
@@ -126,7 +129,7 @@ simd!(
     f64,
     __m256d,
     4,
-    (1, 2),
+    (1, 2, 1),
     (120, 256, 2040, 128),
     _mm256_setzero_pd,
     _mm256_set1_pd,
@@ -137,14 +140,15 @@ simd!(
     _mm256_add_pd,
     activate_f64x4
 );
-// AVX-512 cores have 1-2 MiB of L2: blocks of A of 144 rows (12 tiles) x 256 depths.
+// AVX-512 cores have 1-2 MiB of L2: blocks of A of 144 rows (12 tiles) x 256 depths;
+// blocks of B a whole number of tiles (32 columns) wide.
 simd!(
     Avx512,
     f32,
     __m512,
     16,
-    (2, 1),
-    (144, 256, 4080, 256),
+    (2, 1, 2),
+    (144, 256, 4064, 256),
     _mm512_setzero_ps,
     _mm512_set1_ps,
     _mm512_loadu_ps,
@@ -159,8 +163,8 @@ simd!(
     f64,
     __m512d,
     8,
-    (2, 1),
-    (144, 256, 2040, 128),
+    (2, 1, 2),
+    (144, 256, 2032, 128),
     _mm512_setzero_pd,
     _mm512_set1_pd,
     _mm512_loadu_pd,
