@@ -190,7 +190,9 @@ mod tests {
 
     #[test]
     fn each_broken_invariant_is_named() {
-        let cases: [(&str, fn(&mut Program)); 5] = [
+        // What the message must say, and how to break the program.
+        type Case = (&'static str, fn(&mut Program));
+        let cases: [Case; 5] = [
             ("uses loop variable i1 of 1", |p| {
                 let Kernel::Pointwise { body, .. } = &mut p.kernels[0] else { unreachable!() };
                 *body = load(crate::ir::BufId::from_u32(0), DType::F32, Affine::var(1));
