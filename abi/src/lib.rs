@@ -17,6 +17,7 @@ pub mod file;
 pub mod gemm;
 pub mod layout;
 pub mod manifest;
+pub mod peak;
 pub mod sym;
 pub mod weights;
 pub mod weights_file;
@@ -294,6 +295,15 @@ pub mod internal_symbols {
 /// `rows` nonzero elements of the bool `mask` of shape `sizes`.
 pub mod nonzero {
     pub const SYMBOL: &str = "__aotc_nonzero";
+}
+
+/// `void __aotc_concat(uint8_t *out, const uint8_t *const *parts, int64_t count, const
+/// int64_t *sizes, int64_t len)` (an IR `Extern` call): torch.cat of contiguous tensors
+/// as byte copies. `sizes` is `[outer, bytes_0, ..., bytes_{count-1}]`: part k is `outer`
+/// blocks of `bytes_k` bytes (its dimensions from the concatenated one on, times the
+/// element size), and `out` is `outer` blocks of their sum, part after part.
+pub mod concat {
+    pub const SYMBOL: &str = "__aotc_concat";
 }
 
 /// `void __aotc_fft(float *out, const float *in, int64_t in_offset, int64_t kind,

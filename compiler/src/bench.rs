@@ -79,7 +79,7 @@ pub fn bench(library: &Path, input: &Path, opts: &BenchOptions) -> Result<BenchR
     let gflop = call_flops(&manifest, &inputs).map(|f| f / 1e9).filter(|&f| f > 0.0);
     let median = times[times.len() / 2];
     let gflops = gflop.map(|g| g / (median / 1e3));
-    let peak = crate::peak::fma_peak(threads.min(available_cores()));
+    let peak = aotc_abi::peak::widest_fma_peak(threads.min(available_cores()));
     Ok(BenchReport {
         library: library.display().to_string(),
         iters: times.len(),
@@ -90,7 +90,7 @@ pub fn bench(library: &Path, input: &Path, opts: &BenchOptions) -> Result<BenchR
         gflop,
         gflops,
         peak_gflops: peak.map(|p| p.gflops),
-        peak_fma: peak.map(|p| p.fma),
+        peak_fma: peak.map(|p| p.fma.name()),
         fraction_of_peak: gflops.zip(peak).map(|(g, p)| g / p.gflops),
     })
 }

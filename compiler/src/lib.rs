@@ -16,7 +16,6 @@ pub mod link;
 pub mod lower;
 pub mod op_support;
 pub mod passes;
-pub mod peak;
 pub mod profile;
 pub mod tensor_io;
 pub mod weights_out;

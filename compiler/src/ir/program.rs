@@ -109,6 +109,8 @@ pub enum ExternArg {
     Workspace(BufId),
     Size(SymExpr),
     Sizes(Vec<SymExpr>),
+    /// Buffers read as one array of base pointers (the parts of a concatenation).
+    Bufs(Vec<BufId>),
 }
 
 #[derive(Clone, Debug)]
@@ -198,6 +200,13 @@ impl Kernel {
                                 bufs.push(*b)
                             }
                         }
+                        ExternArg::Bufs(bs) => {
+                            for b in bs {
+                                if !bufs.contains(b) {
+                                    bufs.push(*b)
+                                }
+                            }
+                        }
                         ExternArg::Size(s) => add_sym(s, &mut syms),
                         ExternArg::Sizes(ss) => ss.iter().for_each(|s| add_sym(s, &mut syms)),
                     }
@@ -249,7 +258,11 @@ impl Kernel {
                 reads
             }
             Kernel::Matmul(m) => m.accumulate || m.a.buf == m.out || m.b.buf == m.out,
-            Kernel::Extern(call) => call.args.iter().any(|a| matches!(a, ExternArg::Buf(b) if *b == call.out)),
+            Kernel::Extern(call) => call.args.iter().any(|a| match a {
+                ExternArg::Buf(b) => *b == call.out,
+                ExternArg::Bufs(bs) => bs.contains(&call.out),
+                _ => false,
+            }),
         }
     }
 

@@ -76,7 +76,12 @@ fn check_kernel(p: &Program, k: &Kernel, err: &mut impl FnMut(String)) {
         }
         Kernel::Extern(call) => {
             for arg in &call.args {
-                if let ExternArg::Buf(b) | ExternArg::Workspace(b) = arg {
+                let bufs = match arg {
+                    ExternArg::Buf(b) | ExternArg::Workspace(b) => std::slice::from_ref(b),
+                    ExternArg::Bufs(bs) => bs.as_slice(),
+                    ExternArg::Size(_) | ExternArg::Sizes(_) => &[],
+                };
+                for b in bufs {
                     if !exists(p, *b) {
                         err(format!("passes {b}, which is not a buffer"));
                     }

@@ -9,6 +9,7 @@
 //! other processes falls on all alike; on a busy machine compare the rows of one run, not
 //! runs.
 
+use aotc_abi::peak::{fma_peak, Fma};
 use aotc_embedded::gemm::{gemm_packed_on, Element, Isa, Kernel, Operands, Packed, Problem};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -82,63 +83,6 @@ fn time(runs: &[&dyn Fn()], budget: Duration) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Independent FMA chains per thread: enough to cover the FMA latency on both FMA pipes.
-const CHAINS: usize = 10;
-
-/// CHAINS 8-wide FMA chains, `iters` steps.
-#[target_feature(enable = "avx2,fma")]
-fn chains8(iters: usize) -> f32 {
-    use std::arch::x86_64::*;
-    let (x, y) = (_mm256_set1_ps(0.999_999), _mm256_set1_ps(1e-7));
-    let mut acc = [_mm256_set1_ps(1.0); CHAINS];
-    for _ in 0..iters {
-        for a in acc.iter_mut() {
-            *a = _mm256_fmadd_ps(*a, x, y);
-        }
-    }
-    _mm256_cvtss_f32(acc.into_iter().fold(_mm256_setzero_ps(), |s, a| _mm256_add_ps(s, a)))
-}
-
-/// CHAINS 16-wide FMA chains, `iters` steps.
-#[target_feature(enable = "avx512f")]
-fn chains16(iters: usize) -> f32 {
-    use std::arch::x86_64::*;
-    let (x, y) = (_mm512_set1_ps(0.999_999), _mm512_set1_ps(1e-7));
-    let mut acc = [_mm512_set1_ps(1.0); CHAINS];
-    for _ in 0..iters {
-        for a in acc.iter_mut() {
-            *a = _mm512_fmadd_ps(*a, x, y);
-        }
-    }
-    _mm512_reduce_add_ps(acc.into_iter().fold(_mm512_setzero_ps(), |s, a| _mm512_add_ps(s, a)))
-}
-
-/// GFLOP/s of CHAINS independent FMA chains per thread, `lanes` wide (8: AVX2, 16:
-/// AVX-512): the machine's peak with those FMAs.
-fn fma_peak(threads: usize, lanes: usize) -> f64 {
-    const ITERS: usize = 20_000_000;
-    let run = || {
-        // SAFETY: main checked AVX2 and FMA, and AVX-512F before asking 16 lanes.
-        std::hint::black_box(unsafe {
-            if lanes == 16 {
-                chains16(std::hint::black_box(ITERS))
-            } else {
-                chains8(std::hint::black_box(ITERS))
-            }
-        });
-    };
-    let all = || {
-        std::thread::scope(|s| {
-            for _ in 1..threads {
-                s.spawn(run);
-            }
-            run();
-        })
-    };
-    let (best, _) = time(&[&all], Duration::from_millis(500))[0];
-    (threads * ITERS * CHAINS * lanes * 2) as f64 / best / 1e9
-}
-
 struct Candidate {
     name: &'static str,
     kernel: Kernel<f32>,
@@ -152,16 +96,11 @@ fn main() {
         return;
     }
     let isas: Vec<Isa> = [Isa::Avx2, Isa::Avx512].into_iter().filter(|isa| isa.available()).collect();
-    let lanes = if Isa::Avx512.available() { 16 } else { 8 };
-    let peak = [fma_peak(1, lanes), fma_peak(2, lanes)];
-    println!(
-        "FMA peak ({}, {CHAINS} chains x {lanes} lanes): {:.1} GFLOP/s on 1 thread, {:.1} on 2",
-        if lanes == 16 { "AVX-512" } else { "AVX2" },
-        peak[0],
-        peak[1]
-    );
-    if lanes == 16 {
-        println!("(AVX2 FMAs: {:.1} GFLOP/s on 1 thread)", fma_peak(1, 8));
+    let widest = Fma::widest().expect("AVX2 and FMA were detected");
+    let peak = [fma_peak(1, widest), fma_peak(2, widest)];
+    println!("FMA peak ({}): {:.1} GFLOP/s on 1 thread, {:.1} on 2", widest.name(), peak[0], peak[1]);
+    if widest == Fma::Avx512 {
+        println!("(AVX2 FMAs: {:.1} GFLOP/s on 1 thread)", fma_peak(1, Fma::Avx2));
     }
     let mut candidates = vec![
         Candidate { name: "matrixmultiply", kernel: f32::PORTABLE, tile: (8, 8) },

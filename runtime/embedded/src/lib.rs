@@ -21,6 +21,7 @@
 mod abi_fns;
 mod activation;
 mod arena;
+mod concat;
 mod conv;
 mod cuda;
 mod descriptor;

@@ -1,4 +1,5 @@
-//! Extern kernels: one call into the support library, `name(out, args...)`.
+//! Extern kernels: one call into the support library, `name(out, args...)`; a list
+//! (`Sizes`, `Bufs`) passes as a pointer to its elements on the stack and their count.
 
 use super::kernel::{Cx, R};
 use crate::ir::{ExternArg, ExternCall};
@@ -20,6 +21,19 @@ pub fn emit(cx: &mut Cx, call: &ExternCall) -> R<()> {
             ExternArg::Size(s) => {
                 sig.params.push(i64_);
                 args.push(cx.sym(s));
+            }
+            ExternArg::Bufs(bufs) => {
+                // An array of base pointers on the stack (one dummy slot when empty).
+                let bytes = ptr.value_type.bytes() * bufs.len().max(1) as u32;
+                let slot = cx.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, 3));
+                for (i, b) in bufs.iter().enumerate() {
+                    let v = cx.base(*b);
+                    cx.b.ins().stack_store(ptr.value_type, v, slot, (ptr.value_type.bytes() as usize * i) as i32);
+                }
+                sig.params.extend([ptr, i64_]);
+                let addr = cx.b.ins().stack_addr(ptr.value_type, slot, 0);
+                let n = cx.b.ins().iconst(types::I64, bufs.len() as i64);
+                args.extend([addr, n]);
             }
             ExternArg::Sizes(sizes) => {
                 // An int64 array on the stack (one dummy slot when empty, for a valid address).

@@ -6,6 +6,8 @@
 //! Positions computed by the lowering itself read through `LoadAt`, which cannot leave
 //! its buffer.
 
+mod native_concat;
+
 use super::registry::LowerFn;
 use super::scatter::{all, converted, flat_position, reduce_where, var_value};
 use crate::frontend::schema::{Argument, OptionalTensorArgument};
@@ -129,7 +131,8 @@ fn embedding(lw: &mut Lowerer, a: &Args) -> R {
     Ok(vec![TensorValue::lazy(weight.dtype, sizes, body)])
 }
 
-/// Concatenation along `dim`: each output element reads the input whose range holds it.
+/// Concatenation along `dim`: each output element reads the input whose range holds it
+/// (or, from buffers, byte copies: `native_concat`).
 fn cat(lw: &mut Lowerer, a: &Args) -> R {
     let all = a.tensors(lw, "tensors")?;
     Ok(vec![concat(lw, &all, a.int_or("dim", 0)?, &a.node_name())?])
@@ -161,6 +164,9 @@ pub(crate) fn concat(lw: &mut Lowerer, all: &[TensorValue], dim: i64, name: &str
         return Err("cat of 0-dim tensors".into());
     }
     sizes[dim] = SymExpr::add(parts.iter().map(|t| t.sizes[dim].clone()));
+    if let Some(y) = native_concat::concat(lw, &parts, dim, dtype, &sizes, name) {
+        return Ok(y);
+    }
     let out = var_values(sizes.len());
     // From the last part back: where(i < start_k + size_k, part_k[i - start_k], later).
     let mut starts = vec![];

@@ -1,7 +1,9 @@
-//! The fast path of float32 1-D and 2-D convolutions: one call of the support library's
-//! convolution (`aotc_abi::conv`: a GEMM per image and group over the input's windows,
-//! gathered as the GEMM packs them, or a channels-last depthwise kernel), the bias added
-//! inside it.
+//! The fast path of floating-point 1-D and 2-D convolutions: one call of the support
+//! library's float32 convolution (`aotc_abi::conv`: a GEMM per image and group over the
+//! input's windows, gathered as the GEMM packs them, or a channels-last depthwise kernel),
+//! the bias added inside it. float16 and bfloat16 convolutions run it on their operands
+//! widened to float32 and round the result once, which is how PyTorch computes them on
+//! the CPU (float32 accumulation).
 //! Other convolutions (transposed, 3-D, other dtypes, symbolic channel counts, and all
 //! of them when lowering for CUDA) take the general lowering of `conv.rs`; so do the
 //! epilogue folds of `epilogue.rs`, which apply only to this call.
@@ -9,6 +11,7 @@
 use super::Params;
 use crate::ir::{BufKind, ExternArg, ExternCall, Kernel};
 use crate::lower::aten::pool::window::Windows;
+use crate::lower::aten::pool::with_dtype;
 use crate::lower::tensor::TensorValue;
 use crate::lower::Lowerer;
 use aotc_abi::conv::{scratch_len, Algorithm, SYMBOL};
@@ -29,7 +32,8 @@ pub fn lower(
     name: &str,
 ) -> Result<Option<TensorValue>, String> {
     let nd = w.rank();
-    if !lw.native_calls() || p.transposed || x.dtype != DType::F32 || !(1..=2).contains(&nd) {
+    let half = matches!(x.dtype, DType::F16 | DType::BF16);
+    if !lw.native_calls() || p.transposed || !(x.dtype == DType::F32 || half) || !(1..=2).contains(&nd) {
         return Ok(None);
     }
     let statics = |v: &[SymExpr]| {
@@ -89,9 +93,9 @@ pub fn lower(
         int(0),
         int(0),
     ];
-    let input = lw.contiguous(x, &format!("{name}.input"));
-    let weights = lw.contiguous(weight, &format!("{name}.weight"));
-    let bias = bias.map(|b| lw.contiguous(b, &format!("{name}.bias")));
+    let input = lw.contiguous(&with_dtype(x, DType::F32), &format!("{name}.input"));
+    let weights = lw.contiguous(&with_dtype(weight, DType::F32), &format!("{name}.weight"));
+    let bias = bias.map(|b| lw.contiguous(&with_dtype(b, DType::F32), &format!("{name}.bias")));
     let positions = SymExpr::mul([out_h.clone(), out_w.clone()]);
     let depth = SymExpr::Int((channels / groups * kernel[0] * kernel[1]) as i64);
     let workspace = match algorithm {
@@ -124,5 +128,5 @@ pub fn lower(
     ];
     let flops = SymExpr::mul([SymExpr::Int(2), x.sizes[0].clone(), int(out_channels), positions, depth]);
     lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: SYMBOL, out, args, flops })));
-    Ok(Some(TensorValue::view_of(out, DType::F32, out_sizes)))
+    Ok(Some(with_dtype(&TensorValue::view_of(out, DType::F32, out_sizes), x.dtype)))
 }

@@ -1,8 +1,11 @@
-//! The fast path of float32 2-D max pooling whose indices nothing reads: one call of the
-//! support library's max pool (`aotc_abi::conv::MAX_POOL_SYMBOL`, row-wise maxima over
-//! the kernel taps), instead of a reduction over every window element.
+//! The fast path of floating-point 2-D max pooling whose indices nothing reads: one call
+//! of the support library's float32 max pool (`aotc_abi::conv::MAX_POOL_SYMBOL`, row-wise
+//! maxima over the kernel taps), instead of a reduction over every window element.
+//! float16 and bfloat16 pool widened to float32: exact both ways, as a maximum is one of
+//! its operands.
 
 use super::window::Windows;
+use super::with_dtype;
 use crate::ir::{BufKind, ExternArg, ExternCall, Kernel};
 use crate::lower::tensor::TensorValue;
 use crate::lower::Lowerer;
@@ -13,7 +16,8 @@ use aotc_abi::DType;
 /// The pooled values of `x` ([C, H, W] or [N, C, H, W]), or None when the library's
 /// kernel does not apply (another dtype or rank).
 pub fn max_pool(lw: &mut Lowerer, x: &TensorValue, w: &Windows, name: &str) -> Option<TensorValue> {
-    if !lw.native_calls() || x.dtype != DType::F32 || w.rank() != 2 {
+    let float = matches!(x.dtype, DType::F32 | DType::F16 | DType::BF16);
+    if !lw.native_calls() || !float || w.rank() != 2 {
         return None;
     }
     let (batch, channels) = match x.rank() {
@@ -46,10 +50,10 @@ pub fn max_pool(lw: &mut Lowerer, x: &TensorValue, w: &Windows, name: &str) -> O
         int(0),
         int(0),
     ];
-    let input = lw.contiguous(x, &format!("{name}.input"));
+    let input = lw.contiguous(&with_dtype(x, DType::F32), &format!("{name}.input"));
     let sizes: Vec<SymExpr> = x.sizes[..x.rank() - 2].iter().chain(&w.output).cloned().collect();
     let out = lw.prog.add_buffer(name, DType::F32, sizes.clone(), BufKind::Scratch);
     let args = vec![ExternArg::Buf(input), ExternArg::Sizes(geometry)];
     lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: MAX_POOL_SYMBOL, out, args, flops: int(0) })));
-    Some(TensorValue::view_of(out, DType::F32, sizes))
+    Some(with_dtype(&TensorValue::view_of(out, DType::F32, sizes), x.dtype))
 }
