@@ -11,6 +11,49 @@ pub const SYMBOL: &str = "__aotc_conv2d_f32";
 /// Max pooling over the same geometry (groups = channels = out_channels, no weight): the
 /// maximum of each window, NaN winning, padding never chosen.
 pub const MAX_POOL_SYMBOL: &str = "__aotc_max_pool2d_f32";
+/// `void __aotc_conv_frames_f32(float *out, const float *x, const int64_t *geometry,
+/// int64_t count)`: the input frames of one time tap of a 3-D convolution run as 2-D ones,
+/// frames first. `geometry` is `[batch, channels, frames, plane, frames_out, stride,
+/// first]` ([`Frames::from_list`]): `out[N, T_out, C, plane]` holds
+/// `x[N, C, T, plane]`'s frame `t * stride + first`, zeros where that lies outside `0..T`
+/// (the time padding).
+pub const FRAMES_SYMBOL: &str = "__aotc_conv_frames_f32";
+
+/// The geometry of [`FRAMES_SYMBOL`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frames {
+    pub batch: usize,
+    pub channels: usize,
+    pub frames: usize,
+    /// Elements of one frame of one channel (height times width).
+    pub plane: usize,
+    pub frames_out: usize,
+    pub stride: usize,
+    /// The input frame of output frame 0: `kd * dilation - padding`, negative in the padding.
+    pub first: i64,
+}
+
+impl Frames {
+    pub fn from_list(list: &[i64]) -> Option<Frames> {
+        let &[batch, channels, frames, plane, frames_out, stride, first] = list else { return None };
+        let size = |v: i64| usize::try_from(v).ok();
+        Some(Frames {
+            batch: size(batch)?,
+            channels: size(channels)?,
+            frames: size(frames)?,
+            plane: size(plane)?,
+            frames_out: size(frames_out)?,
+            stride: size(stride).filter(|&s| s > 0)?,
+            first,
+        })
+    }
+
+    /// The input frame output frame `t` reads, if inside the input.
+    pub fn source(&self, t: usize) -> Option<usize> {
+        let f = self.first.checked_add(i64::try_from(t.checked_mul(self.stride)?).ok()?)?;
+        usize::try_from(f).ok().filter(|&f| f < self.frames)
+    }
+}
 
 /// `out[N, O, OH, OW] = conv(x[N, C, H, W], weight[O, C / groups, KH, KW]) (+ bias[O])`,
 /// all contiguous; padding is zeros. The weight is in one of the [`WeightForm`]s. With `residual`, a tensor shaped like `out`

@@ -10,6 +10,7 @@
 
 mod columns;
 mod depthwise;
+mod frames;
 mod max_pool;
 mod winograd;
 

@@ -9,6 +9,7 @@
 //! those onto the output positions they land on (col2im, [`sum_over_windows`]).
 
 pub(super) mod epilogue;
+mod frames;
 mod native;
 
 use super::linalg;
@@ -86,6 +87,9 @@ fn convolution(lw: &mut Lowerer, a: &Args) -> R {
         return Ok(vec![y]);
     }
     if let Some(y) = native::lower(lw, &x, &weight, bias.as_ref(), &p, &w, &name)? {
+        return Ok(vec![y]);
+    }
+    if let Some(y) = frames::lower(lw, &x, &weight, bias.as_ref(), &p, &w, &name)? {
         return Ok(vec![y]);
     }
     let y = if p.transposed {
