@@ -25,10 +25,13 @@ pub enum Activation {
     Gelu,
     /// `x * min(max(x + 3, 0), 6) / 6`.
     Hardswish,
+    /// SiLU (swish): `x * sigmoid(x)`, sigmoid as `1 / (1 + exp(-x))`.
+    Silu,
 }
 
 impl Activation {
-    pub const ALL: [Activation; 4] = [Activation::None, Activation::Relu, Activation::Gelu, Activation::Hardswish];
+    pub const ALL: [Activation; 5] =
+        [Activation::None, Activation::Relu, Activation::Gelu, Activation::Hardswish, Activation::Silu];
 
     /// Its code in a call's arguments.
     pub fn code(self) -> i64 {

@@ -60,3 +60,33 @@ fn hardswish_and_gelu_fuse_where_nothing_else_reads_the_result() {
 
     check_fixture("conv_activations");
 }
+
+/// EfficientNet's SiLU (sigmoid and mul, one pointwise kernel once lowered) after a
+/// convolution becomes the convolution's activation, and every kernel of this batch-1
+/// network loops from a dimension larger than 1 (`passes::squeeze`), so that it splits
+/// across threads.
+#[test]
+fn silu_fuses_into_convolutions_and_batch_one_kernels_split() {
+    let path = fixture("models/efficientnet_b0_w040").join("model.pt2");
+    let (_src, lowered) = aotc::lower_file(&path, &Default::default()).expect("lower");
+    let prog = &lowered.program;
+    let silu = prog
+        .kernels
+        .iter()
+        .filter(|k| match k {
+            Kernel::Extern(call) if call.name == SYMBOL => {
+                let ExternArg::Sizes(list) = &call.args[ARG_GEOMETRY] else { return false };
+                let list: Vec<i64> = list.iter().map(|s| s.as_int().expect("static")).collect();
+                Conv2d::from_list(&list).expect("a valid geometry").activation == Activation::Silu
+            }
+            _ => false,
+        })
+        .count();
+    assert!(silu >= 10, "{silu} convolutions apply their SiLU");
+    for k in &prog.kernels {
+        if let Kernel::Pointwise { ranges, .. } | Kernel::Reduction { ranges, .. } = k {
+            assert!(ranges.len() == 1 || ranges[0] != aotc_abi::sym::SymExpr::Int(1), "{ranges:?}");
+        }
+    }
+    check_fixture("models/efficientnet_b0_w040");
+}

@@ -7,7 +7,7 @@
 //!   (`aotc_abi::gemm::Activation`), so the three become one kernel and the result is
 //!   written once instead of three times.
 //! - A hardswish (five graph nodes: add, two clamps, mul, div; one pointwise kernel once
-//!   lowered), a GELU (the support library's kernel) or a ReLU after a support-library
+//!   lowered), a SiLU (sigmoid and mul), a GELU (the support library's kernel) or a ReLU after a support-library
 //!   convolution or such a GEMM becomes its activation. (A batch norm, residual add or ReLU after a convolution folds
 //!   into it as it is lowered: `lower/aten/conv/epilogue.rs`.)
 
@@ -108,8 +108,8 @@ fn take_next_activation(prog: &mut Program, i: usize, keep: &HashSet<BufId>) -> 
 }
 
 /// `(x, activation)` when `body` is an activation of buffer `x`'s element, as the graph
-/// decomposes it: ReLU `max(x, 0)`, hardswish `x * min(max(x + 3, 0), 6) / 6` (the
-/// commutative operations' operands either way round).
+/// decomposes it: ReLU `max(x, 0)`, SiLU `x * sigmoid(x)`, hardswish `x * min(max(x + 3,
+/// 0), 6) / 6` (the commutative operations' operands either way round).
 fn activation_of(body: &E) -> Option<(BufId, Activation)> {
     let constant = |e: &E, v: f64| matches!(&e.kind, ExprKind::Const(s) if s.as_f64() == v);
     let binary = |e: &E, op: Prim| match &e.kind {
@@ -132,6 +132,20 @@ fn activation_of(body: &E) -> Option<(BufId, Activation)> {
             return None;
         };
         return Some((load(&x)?, Activation::Relu));
+    }
+    if let Some((a, b)) = binary(body, Prim::Mul) {
+        let sigmoid_of = |e: &E| match &e.kind {
+            ExprKind::Unary(Prim::Sigmoid, x) => Some(x.clone()),
+            _ => None,
+        };
+        let silu = match (sigmoid_of(&b), sigmoid_of(&a)) {
+            (Some(x), _) if x == a => Some(a),
+            (_, Some(x)) if x == b => Some(b),
+            _ => None,
+        };
+        if let Some(x) = silu {
+            return Some((load(&x)?, Activation::Silu));
+        }
     }
     let (product, six) = binary(body, Prim::Div)?;
     let (a, b) = binary(&product, Prim::Mul)?;
@@ -161,7 +175,7 @@ fn contiguous_loads_only(body: &E, ranges: &[SymExpr]) -> bool {
                 && index.terms.iter().all(|(v, _)| *v < ranges.len())
                 && strides.iter().enumerate().all(|(v, s)| index.coef(v) == *s || ranges[v].as_int() == Some(1));
         }
-        ExprKind::Const(_) | ExprKind::Binary(..) => {}
+        ExprKind::Const(_) | ExprKind::Binary(..) | ExprKind::Unary(..) => {}
         _ => all = false,
     });
     all

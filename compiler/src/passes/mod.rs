@@ -7,19 +7,23 @@
 //! - [`fold`]: kernels that only copy a weight, computed at compile time;
 //! - [`prepack`]: weights that are a GEMM's right operand, packed into its panels;
 //! - [`epilogue`]: a Linear layer's bias and GELU fused into its packed GEMM's output pass,
-//!   a hardswish into its convolution's.
+//!   a hardswish or SiLU into its convolution's;
+//! - [`squeeze`]: leading unit dimensions of loop kernels dropped, so that batch-1 kernels
+//!   split across threads.
 
 pub mod arena;
 pub mod epilogue;
 pub mod fold;
 pub mod plan;
 pub mod prepack;
+pub mod squeeze;
 
 use crate::lower::Lowered;
 use crate::Target;
 
 /// The passes between lowering and planning, in order: folding for every target; packing
-/// and the fusions that need the packed kernel for the CPU only (its layouts). Debug
+/// and the fusions that need the packed kernel for the CPU only (its layouts); squeezing
+/// for every target. Debug
 /// builds (the tests) verify the program after lowering and after each pass.
 pub fn optimize(lowered: &mut Lowered, target: Target) {
     verified(lowered, "lowering");
@@ -31,6 +35,8 @@ pub fn optimize(lowered: &mut Lowered, target: Target) {
         epilogue::fuse_epilogues(lowered);
         verified(lowered, "epilogue");
     }
+    squeeze::squeeze_leading_units(lowered);
+    verified(lowered, "squeeze");
 }
 
 /// Panics, in debug builds, when `stage` left a program that breaks the IR's invariants

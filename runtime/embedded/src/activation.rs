@@ -24,6 +24,7 @@ pub fn scalar(activation: Activation, x: f32) -> f32 {
         Activation::Gelu => crate::gelu::gelu_scalar(x),
         // clamp keeps NaN (f32::max/min would drop it).
         Activation::Hardswish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
+        Activation::Silu => x * (1.0 / (1.0 + (-x).exp())),
     }
 }
 
@@ -87,6 +88,10 @@ pub(crate) unsafe fn lanes<V: F32s>(v: V, activation: Activation) -> V {
                 let t = V::splat(6.0).min(V::zero().max(t));
                 v.mul(t).div(V::splat(6.0))
             }
+            Activation::Silu => {
+                let one = V::splat(1.0);
+                v.mul(one.div(one.add(crate::gelu::lanes::exp(V::zero().sub(v)))))
+            }
         }
     }
 }
@@ -104,6 +109,7 @@ pub(crate) fn reference(activation: Activation, x: f64) -> f64 {
         // SAFETY: erf is a pure libm function.
         Activation::Gelu => x * 0.5 * (1.0 + unsafe { erf(x * std::f64::consts::FRAC_1_SQRT_2) }),
         Activation::Hardswish => x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
+        Activation::Silu => x / (1.0 + (-x).exp()),
     }
 }
 
@@ -128,5 +134,9 @@ mod tests {
         assert!(scalar(Activation::Hardswish, f32::NAN).is_nan() && scalar(Activation::Relu, f32::NAN).is_nan());
         assert_eq!(scalar(Activation::Hardswish, -4.0), 0.0);
         assert_eq!(scalar(Activation::Hardswish, 4.0), 4.0);
+        assert_eq!(scalar(Activation::Silu, 0.0), 0.0);
+        assert!(scalar(Activation::Silu, f32::NAN).is_nan());
+        assert_eq!(scalar(Activation::Silu, -200.0), -0.0);
+        assert_eq!(scalar(Activation::Silu, 200.0), 200.0);
     }
 }
