@@ -2,7 +2,7 @@
 //! threads, the output pass fused: each output plane is its bias plus the input plane
 //! shifted and scaled by each kernel tap, then the residual and the ReLU.
 //!
-//! - The common geometries (3x3 and 5x5, stride 1 and 2) on x86-64 with AVX2 and FMA or
+//! - The common geometries (3x3, 5x5 and 7x7, stride 1 and 2) on x86-64 with AVX2 and FMA or
 //!   AVX-512 ([`lanes`]): each thread copies its input planes into a zero-padded plane, a
 //!   slot of the scratch, and computes each output row 8 or 16 outputs per vector from it.
 //! - Any other geometry or CPU ([`plane`]): each output row is its bias plus the input

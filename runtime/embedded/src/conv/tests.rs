@@ -326,6 +326,11 @@ fn depthwise_fast_paths_match_the_naive_convolution() {
             (3, 2, [12, 9], 5, 1, [2, 2], 2),
             (2, 1, [1, 1], 3, 1, [1, 1], 1),
             (2, 1, [2, 3], 5, 2, [2, 2], 1),
+            // 7x7 (ConvNeXt's, scaled down), wide rows and a plane smaller than the kernel.
+            (3, 1, [14, 14], 7, 1, [3, 3], 1),
+            (2, 1, [9, 40], 7, 1, [3, 3], 2),
+            (2, 1, [4, 5], 7, 1, [3, 3], 1),
+            (3, 1, [15, 17], 7, 2, [3, 3], 1),
             // More chunks than channels on 2 threads: chunks share the padded planes.
             (2, 1, [64, 64], 3, 1, [1, 1], 4),
         ];

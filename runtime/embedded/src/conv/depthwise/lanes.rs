@@ -1,5 +1,5 @@
-//! The depthwise planes of the common geometries (square 3x3 or 5x5 kernel, stride 1 or
-//! 2 in both dimensions, no dilation) with AVX2 + FMA or AVX-512 (`crate::simd`). Each
+//! The depthwise planes of the common geometries (square 3x3, 5x5 or 7x7 kernel, stride 1
+//! or 2 in both dimensions, no dilation) with AVX2 + FMA or AVX-512 (`crate::simd`). Each
 //! input plane is copied into a zero-padded plane in scratch (with AVX2 on either: a
 //! copy), so that the loops read whole vectors with no bounds logic; with stride 2 each
 //! padded row holds its even columns, then its odd ones, so that the outputs of a tap
@@ -44,7 +44,7 @@ impl Kernel {
     pub fn new(g: &Conv2d, scratch: usize, isa: Isa) -> Option<Kernel> {
         let (size, stride) = (g.kernel[0], g.stride[0]);
         let shape =
-            g.kernel == [size; 2] && matches!(size, 3 | 5) && g.stride == [stride; 2] && matches!(stride, 1 | 2);
+            g.kernel == [size; 2] && matches!(size, 3 | 5 | 7) && g.stride == [stride; 2] && matches!(stride, 1 | 2);
         if !(shape && g.dilation == [1, 1] && isa.available()) {
             return None;
         }
@@ -138,7 +138,9 @@ unsafe fn plane_generic<V: F32s>(
             (3, 1) => plane_of::<V, 3, 1>(k, slot, w, bias, residual, out),
             (3, 2) => plane_of::<V, 3, 2>(k, slot, w, bias, residual, out),
             (5, 1) => plane_of::<V, 5, 1>(k, slot, w, bias, residual, out),
-            _ => plane_of::<V, 5, 2>(k, slot, w, bias, residual, out),
+            (5, 2) => plane_of::<V, 5, 2>(k, slot, w, bias, residual, out),
+            (7, 1) => plane_of::<V, 7, 1>(k, slot, w, bias, residual, out),
+            _ => plane_of::<V, 7, 2>(k, slot, w, bias, residual, out),
         }
     }
 }
@@ -316,7 +318,7 @@ unsafe fn plane_of<V: F32s, const K: usize, const S: usize>(
 /// A plane's taps, output pass and sizes, for vectors `V`.
 struct Plane<V> {
     /// The taps' weights (the first `K * K`).
-    weights: [f32; 25],
+    weights: [f32; 49],
     bias: V,
     activation: Activation,
     /// Floats per padded row, where its odd columns start (stride 2), and between the
