@@ -102,8 +102,8 @@ unsafe fn softmax_8_rows(
         }
         for (y, &v) in y.iter_mut().zip(v) {
             let shifted = _mm256_sub_ps(v, vmax);
-            // As in `softmax_row`: 0 below -104 (masked scores), NaN stays.
-            let representable = _mm256_cmp_ps::<_CMP_NLT_UQ>(shifted, _mm256_set1_ps(-104.0));
+            // As in `softmax_row`: 0 below FLUSH_BELOW (masked scores), NaN stays.
+            let representable = _mm256_cmp_ps::<_CMP_NLT_UQ>(shifted, _mm256_set1_ps(super::FLUSH_BELOW));
             y.write(_mm256_and_ps(exp(shifted), representable));
         }
         // Every position was written just above.
