@@ -78,8 +78,8 @@ fn softmax_row(x: &[f32], out: &mut [f32], log: bool, isa: Isa) {
         }
     } else {
         for (o, &v) in out.iter_mut().zip(x) {
-            // `!(<)`: NaN stays.
-            *o = if !(v - max < FLUSH_BELOW) { (v - max).exp() } else { 0.0 };
+            // NaN stays (it is not below).
+            *o = if v - max < FLUSH_BELOW { 0.0 } else { (v - max).exp() };
             sum += *o as f64;
         }
         let inverse = (1.0 / sum) as f32;
