@@ -447,7 +447,7 @@ mod tests {
         bad[RESIDUAL] = 2;
         assert_eq!(Conv2d::from_list(&bad), None, "a flag that is not 0 or 1");
         let mut bad = g.to_list();
-        bad[ACTIVATION] = 4;
+        bad[ACTIVATION] = Activation::ALL.len() as i64;
         assert_eq!(Conv2d::from_list(&bad), None, "no such activation");
         let packed = Conv2d { weight: WeightForm::Panels, ..g };
         assert_eq!(Conv2d::from_list(&packed.to_list()), Some(packed));
