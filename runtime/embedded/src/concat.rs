@@ -6,9 +6,6 @@
 use crate::guards::refuse_extern_call;
 use crate::pool;
 
-/// Below this many bytes the copy runs on one thread.
-const MIN_PARALLEL_BYTES: usize = 256 << 10;
-
 /// # Safety
 /// `parts` holds `count` pointers and `sizes` `len` = `count + 1` sizes as
 /// `aotc_abi::concat` lays them out; each part holds `outer * bytes_k` bytes, `out`
@@ -45,10 +42,5 @@ pub unsafe extern "C" fn __aotc_concat(out: *mut u8, parts: *const *const u8, co
             }
         }
     };
-    let threads = pool::threads();
-    if threads <= 1 || pieces < 2 || outer * row < MIN_PARALLEL_BYTES {
-        return copy(0..pieces);
-    }
-    let chunks = (threads * 4).min(pieces);
-    pool::parallel_for(threads, chunks, &|c| copy(pieces * c / chunks..pieces * (c + 1) / chunks));
+    pool::for_ranges(pieces, outer * row, &copy);
 }

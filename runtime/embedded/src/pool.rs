@@ -374,6 +374,18 @@ pub fn for_items(
     work: usize,
     f: &(dyn Fn(usize, usize, &mut [f32]) + Sync),
 ) {
+    let base = SharedOut(out.as_mut_ptr());
+    for_ranges(items, work, &|range| {
+        // SAFETY: items `range` of `out`, which the ranges partition.
+        let part =
+            unsafe { std::slice::from_raw_parts_mut(base.get().add(range.start * item_len), range.len() * item_len) };
+        f(range.start, range.end, part)
+    });
+}
+
+/// Runs `f` over contiguous ranges that partition `0..items`, spread over the call's
+/// threads when `work` (multiply-adds, or copies) is worth it.
+pub fn for_ranges(items: usize, work: usize, f: &(dyn Fn(std::ops::Range<usize>) + Sync)) {
     let threads = threads();
     let chunks = if threads > 1 && work as i64 >= aotc_abi::internal_symbols::MIN_PARALLEL_WORK {
         (threads * 4).min(items)
@@ -381,16 +393,9 @@ pub fn for_items(
         1
     };
     if chunks <= 1 {
-        return f(0, items, out);
+        return f(0..items);
     }
-    let base = SharedOut(out.as_mut_ptr());
-    parallel_for(threads, chunks, &|i| {
-        let (begin, end) = (items * i / chunks, items * (i + 1) / chunks);
-        // SAFETY: items begin..end of `out`, which the chunks partition.
-        let part =
-            unsafe { std::slice::from_raw_parts_mut(base.get().add(begin * item_len), (end - begin) * item_len) };
-        f(begin, end, part)
-    });
+    parallel_for(threads, chunks, &|i| f(items * i / chunks..items * (i + 1) / chunks));
 }
 
 /// A generated kernel over `[begin, end)` of its split loop.

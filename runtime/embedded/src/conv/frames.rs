@@ -6,9 +6,6 @@ use crate::guards::refuse_extern_call;
 use crate::pool;
 use aotc_abi::conv::Frames;
 
-/// Below this many floats the copy runs on one thread.
-const MIN_PARALLEL_FLOATS: usize = 64 << 10;
-
 /// # Safety
 /// `geometry` holds `count` int64s; `x` holds `N * C * T * plane` floats and `out`
 /// `N * T_out * C * plane`, overlapping nothing.
@@ -44,10 +41,5 @@ pub unsafe extern "C" fn __aotc_conv_frames_f32(out: *mut f32, x: *const f32, ge
             }
         }
     };
-    let threads = pool::threads();
-    if threads <= 1 || items < 2 || out_len < MIN_PARALLEL_FLOATS {
-        return copy(0..items);
-    }
-    let chunks = (threads * 4).min(items);
-    pool::parallel_for(threads, chunks, &|c| copy(items * c / chunks..items * (c + 1) / chunks));
+    pool::for_ranges(items, out_len, &copy);
 }
