@@ -1,4 +1,5 @@
-//! Running a verification over many fixture folders in parallel, panics caught, and
+//! Running a verification over many fixture folders in parallel (threads, or worker
+//! processes where a process-wide lock would serialise the threads), panics caught, and
 //! reading a list of known failures (`name<TAB>reason` per line, `#` comments).
 
 use std::collections::BTreeMap;
@@ -48,6 +49,103 @@ pub fn run_all(dirs: Vec<PathBuf>, verify: fn(&Path) -> Result<usize, String>) -
     });
     let _ = std::panic::take_hook();
     results.into_inner().unwrap()
+}
+
+/// Names the shard (`i/n`) a worker process of [`run_in_processes`] runs.
+const SHARD_VAR: &str = "AOTC_SUITE_SHARD";
+/// Prefix of the lines a worker reports its outcomes on.
+const REPORT: &str = "aotc-suite-outcome\t";
+
+/// [`run_all`] spread over worker processes, one per core, each running fixtures
+/// `i, i + n, ...` of `dirs`: for verifications on the fake CUDA driver, whose one
+/// process-wide state runs every launch under its lock (threads would take turns). The
+/// workers are this test binary run again for `test` (the calling test's name) with
+/// [`SHARD_VAR`] set: in a worker this runs its shard, prints the outcomes and ends the
+/// process. A fixture a worker did not report (it crashed) is a panic outcome.
+pub fn run_in_processes(
+    test: &str,
+    dirs: Vec<PathBuf>,
+    verify: fn(&Path) -> Result<usize, String>,
+) -> BTreeMap<String, Outcome> {
+    let name = |d: &PathBuf| d.file_name().unwrap().to_string_lossy().into_owned();
+    if let Ok(shard) = std::env::var(SHARD_VAR) {
+        let (i, n) = shard
+            .split_once('/')
+            .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)))
+            .unwrap_or_else(|| panic!("{SHARD_VAR}={shard:?} is not i/n"));
+        let mine = dirs.into_iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, d)| d).collect();
+        // (From a fresh line: the harness has printed the test's name without one.)
+        let mut report = String::from("\n");
+        for (fixture, outcome) in run_all(mine, verify) {
+            let (kind, message) = match outcome {
+                Outcome::Pass => ("pass", String::new()),
+                Outcome::Fail(e) => ("fail", e),
+                Outcome::Panic(p) => ("panic", p),
+            };
+            let message = message.replace('\\', "\\\\").replace('\n', "\\n");
+            report.push_str(&format!("{REPORT}{fixture}\t{kind}\t{message}\n"));
+        }
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        out.write_all(report.as_bytes()).and_then(|()| out.flush()).expect("report to the parent test");
+        std::process::exit(0);
+    }
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get()).min(dirs.len().max(1));
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let workers: Vec<_> = (0..n)
+        .map(|i| {
+            std::process::Command::new(&exe)
+                .args([test, "--exact", "--nocapture", "--test-threads=1"])
+                .env(SHARD_VAR, format!("{i}/{n}"))
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("a worker process")
+        })
+        .collect();
+    let mut results = BTreeMap::new();
+    let mut exits = vec![];
+    for worker in workers {
+        let output = worker.wait_with_output().expect("the worker's output");
+        exits.push(output.status);
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            let Some(fields) = line.strip_prefix(REPORT) else { continue };
+            let mut fields = fields.splitn(3, '\t');
+            let (Some(fixture), Some(kind), Some(message)) = (fields.next(), fields.next(), fields.next()) else {
+                continue;
+            };
+            let message = unescape(message);
+            let outcome = match kind {
+                "pass" => Outcome::Pass,
+                "fail" => Outcome::Fail(message),
+                _ => Outcome::Panic(message),
+            };
+            results.insert(fixture.to_string(), outcome);
+        }
+    }
+    for dir in &dirs {
+        results.entry(name(dir)).or_insert_with(|| {
+            Outcome::Panic(format!("its worker process ended without reporting it (exits: {exits:?})"))
+        });
+    }
+    results
+}
+
+/// The inverse of the workers' escaping of `\` and newlines.
+fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
 }
 
 /// The outcomes of a suite counted against its known-failures list.
