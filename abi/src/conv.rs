@@ -114,10 +114,17 @@ pub enum WeightForm {
     /// The 16 matrices of [`winograd`]'s transformed weight, each a GEMM's packed left
     /// operand: the convolution is [`Algorithm::Winograd`].
     Winograd,
+    /// Each group's weight transposed, `[depth, O / groups]`, in `crate::gemm`'s layout for
+    /// a GEMM's right operand (panels of output channels), groups one after another
+    /// ([`Conv2d::column_packed_group_len`] floats each): the GEMM runs transposed, output
+    /// positions as its rows ([`positions_as_rows`]); for [`Algorithm::Columns`] and
+    /// [`Algorithm::Pointwise`], never pooled.
+    ColumnPanels,
 }
 
 impl WeightForm {
-    pub const ALL: [WeightForm; 3] = [WeightForm::Rows, WeightForm::Panels, WeightForm::Winograd];
+    pub const ALL: [WeightForm; 4] =
+        [WeightForm::Rows, WeightForm::Panels, WeightForm::Winograd, WeightForm::ColumnPanels];
 
     pub fn code(self) -> i64 {
         self as i64
@@ -144,6 +151,19 @@ pub enum Algorithm {
     /// compiler ([`WeightForm::Winograd`]): Winograd's F(2x2, 3x3), 16 GEMMs of 2.25
     /// times fewer multiplies than the windows' one ([`winograd`]).
     Winograd,
+}
+
+/// Whether the compiler should run a GEMM convolution transposed ([`WeightForm::ColumnPanels`]),
+/// from its output positions per plane: when they are few and would leave much of the
+/// usual orientation's last panel of [`crate::gemm::NR`] columns empty (ResNet's 7x7
+/// layer4: 49 positions fill 64 columns; as rows they fill whole tiles but one row, and
+/// the output channels fill the panels). Measured on a Xeon (AVX-512), 1 thread:
+/// 512 x 4608 x 49 at 0.50 of the FMA peak, 49 x 4608 x 512 at 0.74; 256 x 2304 x 196
+/// and its transpose alike (0.79).
+pub fn positions_as_rows(positions: usize) -> bool {
+    const MAX_POSITIONS: usize = 192;
+    let padded = positions.next_multiple_of(crate::gemm::NR);
+    positions > 0 && positions < MAX_POSITIONS && padded * 20 > positions * 21
 }
 
 /// Sizes the scratch formula is written over: `usize` (checked: None on overflow) in the
@@ -276,6 +296,11 @@ impl Conv2d {
                 Algorithm::choose(g.group_channels(), g.groups, g.kernel, g.stride, g.padding) != Algorithm::Depthwise
             }
             WeightForm::Winograd => winograd::fits(g.kernel, g.stride, g.dilation, g.groups),
+            WeightForm::ColumnPanels => {
+                !g.pool
+                    && Algorithm::choose(g.group_channels(), g.groups, g.kernel, g.stride, g.padding)
+                        != Algorithm::Depthwise
+            }
         };
         let pool_fits = !g.pool || (!g.residual && g.algorithm().pools());
         (sizes_agree && packing_fits && pool_fits && g.channels % g.groups == 0 && g.out_channels % g.groups == 0)
@@ -329,6 +354,7 @@ impl Conv2d {
             WeightForm::Rows => product(&[self.out_channels, self.group_channels(), self.kernel[0], self.kernel[1]])?,
             WeightForm::Panels => self.groups.checked_mul(self.packed_group_len()?)?,
             WeightForm::Winograd => winograd::weight_len(self.channels, self.out_channels)?,
+            WeightForm::ColumnPanels => self.groups.checked_mul(self.column_packed_group_len()?)?,
         };
         let [out_h, out_w] = self.written_size();
         let output = product(&[self.batch, self.out_channels, out_h, out_w])?;
@@ -348,6 +374,13 @@ impl Conv2d {
     pub fn packed_group_len(&self) -> Option<usize> {
         let depth = self.group_channels().checked_mul(self.kernel[0])?.checked_mul(self.kernel[1])?;
         crate::gemm::packed_len(depth, self.group_out_channels(), crate::gemm::MR)
+    }
+
+    /// Floats of one group's weight packed as a right operand (its output channels padded
+    /// to whole panels of columns).
+    pub fn column_packed_group_len(&self) -> Option<usize> {
+        let depth = self.group_channels().checked_mul(self.kernel[0])?.checked_mul(self.kernel[1])?;
+        crate::gemm::packed_len(depth, self.group_out_channels(), crate::gemm::NR)
     }
 
     /// Output positions per plane of the convolution (before any pooling).
@@ -418,6 +451,13 @@ mod tests {
     }
 
     #[test]
+    fn few_positions_that_leave_a_panel_mostly_empty_run_as_rows() {
+        let chosen: Vec<usize> =
+            [49, 64, 98, 100, 144, 196, 0, 1, 15].into_iter().filter(|&n| positions_as_rows(n)).collect();
+        assert_eq!(chosen, [49, 98, 100, 1, 15]);
+    }
+
+    #[test]
     fn the_list_round_trips_and_inconsistent_ones_are_refused() {
         let g = resnet_stem();
         assert_eq!(Conv2d::from_list(&g.to_list()), Some(g));
@@ -478,8 +518,19 @@ mod tests {
         assert_eq!(Conv2d::from_list(&three.to_list()), Some(three));
         assert_eq!((three.algorithm(), three.lens().unwrap().1), (Algorithm::Winograd, 16 * 66 * 3));
         let mut bad = three.to_list();
-        bad[WEIGHT_FORM] = 3;
+        bad[WEIGHT_FORM] = WeightForm::ALL.len() as i64;
         assert_eq!(Conv2d::from_list(&bad), None, "no such weight form");
+        let transposed = Conv2d { weight: WeightForm::ColumnPanels, ..g };
+        assert_eq!(Conv2d::from_list(&transposed.to_list()), Some(transposed));
+        assert_eq!(transposed.lens().unwrap().1, 3 * 49 * 64, "64 columns: 4 whole panels of 16");
+        let odd = Conv2d { out_channels: 20, ..transposed };
+        assert_eq!(odd.lens().unwrap().1, 3 * 49 * 32, "20 columns padded to 2 panels");
+        assert_eq!(Conv2d::from_list(&Conv2d { pool: true, ..transposed }.to_list()), None, "a transposed pool");
+        assert_eq!(
+            Conv2d::from_list(&Conv2d { weight: WeightForm::ColumnPanels, ..depthwise }.to_list()),
+            None,
+            "a transposed depthwise weight"
+        );
         let pooled = Conv2d { pool: true, ..three };
         assert_eq!(Conv2d::from_list(&pooled.to_list()), Some(pooled));
         assert_eq!((pooled.written_size(), pooled.lens().unwrap().2), ([112, 112], 64 * 112 * 112));

@@ -11,7 +11,7 @@ use crate::ir::payload::PackedMatrix;
 use crate::ir::{BufId, BufKind, ExternArg, ExternCall, Kernel, Matmul, Payload, Program, StridedRef};
 use crate::lower::Lowered;
 use aotc_abi::conv::{self, Algorithm};
-use aotc_abi::gemm::MR;
+use aotc_abi::gemm::{MR, NR};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 use std::collections::{HashMap, HashSet};
@@ -84,13 +84,15 @@ fn add_packed(prog: &mut Program, source: BufId, data: Payload) -> BufId {
 }
 
 use aotc_abi::conv::{
-    winograd, WeightForm, ARG_GEOMETRY as CONV_GEOMETRY_ARG, ARG_WEIGHT as CONV_WEIGHT_ARG, WEIGHT_FORM,
+    winograd, WeightForm, ARG_GEOMETRY as CONV_GEOMETRY_ARG, ARG_WEIGHT as CONV_WEIGHT_ARG, POOL, WEIGHT_FORM,
 };
 
 /// A convolution's weight buffer and its packed form, when the weight is a constant with
 /// static sizes that a GEMM reads: Winograd's 16 transformed matrices where that
-/// algorithm fits and pays (`aotc_abi::conv::winograd`), else each group's `[O / G, depth]`
-/// matrix packed as a GEMM's left operand, groups one after another.
+/// algorithm fits and pays (`aotc_abi::conv::winograd`); for planes of few positions
+/// (`conv::positions_as_rows`), not pooled, each group's transpose packed as a GEMM's right
+/// operand (the library runs the GEMM transposed); else each group's `[O / G, depth]`
+/// matrix packed as a left operand; groups one after another.
 fn pack_conv_weight(prog: &Program, call: &ExternCall) -> Option<(BufId, Vec<f32>, WeightForm)> {
     let (ExternArg::Buf(weight), ExternArg::Sizes(geometry)) =
         (call.args.get(CONV_WEIGHT_ARG)?, call.args.get(CONV_GEOMETRY_ARG)?)
@@ -123,12 +125,20 @@ fn pack_conv_weight(prog: &Program, call: &ExternCall) -> Option<(BufId, Vec<f32
         let rows: Vec<f32> = (0..bytes.len() / 4).map(float).collect();
         return Some((*weight, winograd::transform_weight(&rows, out_channels, channels)?, WeightForm::Winograd));
     }
+    let pooled = geometry[POOL].as_int() != Some(0);
+    let positions = at(7).zip(at(8)).and_then(|(h, w)| h.checked_mul(w));
+    let (form, width) = match positions {
+        Some(n) if !pooled && conv::positions_as_rows(n) => (WeightForm::ColumnPanels, NR),
+        _ => (WeightForm::Panels, MR),
+    };
+    // Group g's element (depth p, output channel o) either way: a left operand's rows are
+    // output channels, a right operand's columns.
     let mut data = Vec::new();
     for group in 0..groups {
         let first = group * group_out * depth;
-        data.extend(aotc_abi::gemm::pack(depth, group_out, MR, |p, o| float(first + o * depth + p))?);
+        data.extend(aotc_abi::gemm::pack(depth, group_out, width, |p, o| float(first + o * depth + p))?);
     }
-    Some((*weight, data, WeightForm::Panels))
+    Some((*weight, data, form))
 }
 
 /// The weight window a matmul reads as its right operand, when it can be packed: float32,

@@ -135,7 +135,48 @@ fn convolutions() {
     }
 }
 
+/// ResNet's 3x3 convolutions (layer1..layer4 at 224) on the GEMM, with the weight packed
+/// as the compiler packs it: as a left operand, and transposed as a right one (the
+/// product with positions as rows); GFLOP/s beside the time.
+fn gemm_convolutions() {
+    use aotc_abi::gemm::{pack, MR, NR};
+    for (channels, hw) in [(64, 56), (128, 28), (256, 14), (512, 7)] {
+        for form in [WeightForm::Panels, WeightForm::ColumnPanels] {
+            let g = Conv2d {
+                has_bias: true,
+                activation: Activation::Relu,
+                weight: form,
+                ..geometry(channels, hw, 3, 1, 1, false)
+            };
+            let depth = g.depth();
+            let rows = values(channels * depth);
+            let width = if form == WeightForm::Panels { MR } else { NR };
+            let weight = pack(depth, channels, width, |p, o| rows[o * depth + p]).unwrap();
+            let (x_len, _, out_len) = g.lens().unwrap();
+            let (x, bias, mut out) = (values(x_len), values(channels), vec![0f32; out_len]);
+            let list = g.to_list();
+            // SAFETY: the buffers hold what the geometry describes.
+            let t = median(|| unsafe {
+                __aotc_conv2d_f32(
+                    out.as_mut_ptr(),
+                    x.as_ptr(),
+                    weight.as_ptr(),
+                    bias.as_ptr(),
+                    std::ptr::null_mut(),
+                    std::ptr::null(),
+                    list.as_ptr(),
+                    list.len() as i64,
+                );
+            });
+            let flops = 2.0 * (channels * depth * g.positions()) as f64;
+            let name = format!("conv 3x3 {channels} x {hw}x{hw} + bias + relu, {form:?}");
+            println!("{name:<52} {:>10.1} us {:>7.1} GFLOP/s", t.as_secs_f64() * 1e6, flops / t.as_secs_f64() / 1e9);
+        }
+    }
+}
+
 fn main() {
     rows();
     convolutions();
+    gemm_convolutions();
 }

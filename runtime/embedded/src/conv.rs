@@ -6,12 +6,14 @@
 //! convolutions have their own plane-by-plane kernel ([`depthwise`]) in the scratch the
 //! compiler sized, and 3x3 ones whose weight the compiler transformed, Winograd's
 //! ([`winograd`]). A weight the compiler packed (`WeightForm::Panels`) is the GEMM's left
-//! operand as it is. The GEMMs and the depthwise planes run on the call's thread budget.
+//! operand as it is; one it packed as a right operand (`WeightForm::ColumnPanels`, planes
+//! of few positions) runs the GEMM transposed ([`transposed`]). The GEMMs and the depthwise planes run on the call's thread budget.
 
 mod columns;
 mod depthwise;
 mod frames;
 mod max_pool;
+mod transposed;
 mod winograd;
 
 pub use max_pool::__aotc_max_pool2d_f32;
@@ -95,11 +97,17 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
                 &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];
             let (og, [out_h, out_w]) = (g.group_out_channels(), g.written_size());
             let out = &mut out[group * og * out_h * out_w..][..og * out_h * out_w];
+            let sums = Sums { accumulate, bias };
+            if let (WeightForm::ColumnPanels, Some(len)) = (g.weight, g.column_packed_group_len()) {
+                let weight = &weight[group * len..][..len];
+                transposed::product(&g, weight, planes, out, sums, pool::threads(), spare);
+                continue;
+            }
             let lhs = match g.packed_group_len() {
                 Some(len) if g.weight == WeightForm::Panels => Weight::Packed(&weight[group * len..][..len]),
                 _ => Weight::Rows(&weight[group * og * g.depth()..][..og * g.depth()]),
             };
-            product(&g, lhs, planes, out, Sums { accumulate, bias }, spare);
+            product(&g, lhs, planes, out, sums, spare);
         }
     };
     // Several images: each thread takes whole images (its GEMMs then run on one thread),

@@ -99,6 +99,14 @@ fn check(g: Conv2d, threads: usize) {
                 .unwrap()
         })
         .collect();
+    // ... and for the transposed product, each group's transpose as a right operand.
+    let column_packed: Vec<f32> = (0..g.groups)
+        .flat_map(|group| {
+            let rows = &w[group * g.group_out_channels() * g.depth()..];
+            aotc_abi::gemm::pack(g.depth(), g.group_out_channels(), aotc_abi::gemm::NR, |p, o| rows[o * g.depth() + p])
+                .unwrap()
+        })
+        .collect();
     let bias = values(g.out_channels, 3);
     let residual = values(g.batch * g.out_channels * g.positions(), 4);
     let [out_h, out_w] = g.written_size();
@@ -113,6 +121,7 @@ fn check(g: Conv2d, threads: usize) {
         WeightForm::Rows => w.as_ptr(),
         WeightForm::Panels => packed.as_ptr(),
         WeightForm::Winograd => transformed.as_ptr(),
+        WeightForm::ColumnPanels => column_packed.as_ptr(),
     };
     let list = g.to_list();
     // Buffers a kernel takes for the call hold NaN from "earlier calls".
@@ -187,6 +196,11 @@ fn every_algorithm_matches_the_naive_convolution() {
             geometry(1, 2, [3, 3], 2, [3, 3], [1, 1], [0, 0], [1, 1], 1, true),
             geometry(1, 1, [1, 50], 3, [1, 5], [1, 1], [0, 2], [1, 1], 1, true),
             geometry(2, 0, [4, 5], 3, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            // Few positions (the transposed product's planes): ResNet's layer4 shapes, smaller.
+            geometry(1, 40, [7, 7], 36, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            geometry(2, 24, [14, 14], 20, [3, 3], [2, 2], [1, 1], [1, 1], 2, false),
+            geometry(1, 48, [7, 7], 40, [1, 1], [1, 1], [0, 0], [1, 1], 1, true),
+            geometry(1, 48, [13, 13], 33, [1, 1], [2, 2], [0, 0], [1, 1], 1, false),
         ];
         let algorithms: Vec<Algorithm> = cases.iter().map(|g| g.algorithm()).collect();
         for a in [Algorithm::Columns, Algorithm::Pointwise, Algorithm::Depthwise] {
@@ -202,6 +216,12 @@ fn every_algorithm_matches_the_naive_convolution() {
                 if g.algorithm() != Algorithm::Depthwise {
                     check(Conv2d { weight: WeightForm::Panels, ..g }, threads);
                     check(Conv2d { weight: WeightForm::Panels, residual: true, ..g }, threads);
+                    check(Conv2d { weight: WeightForm::ColumnPanels, ..g }, threads);
+                    check(
+                        Conv2d { weight: WeightForm::ColumnPanels, residual: true, activation: Activation::Relu, ..g },
+                        threads,
+                    );
+                    check(Conv2d { weight: WeightForm::ColumnPanels, activation: Activation::Silu, ..g }, threads);
                 }
                 if g.algorithm().pools() {
                     check(Conv2d { pool: true, activation: Activation::Relu, ..g }, threads);

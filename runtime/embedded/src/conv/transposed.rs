@@ -1,0 +1,120 @@
+//! The product run transposed, for a weight the compiler packed as a right operand
+//! (`WeightForm::ColumnPanels`): `out^T[positions, O/G] = windows^T @ weight^T`, the output
+//! positions as the GEMM's rows. For planes of few positions (ResNet's 7x7 layer4: 49),
+//! where the usual orientation would leave most of its last 16-column panel empty: as rows
+//! they fill whole register tiles but one short one, and the output channels fill the
+//! panels.
+//!
+//! The windows are a plain `[depth, positions]` matrix (for a pointwise kernel the input
+//! planes themselves, else written from the input rows: [`write_windows`]), read as A with
+//! its rows 1 apart; C is a `[positions, O/G]` buffer, transposed into `out` (onto the
+//! residual, when there is one) before the activation.
+
+use super::{Sums, TapColumns};
+use crate::gemm::{gemm_packed, Bias, Operands, Packed, Problem};
+use crate::pool::{self, SharedOut};
+use crate::spare::Handle;
+use aotc_abi::conv::{Algorithm, Conv2d};
+use aotc_abi::gemm::{Activation, NR};
+
+/// One group's `out[O/G, positions] = weight @ windows + sums` through the geometry's
+/// activation, on up to `threads` threads; `weight` is the group's `[depth, O/G]` packed as
+/// a right operand. (Never pooled: the compiler does not choose this form then.)
+pub fn product(g: &Conv2d, weight: &[f32], planes: &[f32], out: &mut [f32], sums: Sums, threads: usize, spare: Handle) {
+    let (m, k, n) = (g.positions(), g.depth(), g.group_out_channels());
+    let mut windows = (g.algorithm() != Algorithm::Pointwise).then(|| spare.take(k * m));
+    if let Some(windows) = windows.as_mut() {
+        write_windows(g, planes, windows, threads);
+    }
+    let a = windows.as_ref().map_or(planes.as_ptr(), |w| w.as_ptr());
+    // C row-major in a buffer, transposed into `out` at the end: written transposed in
+    // place, every depth block's output pass would go element by element.
+    let mut rows = spare.take(m * n);
+    let p = Problem {
+        m,
+        k,
+        n,
+        alpha: 1.0,
+        a,
+        rsa: 1,
+        csa: m as isize,
+        b: std::ptr::null(),
+        rsb: 0,
+        csb: 0,
+        beta: 0.0,
+        c: rows.as_mut_ptr(),
+        rsc: n as isize,
+        csc: 1,
+    };
+    let operands = Operands {
+        a: None,
+        b: Packed::new(weight.as_ptr(), n, NR),
+        bias: sums.bias.map_or(Bias::None, |b| Bias::Cols(b.as_ptr())),
+        activation: Activation::None,
+    };
+    // SAFETY: A is the k x m windows (or planes) read transposed, m x k with rows 1 apart
+    // and columns m apart; B the group's weight packed as a k x n right operand
+    // (`column_packed_group_len` floats, checked against the geometry by `lens`); C the m
+    // x n `rows`, a unique borrow; the bias n floats.
+    unsafe { gemm_packed(p, operands, threads, &pool::parallel_for) }
+    // Output channel o's plane: column o of `rows`, onto the residual and bias already
+    // there when accumulating.
+    for (o, plane) in out.chunks_exact_mut(m).enumerate() {
+        let column = rows[o..].iter().step_by(n);
+        if sums.accumulate {
+            plane.iter_mut().zip(column).for_each(|(y, &x)| *y += x);
+        } else {
+            plane.iter_mut().zip(column).for_each(|(y, &x)| *y = x);
+        }
+    }
+    crate::activation::apply(g.activation, out);
+}
+
+/// Writes the windows as a `[depth, positions]` matrix into `windows`: row `(c, i, j)` holds,
+/// for each output position, the input at kernel tap `(i, j)` of channel `c` (0 in the
+/// padding). Rows of depth are spread over `threads`.
+fn write_windows(g: &Conv2d, planes: &[f32], windows: &mut [f32], threads: usize) {
+    let positions = g.positions();
+    let depth = g.depth();
+    if positions == 0 || depth == 0 {
+        return;
+    }
+    let taps = TapColumns::of(g);
+    let chunks = if depth * positions >= 1 << 16 { threads } else { 1 };
+    let base = SharedOut::new(windows);
+    pool::parallel_for(chunks, chunks, &|chunk| {
+        let rows = depth * chunk / chunks..depth * (chunk + 1) / chunks;
+        // SAFETY: rows `rows` of `windows` (depth x positions floats), which the chunks
+        // partition.
+        let part =
+            unsafe { std::slice::from_raw_parts_mut(base.get().add(rows.start * positions), rows.len() * positions) };
+        for (p, row) in rows.zip(part.chunks_exact_mut(positions)) {
+            window_row(g, &taps, planes, p, row);
+        }
+    });
+}
+
+/// Row `p` = `(c, i, j)` of the windows, one output row at a time: the input row that
+/// kernel row `i` reaches (zeros outside the plane), the columns that kernel column `j`
+/// reaches inside it (zeros in the padding).
+fn window_row(g: &Conv2d, taps: &[TapColumns], planes: &[f32], p: usize, row: &mut [f32]) {
+    let [kh, kw] = g.kernel;
+    let (c, i, j) = (p / (kh * kw), p / kw % kh, p % kw);
+    let tap = &taps[j];
+    let (plane, out_w, stride) = (&planes[c * g.height * g.width..][..g.height * g.width], g.out_size[1], g.stride[1]);
+    for (oh, dst) in row.chunks_exact_mut(out_w).enumerate() {
+        let ih = (oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height);
+        let Some(ih) = ih.filter(|_| !tap.outputs.is_empty()) else {
+            dst.fill(0.0);
+            continue;
+        };
+        dst[..tap.outputs.start].fill(0.0);
+        dst[tap.outputs.end..].fill(0.0);
+        let (src, dst) = (&plane[ih * g.width + tap.first..], &mut dst[tap.outputs.clone()]);
+        if stride == 1 {
+            dst.copy_from_slice(&src[..dst.len()]);
+        } else {
+            dst.iter_mut().zip(src.iter().step_by(stride)).for_each(|(d, &x)| *d = x);
+        }
+    }
+}
