@@ -313,6 +313,23 @@ impl Program {
         }
         nodes
     }
+
+    /// Inserts `kernel` before kernel `i`, in the same loop region as kernel `i`, with the
+    /// graph nodes `nodes`; the data symbols' binding points and the loops' bounds past `i`
+    /// move with the kernels.
+    pub fn insert_kernel(&mut self, i: usize, kernel: Kernel, nodes: Vec<usize>) {
+        self.kernels.insert(i, kernel);
+        if i <= self.kernel_nodes.len() {
+            self.kernel_nodes.insert(i, nodes);
+        }
+        let boundaries = self.data_symbols.iter_mut().map(|d| &mut d.after);
+        let loop_bounds = self.loops.iter_mut().flat_map(|l| [&mut l.cond, &mut l.body, &mut l.end]);
+        for b in boundaries.chain(loop_bounds) {
+            if *b > i {
+                *b += 1;
+            }
+        }
+    }
 }
 
 /// The elements (of `elem` bytes each) of the strided window `offset`, `sizes`, `strides`

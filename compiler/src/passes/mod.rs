@@ -9,11 +9,15 @@
 //! - [`epilogue`]: a Linear layer's bias and GELU fused into its packed GEMM's output pass,
 //!   a hardswish or SiLU into its convolution's;
 //! - [`squeeze`]: leading unit dimensions of loop kernels dropped, so that batch-1 kernels
-//!   split across threads.
+//!   split across threads;
+//! - [`hoist`]: expensive work of a pointwise kernel that depends only on its outer loop
+//!   (squeeze-and-excite's per-channel sigmoid) computed once per outer index, by a kernel
+//!   of its own.
 
 pub mod arena;
 pub mod epilogue;
 pub mod fold;
+pub mod hoist;
 pub mod plan;
 pub mod prepack;
 pub mod squeeze;
@@ -23,7 +27,7 @@ use crate::Target;
 
 /// The passes between lowering and planning, in order: folding for every target; packing
 /// and the fusions that need the packed kernel for the CPU only (its layouts); squeezing
-/// for every target. Debug
+/// and hoisting for every target. Debug
 /// builds (the tests) verify the program after lowering and after each pass.
 pub fn optimize(lowered: &mut Lowered, target: Target) {
     verified(lowered, "lowering");
@@ -37,6 +41,8 @@ pub fn optimize(lowered: &mut Lowered, target: Target) {
     }
     squeeze::squeeze_leading_units(lowered);
     verified(lowered, "squeeze");
+    hoist::hoist_outer_invariants(lowered);
+    verified(lowered, "hoist");
 }
 
 /// Panics, in debug builds, when `stage` left a program that breaks the IR's invariants
