@@ -99,26 +99,35 @@ fn geometry(channels: usize, hw: usize, k: usize, s: usize, p: usize, depthwise:
     }
 }
 
+/// One call of the library's convolution on buffers that hold what `g` describes (the
+/// scratch `g.scratch_len()` floats, no residual).
+fn convolve(g: &Conv2d, out: &mut [f32], x: &[f32], weight: &[f32], bias: &[f32], scratch: &mut [f32]) {
+    let (x_len, weight_len, out_len) = g.lens().unwrap();
+    assert!(x.len() == x_len && weight.len() == weight_len && out.len() == out_len);
+    assert!(scratch.len() == g.scratch_len().unwrap() && bias.len() == g.out_channels);
+    let list = g.to_list();
+    // SAFETY: the buffers hold what the geometry describes (checked above).
+    unsafe {
+        __aotc_conv2d_f32(
+            out.as_mut_ptr(),
+            x.as_ptr(),
+            weight.as_ptr(),
+            bias.as_ptr(),
+            scratch.as_mut_ptr(),
+            std::ptr::null(),
+            list.as_ptr(),
+            list.len() as i64,
+        )
+    }
+}
+
 fn convolutions() {
     for (channels, hw, k, s, p) in [(96, 56, 3, 1, 1), (96, 112, 3, 2, 1), (240, 14, 5, 1, 2), (672, 14, 5, 2, 2)] {
         let g = geometry(channels, hw, k, s, p, true);
         let (x_len, weight_len, out_len) = g.lens().unwrap();
         let (x, weight, bias) = (values(x_len), values(weight_len), values(channels));
         let (mut out, mut scratch) = (vec![0f32; out_len], vec![0f32; g.scratch_len().unwrap()]);
-        let list = g.to_list();
-        // SAFETY: the buffers hold what the geometry describes.
-        let t = median(|| unsafe {
-            __aotc_conv2d_f32(
-                out.as_mut_ptr(),
-                x.as_ptr(),
-                weight.as_ptr(),
-                bias.as_ptr(),
-                scratch.as_mut_ptr(),
-                std::ptr::null(),
-                list.as_ptr(),
-                list.len() as i64,
-            );
-        });
+        let t = median(|| convolve(&g, &mut out, &x, &weight, &bias, &mut scratch));
         report(&format!("depthwise {k}x{k} /{s} {channels} x {hw}x{hw} + relu"), t);
     }
     for (channels, hw, k, s, p) in [(64, 112, 3, 2, 1), (32, 64, 2, 2, 0), (64, 56, 3, 1, 1)] {
@@ -154,20 +163,7 @@ fn gemm_convolutions() {
             let weight = pack(depth, channels, width, |p, o| rows[o * depth + p]).unwrap();
             let (x_len, _, out_len) = g.lens().unwrap();
             let (x, bias, mut out) = (values(x_len), values(channels), vec![0f32; out_len]);
-            let list = g.to_list();
-            // SAFETY: the buffers hold what the geometry describes.
-            let t = median(|| unsafe {
-                __aotc_conv2d_f32(
-                    out.as_mut_ptr(),
-                    x.as_ptr(),
-                    weight.as_ptr(),
-                    bias.as_ptr(),
-                    std::ptr::null_mut(),
-                    std::ptr::null(),
-                    list.as_ptr(),
-                    list.len() as i64,
-                );
-            });
+            let t = median(|| convolve(&g, &mut out, &x, &weight, &bias, &mut []));
             let flops = 2.0 * (channels * depth * g.positions()) as f64;
             let name = format!("conv 3x3 {channels} x {hw}x{hw} + bias + relu, {form:?}");
             println!("{name:<52} {:>10.1} us {:>7.1} GFLOP/s", t.as_secs_f64() * 1e6, flops / t.as_secs_f64() / 1e9);

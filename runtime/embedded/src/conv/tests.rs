@@ -91,22 +91,16 @@ fn geometry(
 fn check(g: Conv2d, threads: usize) {
     let x = values(g.batch * g.channels * g.height * g.width, 1);
     let w = values(g.out_channels * g.depth(), 2);
-    // What passes::prepack writes: each group's rows as a GEMM's packed left operand.
-    let packed: Vec<f32> = (0..g.groups)
-        .flat_map(|group| {
-            let rows = &w[group * g.group_out_channels() * g.depth()..];
-            aotc_abi::gemm::pack(g.depth(), g.group_out_channels(), aotc_abi::gemm::MR, |p, o| rows[o * g.depth() + p])
-                .unwrap()
-        })
-        .collect();
-    // ... and for the transposed product, each group's transpose as a right operand.
-    let column_packed: Vec<f32> = (0..g.groups)
-        .flat_map(|group| {
-            let rows = &w[group * g.group_out_channels() * g.depth()..];
-            aotc_abi::gemm::pack(g.depth(), g.group_out_channels(), aotc_abi::gemm::NR, |p, o| rows[o * g.depth() + p])
-                .unwrap()
-        })
-        .collect();
+    // What passes::prepack writes: each group's rows packed as a GEMM's left operand
+    // (panels of MR output channels), or for the transposed product as a right operand
+    // (panels of NR).
+    let packed_as = |width| -> Vec<f32> {
+        let (depth, og) = (g.depth(), g.group_out_channels());
+        (0..g.groups)
+            .flat_map(|group| aotc_abi::gemm::pack(depth, og, width, |p, o| w[(group * og + o) * depth + p]).unwrap())
+            .collect()
+    };
+    let (packed, column_packed) = (packed_as(aotc_abi::gemm::MR), packed_as(aotc_abi::gemm::NR));
     let bias = values(g.out_channels, 3);
     let residual = values(g.batch * g.out_channels * g.positions(), 4);
     let [out_h, out_w] = g.written_size();
