@@ -116,7 +116,7 @@ pub enum WeightForm {
     Winograd,
     /// Each group's weight transposed, `[depth, O / groups]`, in `crate::gemm`'s layout for
     /// a GEMM's right operand (panels of output channels), groups one after another
-    /// ([`Conv2d::column_packed_group_len`] floats each): the GEMM runs transposed, output
+    /// ([`Conv2d::packed_group_len`] floats each): the GEMM runs transposed, output
     /// positions as its rows ([`positions_as_rows`]); for [`Algorithm::Columns`] and
     /// [`Algorithm::Pointwise`], never pooled.
     ColumnPanels,
@@ -292,15 +292,9 @@ impl Conv2d {
             [(g.height, 0), (g.width, 1)].iter().all(|&(input, d)| g.expected_out(input, d) == Some(g.out_size[d]));
         let packing_fits = match g.weight {
             WeightForm::Rows => true,
-            WeightForm::Panels => {
-                Algorithm::choose(g.group_channels(), g.groups, g.kernel, g.stride, g.padding) != Algorithm::Depthwise
-            }
+            WeightForm::Panels => g.algorithm() != Algorithm::Depthwise,
             WeightForm::Winograd => winograd::fits(g.kernel, g.stride, g.dilation, g.groups),
-            WeightForm::ColumnPanels => {
-                !g.pool
-                    && Algorithm::choose(g.group_channels(), g.groups, g.kernel, g.stride, g.padding)
-                        != Algorithm::Depthwise
-            }
+            WeightForm::ColumnPanels => !g.pool && g.algorithm() != Algorithm::Depthwise,
         };
         let pool_fits = !g.pool || (!g.residual && g.algorithm().pools());
         (sizes_agree && packing_fits && pool_fits && g.channels % g.groups == 0 && g.out_channels % g.groups == 0)
@@ -352,9 +346,8 @@ impl Conv2d {
         let input = product(&[self.batch, self.channels, self.height, self.width])?;
         let weight = match self.weight {
             WeightForm::Rows => product(&[self.out_channels, self.group_channels(), self.kernel[0], self.kernel[1]])?,
-            WeightForm::Panels => self.groups.checked_mul(self.packed_group_len()?)?,
+            WeightForm::Panels | WeightForm::ColumnPanels => self.groups.checked_mul(self.packed_group_len()?)?,
             WeightForm::Winograd => winograd::weight_len(self.channels, self.out_channels)?,
-            WeightForm::ColumnPanels => self.groups.checked_mul(self.column_packed_group_len()?)?,
         };
         let [out_h, out_w] = self.written_size();
         let output = product(&[self.batch, self.out_channels, out_h, out_w])?;
@@ -370,17 +363,17 @@ impl Conv2d {
         self.out_channels / self.groups
     }
 
-    /// Floats of one group's packed weight (its depth padded to whole panels of rows).
+    /// Floats of one group's packed weight: its output channels padded to whole panels,
+    /// of `gemm::MR` rows for [`WeightForm::Panels`], of `gemm::NR` columns for
+    /// [`WeightForm::ColumnPanels`]; None for the other forms, or on overflow.
     pub fn packed_group_len(&self) -> Option<usize> {
+        let width = match self.weight {
+            WeightForm::Panels => crate::gemm::MR,
+            WeightForm::ColumnPanels => crate::gemm::NR,
+            WeightForm::Rows | WeightForm::Winograd => return None,
+        };
         let depth = self.group_channels().checked_mul(self.kernel[0])?.checked_mul(self.kernel[1])?;
-        crate::gemm::packed_len(depth, self.group_out_channels(), crate::gemm::MR)
-    }
-
-    /// Floats of one group's weight packed as a right operand (its output channels padded
-    /// to whole panels of columns).
-    pub fn column_packed_group_len(&self) -> Option<usize> {
-        let depth = self.group_channels().checked_mul(self.kernel[0])?.checked_mul(self.kernel[1])?;
-        crate::gemm::packed_len(depth, self.group_out_channels(), crate::gemm::NR)
+        crate::gemm::packed_len(depth, self.group_out_channels(), width)
     }
 
     /// Output positions per plane of the convolution (before any pooling).

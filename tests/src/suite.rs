@@ -32,7 +32,7 @@ pub fn run_all(dirs: Vec<PathBuf>, verify: fn(&Path) -> Result<usize, String>) -
         for _ in 0..std::thread::available_parallelism().map_or(1, |n| n.get()) {
             s.spawn(|| loop {
                 let Some(dir) = queue.lock().unwrap().pop() else { break };
-                let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+                let name = fixture_name(&dir);
                 let outcome = match catch_unwind(AssertUnwindSafe(|| verify(&dir))) {
                     Ok(Ok(_)) => Outcome::Pass,
                     Ok(Err(e)) => Outcome::Fail(e),
@@ -67,28 +67,8 @@ pub fn run_in_processes(
     dirs: Vec<PathBuf>,
     verify: fn(&Path) -> Result<usize, String>,
 ) -> BTreeMap<String, Outcome> {
-    let name = |d: &PathBuf| d.file_name().unwrap().to_string_lossy().into_owned();
     if let Ok(shard) = std::env::var(SHARD_VAR) {
-        let (i, n) = shard
-            .split_once('/')
-            .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)))
-            .unwrap_or_else(|| panic!("{SHARD_VAR}={shard:?} is not i/n"));
-        let mine = dirs.into_iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, d)| d).collect();
-        // (From a fresh line: the harness has printed the test's name without one.)
-        let mut report = String::from("\n");
-        for (fixture, outcome) in run_all(mine, verify) {
-            let (kind, message) = match outcome {
-                Outcome::Pass => ("pass", String::new()),
-                Outcome::Fail(e) => ("fail", e),
-                Outcome::Panic(p) => ("panic", p),
-            };
-            let message = message.replace('\\', "\\\\").replace('\n', "\\n");
-            report.push_str(&format!("{REPORT}{fixture}\t{kind}\t{message}\n"));
-        }
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        out.write_all(report.as_bytes()).and_then(|()| out.flush()).expect("report to the parent test");
-        std::process::exit(0);
+        run_shard(&shard, dirs, verify);
     }
     let n = std::thread::available_parallelism().map_or(1, |n| n.get()).min(dirs.len().max(1));
     let exe = std::env::current_exe().expect("the test binary's path");
@@ -107,27 +87,56 @@ pub fn run_in_processes(
     for worker in workers {
         let output = worker.wait_with_output().expect("the worker's output");
         exits.push(output.status);
-        for line in String::from_utf8_lossy(&output.stdout).lines() {
-            let Some(fields) = line.strip_prefix(REPORT) else { continue };
-            let mut fields = fields.splitn(3, '\t');
-            let (Some(fixture), Some(kind), Some(message)) = (fields.next(), fields.next(), fields.next()) else {
-                continue;
-            };
-            let message = unescape(message);
-            let outcome = match kind {
-                "pass" => Outcome::Pass,
-                "fail" => Outcome::Fail(message),
-                _ => Outcome::Panic(message),
-            };
-            results.insert(fixture.to_string(), outcome);
-        }
+        results.extend(String::from_utf8_lossy(&output.stdout).lines().filter_map(parse_report));
     }
     for dir in &dirs {
-        results.entry(name(dir)).or_insert_with(|| {
+        results.entry(fixture_name(dir)).or_insert_with(|| {
             Outcome::Panic(format!("its worker process ended without reporting it (exits: {exits:?})"))
         });
     }
     results
+}
+
+/// A worker's part of [`run_in_processes`]: runs shard `shard` (`i/n`: fixtures `i, i + n,
+/// ...` of `dirs`), prints one report line per fixture and ends the process.
+fn run_shard(shard: &str, dirs: Vec<PathBuf>, verify: fn(&Path) -> Result<usize, String>) -> ! {
+    let (i, n) = shard
+        .split_once('/')
+        .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)))
+        .unwrap_or_else(|| panic!("{SHARD_VAR}={shard:?} is not i/n"));
+    let mine = dirs.into_iter().enumerate().filter(|(k, _)| k % n == i).map(|(_, d)| d).collect();
+    // (From a fresh line: the harness has printed the test's name without one.)
+    let mut report = String::from("\n");
+    for (fixture, outcome) in run_all(mine, verify) {
+        let (kind, message) = match outcome {
+            Outcome::Pass => ("pass", String::new()),
+            Outcome::Fail(e) => ("fail", e),
+            Outcome::Panic(p) => ("panic", p),
+        };
+        let message = message.replace('\\', "\\\\").replace('\n', "\\n");
+        report.push_str(&format!("{REPORT}{fixture}\t{kind}\t{message}\n"));
+    }
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(report.as_bytes()).and_then(|()| out.flush()).expect("report to the parent test");
+    std::process::exit(0);
+}
+
+/// A fixture's outcome from one of [`run_shard`]'s report lines (None for other output).
+fn parse_report(line: &str) -> Option<(String, Outcome)> {
+    let mut fields = line.strip_prefix(REPORT)?.splitn(3, '\t');
+    let (fixture, kind, message) = (fields.next()?, fields.next()?, unescape(fields.next()?));
+    let outcome = match kind {
+        "pass" => Outcome::Pass,
+        "fail" => Outcome::Fail(message),
+        _ => Outcome::Panic(message),
+    };
+    Some((fixture.to_string(), outcome))
+}
+
+/// A fixture's name: its folder's.
+fn fixture_name(dir: &Path) -> String {
+    dir.file_name().unwrap().to_string_lossy().into_owned()
 }
 
 /// The inverse of the workers' escaping of `\` and newlines.

@@ -233,22 +233,9 @@ pub fn substitute(e: &E, vars: &[Affine]) -> E {
         }
         let kind = match &e.kind {
             ExprKind::Load { buf, index } => ExprKind::Load { buf: *buf, index: index.substitute(vars) },
-            ExprKind::LoadAt { buf, numel, offset } => {
-                ExprKind::LoadAt { buf: *buf, numel: numel.clone(), offset: go(offset, vars, memo) }
-            }
-            ExprKind::CheckIndex { value, bound, wrap, site, record } => ExprKind::CheckIndex {
-                value: go(value, vars, memo),
-                bound: bound.clone(),
-                wrap: *wrap,
-                site: *site,
-                record: *record,
-            },
             ExprKind::Const(_) => return e.clone(),
             ExprKind::Index(a) => ExprKind::Index(a.substitute(vars)),
-            ExprKind::Unary(op, x) => ExprKind::Unary(*op, go(x, vars, memo)),
-            ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, go(a, vars, memo), go(b, vars, memo)),
-            ExprKind::Where(c, a, b) => ExprKind::Where(go(c, vars, memo), go(a, vars, memo), go(b, vars, memo)),
-            ExprKind::Cast(x) => ExprKind::Cast(go(x, vars, memo)),
+            _ => map_operands(e, |x| go(x, vars, memo)),
         };
         let out = Rc::new(Expr { dtype: e.dtype, kind });
         memo.insert(Rc::as_ptr(e), out.clone());
@@ -257,25 +244,50 @@ pub fn substitute(e: &E, vars: &[Affine]) -> E {
     go(e, vars, &mut HashMap::new())
 }
 
+/// `e`'s node with each operand `x` (a child expression) replaced by `f(x)`; a leaf (a
+/// load at an affine index, a constant, an index value) as it is.
+pub fn map_operands(e: &E, mut f: impl FnMut(&E) -> E) -> ExprKind {
+    match &e.kind {
+        ExprKind::Load { .. } | ExprKind::Const(_) | ExprKind::Index(_) => e.kind.clone(),
+        ExprKind::LoadAt { buf, numel, offset } => {
+            ExprKind::LoadAt { buf: *buf, numel: numel.clone(), offset: f(offset) }
+        }
+        ExprKind::CheckIndex { value, bound, wrap, site, record } => {
+            ExprKind::CheckIndex { value: f(value), bound: bound.clone(), wrap: *wrap, site: *site, record: *record }
+        }
+        ExprKind::Unary(op, x) => ExprKind::Unary(*op, f(x)),
+        ExprKind::Binary(op, a, b) => {
+            let a = f(a);
+            ExprKind::Binary(*op, a, f(b))
+        }
+        ExprKind::Where(c, a, b) => {
+            let (c, a) = (f(c), f(a));
+            ExprKind::Where(c, a, f(b))
+        }
+        ExprKind::Cast(x) => ExprKind::Cast(f(x)),
+    }
+}
+
+/// `e`'s operands (child expressions), in order: none for a leaf, at most three.
+pub fn operands(e: &E) -> impl Iterator<Item = &E> {
+    let three = match &e.kind {
+        ExprKind::Load { .. } | ExprKind::Const(_) | ExprKind::Index(_) => [None, None, None],
+        ExprKind::Unary(_, x) | ExprKind::Cast(x) => [Some(x), None, None],
+        ExprKind::LoadAt { offset: x, .. } | ExprKind::CheckIndex { value: x, .. } => [Some(x), None, None],
+        ExprKind::Binary(_, a, b) => [Some(a), Some(b), None],
+        ExprKind::Where(c, a, b) => [Some(c), Some(a), Some(b)],
+    };
+    three.into_iter().flatten()
+}
+
 /// Visits every distinct node once, children first.
 pub fn visit(e: &E, f: &mut impl FnMut(&E)) {
     fn go(e: &E, f: &mut impl FnMut(&E), seen: &mut std::collections::HashSet<*const Expr>) {
         if !seen.insert(Rc::as_ptr(e)) {
             return;
         }
-        match &e.kind {
-            ExprKind::Load { .. } | ExprKind::Const(_) | ExprKind::Index(_) => {}
-            ExprKind::Unary(_, x) | ExprKind::Cast(x) => go(x, f, seen),
-            ExprKind::LoadAt { offset: x, .. } | ExprKind::CheckIndex { value: x, .. } => go(x, f, seen),
-            ExprKind::Binary(_, a, b) => {
-                go(a, f, seen);
-                go(b, f, seen)
-            }
-            ExprKind::Where(c, a, b) => {
-                go(c, f, seen);
-                go(a, f, seen);
-                go(b, f, seen)
-            }
+        for x in operands(e) {
+            go(x, f, seen);
         }
         f(e);
     }

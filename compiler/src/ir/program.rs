@@ -304,13 +304,7 @@ impl Program {
     pub fn remove_kernel(&mut self, i: usize) -> Vec<usize> {
         self.kernels.remove(i);
         let nodes = if i < self.kernel_nodes.len() { self.kernel_nodes.remove(i) } else { vec![] };
-        let boundaries = self.data_symbols.iter_mut().map(|d| &mut d.after);
-        let loop_bounds = self.loops.iter_mut().flat_map(|l| [&mut l.cond, &mut l.body, &mut l.end]);
-        for b in boundaries.chain(loop_bounds) {
-            if *b > i {
-                *b -= 1;
-            }
-        }
+        self.kernel_positions_past(i).for_each(|b| *b -= 1);
         nodes
     }
 
@@ -322,13 +316,16 @@ impl Program {
         if i <= self.kernel_nodes.len() {
             self.kernel_nodes.insert(i, nodes);
         }
+        self.kernel_positions_past(i).for_each(|b| *b += 1);
+    }
+
+    /// The positions in the kernel list held elsewhere (data symbols' binding points, the
+    /// loops' bounds) that lie past kernel `i`: those that move when kernel `i` goes or a
+    /// kernel comes before it.
+    fn kernel_positions_past(&mut self, i: usize) -> impl Iterator<Item = &mut usize> {
         let boundaries = self.data_symbols.iter_mut().map(|d| &mut d.after);
         let loop_bounds = self.loops.iter_mut().flat_map(|l| [&mut l.cond, &mut l.body, &mut l.end]);
-        for b in boundaries.chain(loop_bounds) {
-            if *b > i {
-                *b += 1;
-            }
-        }
+        boundaries.chain(loop_bounds).filter(move |b| **b > i)
     }
 }
 

@@ -9,7 +9,7 @@
 //! Runs after `squeeze` (so that the outer loop is a real one, not a unit batch), for
 //! every target: the program stays the same program, with one more kernel.
 
-use crate::ir::expr::{load, Affine, Expr, ExprKind, E};
+use crate::ir::expr::{load, map_operands, operands, Affine, Expr, ExprKind, E};
 use crate::ir::{BufKind, Kernel, Prim, Program};
 use crate::lower::Lowered;
 use aotc_abi::sym::SymExpr;
@@ -27,7 +27,7 @@ pub fn hoist_outer_invariants(lowered: &mut Lowered) {
         let hoisted = match &prog.kernels[i] {
             Kernel::Pointwise { ranges, body, .. } if worth_it(ranges) => {
                 let (outer, body) = (ranges[0].clone(), body.clone());
-                let mut hoister = Hoister { prog, outer, vars: HashMap::new(), done: HashMap::new(), kernels: vec![] };
+                let mut hoister = Hoister { prog, outer, facts: HashMap::new(), done: HashMap::new(), kernels: vec![] };
                 let body = hoister.rewrite(&body);
                 let kernels = hoister.kernels;
                 if let Kernel::Pointwise { body: old, .. } = &mut prog.kernels[i] {
@@ -55,12 +55,21 @@ struct Hoister<'a> {
     prog: &'a mut Program,
     /// The outer loop's range: the hoisted buffers' length.
     outer: SymExpr,
-    /// Per node: a bit per loop variable it reads (bit 63: any variable from 63 on).
-    vars: HashMap<*const Expr, u64>,
+    /// Per node: what [`Facts`] says of it.
+    facts: HashMap<*const Expr, Facts>,
     /// Per node already rewritten: its replacement.
     done: HashMap<*const Expr, E>,
     /// The kernels computing the hoisted values, in order.
     kernels: Vec<Kernel>,
+}
+
+/// What decides whether a subexpression is hoisted, worked out once per node.
+#[derive(Clone, Copy)]
+struct Facts {
+    /// A bit per loop variable it reads (bit 63: any variable from 63 on).
+    vars: u64,
+    /// It holds an operation that costs many instructions per element.
+    expensive: bool,
 }
 
 impl Hoister<'_> {
@@ -68,92 +77,73 @@ impl Hoister<'_> {
         if let Some(done) = self.done.get(&Rc::as_ptr(e)) {
             return done.clone();
         }
-        let out = if self.vars_of(e) & !1 == 0 && expensive(e) {
+        let facts = self.facts(e);
+        let out = if facts.vars & !1 == 0 && facts.expensive {
             let buf = self.prog.add_buffer("hoisted", e.dtype, vec![self.outer.clone()], BufKind::Scratch);
             self.kernels.push(Kernel::Pointwise { out: buf, ranges: vec![self.outer.clone()], body: e.clone() });
             load(buf, e.dtype, Affine::var(0))
+        } else if matches!(e.kind, ExprKind::Load { .. } | ExprKind::Const(_) | ExprKind::Index(_)) {
+            e.clone()
         } else {
-            let kind = match &e.kind {
-                ExprKind::Load { .. } | ExprKind::Const(_) | ExprKind::Index(_) => return e.clone(),
-                ExprKind::LoadAt { buf, numel, offset } => {
-                    ExprKind::LoadAt { buf: *buf, numel: numel.clone(), offset: self.rewrite(offset) }
-                }
-                ExprKind::CheckIndex { value, bound, wrap, site, record } => ExprKind::CheckIndex {
-                    value: self.rewrite(value),
-                    bound: bound.clone(),
-                    wrap: *wrap,
-                    site: *site,
-                    record: *record,
-                },
-                ExprKind::Unary(op, x) => ExprKind::Unary(*op, self.rewrite(x)),
-                ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, self.rewrite(a), self.rewrite(b)),
-                ExprKind::Where(c, a, b) => ExprKind::Where(self.rewrite(c), self.rewrite(a), self.rewrite(b)),
-                ExprKind::Cast(x) => ExprKind::Cast(self.rewrite(x)),
-            };
-            Rc::new(Expr { dtype: e.dtype, kind })
+            Rc::new(Expr { dtype: e.dtype, kind: map_operands(e, |x| self.rewrite(x)) })
         };
         self.done.insert(Rc::as_ptr(e), out.clone());
         out
     }
 
-    /// The loop variables `e` reads, as bits.
-    fn vars_of(&mut self, e: &E) -> u64 {
-        if let Some(&bits) = self.vars.get(&Rc::as_ptr(e)) {
-            return bits;
+    fn facts(&mut self, e: &E) -> Facts {
+        if let Some(&facts) = self.facts.get(&Rc::as_ptr(e)) {
+            return facts;
         }
         let of_affine = |a: &Affine| a.terms.iter().fold(0u64, |bits, (v, _)| bits | 1 << (*v).min(63));
-        let bits = match &e.kind {
-            ExprKind::Load { index, .. } | ExprKind::Index(index) => of_affine(index),
-            ExprKind::Const(_) => 0,
-            ExprKind::LoadAt { offset: x, .. } | ExprKind::CheckIndex { value: x, .. } => self.vars_of(x),
-            ExprKind::Unary(_, x) | ExprKind::Cast(x) => self.vars_of(x),
-            ExprKind::Binary(_, a, b) => self.vars_of(a) | self.vars_of(b),
-            ExprKind::Where(c, a, b) => self.vars_of(c) | self.vars_of(a) | self.vars_of(b),
+        let mut facts = match &e.kind {
+            ExprKind::Load { index, .. } | ExprKind::Index(index) => Facts { vars: of_affine(index), expensive: false },
+            ExprKind::Unary(op, _) | ExprKind::Binary(op, _, _) => Facts { vars: 0, expensive: expensive(*op) },
+            _ => Facts { vars: 0, expensive: false },
         };
-        self.vars.insert(Rc::as_ptr(e), bits);
-        bits
+        for x in operands(e) {
+            let of = self.facts(x);
+            facts.vars |= of.vars;
+            facts.expensive |= of.expensive;
+        }
+        self.facts.insert(Rc::as_ptr(e), facts);
+        facts
     }
 }
 
-/// Whether `e` holds an operation that costs many instructions per element.
-fn expensive(e: &E) -> bool {
-    let mut found = false;
-    crate::ir::expr::visit(e, &mut |node| {
-        if let ExprKind::Unary(op, _) | ExprKind::Binary(op, _, _) = &node.kind {
-            use Prim::*;
-            found |= matches!(
-                op,
-                Recip
-                    | Sqrt
-                    | Rsqrt
-                    | Exp
-                    | Expm1
-                    | Log
-                    | Log1p
-                    | Log2
-                    | Log10
-                    | Sigmoid
-                    | Tanh
-                    | Erf
-                    | Sin
-                    | Cos
-                    | Tan
-                    | Asin
-                    | Acos
-                    | Atan
-                    | Sinh
-                    | Cosh
-                    | Asinh
-                    | Acosh
-                    | Atanh
-                    | Div
-                    | Fmod
-                    | Atan2
-                    | Pow
-            );
-        }
-    });
-    found
+/// Whether `op` costs many instructions per element: a transcendental, a division, a power.
+fn expensive(op: Prim) -> bool {
+    use Prim::*;
+    matches!(
+        op,
+        Recip
+            | Sqrt
+            | Rsqrt
+            | Exp
+            | Expm1
+            | Log
+            | Log1p
+            | Log2
+            | Log10
+            | Sigmoid
+            | Tanh
+            | Erf
+            | Sin
+            | Cos
+            | Tan
+            | Asin
+            | Acos
+            | Atan
+            | Sinh
+            | Cosh
+            | Asinh
+            | Acosh
+            | Atanh
+            | Div
+            | Fmod
+            | Atan2
+            | Pow
+    )
 }
 
 #[cfg(test)]

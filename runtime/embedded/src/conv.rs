@@ -7,7 +7,8 @@
 //! compiler sized, and 3x3 ones whose weight the compiler transformed, Winograd's
 //! ([`winograd`]). A weight the compiler packed (`WeightForm::Panels`) is the GEMM's left
 //! operand as it is; one it packed as a right operand (`WeightForm::ColumnPanels`, planes
-//! of few positions) runs the GEMM transposed ([`transposed`]). The GEMMs and the depthwise planes run on the call's thread budget.
+//! of few positions) runs the GEMM transposed ([`transposed`]). The GEMMs and the
+//! depthwise planes run on the call's thread budget.
 
 mod columns;
 mod depthwise;
@@ -98,13 +99,13 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
             let (og, [out_h, out_w]) = (g.group_out_channels(), g.written_size());
             let out = &mut out[group * og * out_h * out_w..][..og * out_h * out_w];
             let sums = Sums { accumulate, bias };
-            if let (WeightForm::ColumnPanels, Some(len)) = (g.weight, g.column_packed_group_len()) {
-                let weight = &weight[group * len..][..len];
-                transposed::product(&g, weight, planes, out, sums, pool::threads(), spare);
-                continue;
-            }
-            let lhs = match g.packed_group_len() {
-                Some(len) if g.weight == WeightForm::Panels => Weight::Packed(&weight[group * len..][..len]),
+            let lhs = match (g.weight, g.packed_group_len()) {
+                (WeightForm::ColumnPanels, Some(len)) => {
+                    let weight = &weight[group * len..][..len];
+                    transposed::product(&g, weight, planes, out, sums, pool::threads(), spare);
+                    continue;
+                }
+                (WeightForm::Panels, Some(len)) => Weight::Packed(&weight[group * len..][..len]),
                 _ => Weight::Rows(&weight[group * og * g.depth()..][..og * g.depth()]),
             };
             product(&g, lhs, planes, out, sums, spare);

@@ -54,7 +54,7 @@ pub fn product(g: &Conv2d, weight: &[f32], planes: &[f32], out: &mut [f32], sums
     };
     // SAFETY: A is the k x m windows (or planes) read transposed, m x k with rows 1 apart
     // and columns m apart; B the group's weight packed as a k x n right operand
-    // (`column_packed_group_len` floats, checked against the geometry by `lens`); C the m
+    // (`packed_group_len` floats, checked against the geometry by `lens`); C the m
     // x n `rows`, a unique borrow; the bias n floats.
     unsafe { gemm_packed(p, operands, threads, &pool::parallel_for) }
     // Output channel o's plane: column o of `rows`, onto the residual and bias already
@@ -67,7 +67,7 @@ pub fn product(g: &Conv2d, weight: &[f32], planes: &[f32], out: &mut [f32], sums
             plane.iter_mut().zip(column).for_each(|(y, &x)| *y = x);
         }
     }
-    crate::activation::apply(g.activation, out);
+    super::activate(g, out);
 }
 
 /// Writes the windows as a `[depth, positions]` matrix into `windows`: row `(c, i, j)` holds,
