@@ -12,9 +12,12 @@
 //!   split across threads;
 //! - [`hoist`]: expensive work of a pointwise kernel that depends only on its outer loop
 //!   (squeeze-and-excite's per-channel sigmoid) computed once per outer index, by a kernel
-//!   of its own.
+//!   of its own;
+//! - [`collapse`]: adjacent loops that every index walks as one merged (and unit loops
+//!   dropped), so that the vectorized innermost loop is long.
 
 pub mod arena;
+pub mod collapse;
 pub mod epilogue;
 pub mod fold;
 pub mod hoist;
@@ -26,8 +29,8 @@ use crate::lower::Lowered;
 use crate::Target;
 
 /// The passes between lowering and planning, in order: folding for every target; packing
-/// and the fusions that need the packed kernel for the CPU only (its layouts); squeezing
-/// and hoisting for every target. Debug
+/// and the fusions that need the packed kernel for the CPU only (its layouts); squeezing,
+/// hoisting and collapsing loops for every target. Debug
 /// builds (the tests) verify the program after lowering and after each pass.
 pub fn optimize(lowered: &mut Lowered, target: Target) {
     verified(lowered, "lowering");
@@ -43,6 +46,8 @@ pub fn optimize(lowered: &mut Lowered, target: Target) {
     verified(lowered, "squeeze");
     hoist::hoist_outer_invariants(lowered);
     verified(lowered, "hoist");
+    collapse::collapse_loops(lowered);
+    verified(lowered, "collapse");
 }
 
 /// Panics, in debug builds, when `stage` left a program that breaks the IR's invariants

@@ -122,7 +122,14 @@ fn convolve(g: &Conv2d, out: &mut [f32], x: &[f32], weight: &[f32], bias: &[f32]
 }
 
 fn convolutions() {
-    for (channels, hw, k, s, p) in [(96, 56, 3, 1, 1), (96, 112, 3, 2, 1), (240, 14, 5, 1, 2), (672, 14, 5, 2, 2)] {
+    for (channels, hw, k, s, p) in [
+        (96, 56, 3, 1, 1),
+        (96, 112, 3, 2, 1),
+        (240, 14, 5, 1, 2),
+        (672, 14, 5, 2, 2),
+        (1152, 7, 5, 1, 2),
+        (480, 14, 3, 1, 1),
+    ] {
         let g = geometry(channels, hw, k, s, p, true);
         let (x_len, weight_len, out_len) = g.lens().unwrap();
         let (x, weight, bias) = (values(x_len), values(weight_len), values(channels));

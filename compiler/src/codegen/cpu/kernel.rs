@@ -321,6 +321,10 @@ fn combine(cx: &mut Cx, op: ReduceOp, dtype: DType, acc: Value, x: Value) -> Val
     }
 }
 
+/// Vectors a vectorized reduction's unrolled loop combines per step, each into its own
+/// accumulator.
+const UNROLL: usize = 4;
+
 fn reduction(cx: &mut Cx, out: BufId, ranges: &[SymExpr], reduce: &[SymExpr], op: ReduceOp, body: &E) -> R<()> {
     let is_arg = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
     let dtype = body.dtype;
@@ -335,25 +339,32 @@ fn reduction(cx: &mut Cx, out: BufId, ranges: &[SymExpr], reduce: &[SymExpr], op
         let best = cx.b.declare_var(types::I64);
         let zero = cx.b.ins().iconst(types::I64, 0);
         cx.b.def_var(best, zero);
-        let vacc = cx.b.declare_var(types::F32X4);
+        // Vector accumulators: one per vector of an unrolled step, so that the step's
+        // combines do not wait on each other (a float add's latency is several cycles).
+        let vaccs: [_; UNROLL] = std::array::from_fn(|_| cx.b.declare_var(types::F32X4));
         if vector {
             let splat = cx.b.ins().splat(types::F32X4, init);
-            cx.b.def_var(vacc, splat);
+            vaccs.iter().for_each(|&v| cx.b.def_var(v, splat));
         }
         let mut vars = outer.to_vec();
         let mut inner = |cx: &mut Cx, vars: &mut Vec<Value>| -> R<()> {
             let zero = cx.b.ins().iconst(types::I64, 0);
             let end = cx.sym(&reduce[reduce.len() - 1]);
             let rest = if vector {
-                cx.for_loop(zero, end, 4, &mut |cx, iv| {
-                    vars.push(iv);
-                    let x = expr::emit(cx, body, vars, Lanes::X4(last))?;
-                    vars.pop();
-                    let a = cx.b.use_var(vacc);
-                    let c = combine(cx, op, dtype, a, x);
-                    cx.b.def_var(vacc, c);
+                let mut step = |cx: &mut Cx, iv: Value, vectors: usize| -> R<()> {
+                    for (i, &vacc) in vaccs.iter().enumerate().take(vectors) {
+                        let at = cx.b.ins().iadd_imm_s(iv, 4 * i as i64);
+                        vars.push(at);
+                        let x = expr::emit(cx, body, vars, Lanes::X4(last))?;
+                        vars.pop();
+                        let a = cx.b.use_var(vacc);
+                        let c = combine(cx, op, dtype, a, x);
+                        cx.b.def_var(vacc, c);
+                    }
                     Ok(())
-                })?
+                };
+                let rest = cx.for_loop(zero, end, 4 * UNROLL as i64, &mut |cx, iv| step(cx, iv, UNROLL))?;
+                cx.for_loop(rest, end, 4, &mut |cx, iv| step(cx, iv, 1))?
             } else {
                 zero
             };
@@ -381,7 +392,11 @@ fn reduction(cx: &mut Cx, out: BufId, ranges: &[SymExpr], reduce: &[SymExpr], op
         reduce_nest(cx, reduce, n_out, &mut vars, &mut inner)?;
         let mut result = cx.b.use_var(acc);
         if vector {
-            let v = cx.b.use_var(vacc);
+            let mut v = cx.b.use_var(vaccs[0]);
+            for &vacc in &vaccs[1..] {
+                let w = cx.b.use_var(vacc);
+                v = combine(cx, op, dtype, v, w);
+            }
             for lane in 0..4u8 {
                 let x = cx.b.ins().extractlane(v, lane);
                 result = combine(cx, op, dtype, result, x);
