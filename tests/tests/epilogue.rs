@@ -62,27 +62,30 @@ fn hardswish_and_gelu_fuse_where_nothing_else_reads_the_result() {
 }
 
 /// EfficientNet's SiLU (sigmoid and mul, one pointwise kernel once lowered) after a
-/// convolution becomes the convolution's activation, and every kernel of this batch-1
-/// network loops from a dimension larger than 1 (`passes::squeeze`), so that it splits
-/// across threads.
+/// convolution becomes the convolution's activation; each of its 16 squeeze-and-excite
+/// gates goes into the projection convolution after it, which scales its input
+/// (`passes::gate`); and every kernel of this batch-1 network loops from a dimension
+/// larger than 1 (`passes::squeeze`), so that it splits across threads.
 #[test]
-fn silu_fuses_into_convolutions_and_batch_one_kernels_split() {
+fn silu_and_gates_fuse_into_convolutions_and_batch_one_kernels_split() {
     let path = fixture("models/efficientnet_b0_w040").join("model.pt2");
     let (_src, lowered) = aotc::lower_file(&path, &Default::default()).expect("lower");
     let prog = &lowered.program;
-    let silu = prog
+    let convs: Vec<Conv2d> = prog
         .kernels
         .iter()
-        .filter(|k| match k {
+        .filter_map(|k| match k {
             Kernel::Extern(call) if call.name == SYMBOL => {
-                let ExternArg::Sizes(list) = &call.args[ARG_GEOMETRY] else { return false };
+                let ExternArg::Sizes(list) = &call.args[ARG_GEOMETRY] else { return None };
                 let list: Vec<i64> = list.iter().map(|s| s.as_int().expect("static")).collect();
-                Conv2d::from_list(&list).expect("a valid geometry").activation == Activation::Silu
+                Some(Conv2d::from_list(&list).expect("a valid geometry"))
             }
-            _ => false,
+            _ => None,
         })
-        .count();
+        .collect();
+    let silu = convs.iter().filter(|g| g.activation == Activation::Silu).count();
     assert!(silu >= 10, "{silu} convolutions apply their SiLU");
+    assert_eq!(convs.iter().filter(|g| g.input_scale).count(), 16, "the gates");
     for k in &prog.kernels {
         if let Kernel::Pointwise { ranges, .. } | Kernel::Reduction { ranges, .. } = k {
             assert!(ranges.len() == 1 || ranges[0] != aotc_abi::sym::SymExpr::Int(1), "{ranges:?}");

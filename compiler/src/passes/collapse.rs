@@ -8,7 +8,8 @@
 //! Output loops merge with output loops and reduced loops with reduced loops, never
 //! across: a reduction's result is indexed by its output loops alone.
 //!
-//! Runs after `hoist`, whose outer loop is the first one as squeezing left it.
+//! Runs before `hoist`, whose outer loop is then the first one merged: a batch of images'
+//! channels (`x[n, c, h, w] * gate[n, c]`) one loop, which reads the gate alone.
 
 use crate::ir::expr::{substitute, visit, Affine, ExprKind, E};
 use crate::ir::Kernel;
@@ -102,7 +103,7 @@ fn merged(a: &SymExpr, b: &SymExpr) -> SymExpr {
 }
 
 /// Whether two sizes are provably equal: as integers, or as the same expression.
-fn same(a: &SymExpr, b: &SymExpr) -> bool {
+pub(super) fn same(a: &SymExpr, b: &SymExpr) -> bool {
     match (a.as_int(), b.as_int()) {
         (Some(x), Some(y)) => x == y,
         _ => a == b,

@@ -202,13 +202,13 @@ fn numel(sizes: &[SymExpr]) -> SymExpr {
 }
 
 /// Whether a kernel other than those at `except` reads `buf`.
-fn read_elsewhere(prog: &Program, buf: BufId, except: [usize; 2]) -> bool {
+pub(super) fn read_elsewhere(prog: &Program, buf: BufId, except: [usize; 2]) -> bool {
     prog.kernels.iter().enumerate().any(|(j, k)| !except.contains(&j) && k.inputs().0.contains(&buf))
 }
 
 /// Adds the graph nodes of a fused kernel to kernel `i`'s (ascending, as the profile
 /// names them).
-fn merge_nodes(prog: &mut Program, i: usize, nodes: Vec<usize>) {
+pub(super) fn merge_nodes(prog: &mut Program, i: usize, nodes: Vec<usize>) {
     if let Some(list) = prog.kernel_nodes.get_mut(i) {
         list.extend(nodes);
         list.sort_unstable();

@@ -6,8 +6,9 @@
 //! a division, a power); it becomes a one-dimensional kernel writing a new buffer, read
 //! back by the original kernel at the outer index.
 //!
-//! Runs after `squeeze` (so that the outer loop is a real one, not a unit batch), for
-//! every target: the program stays the same program, with one more kernel.
+//! Runs after `squeeze` and `collapse` (so that the outer loop is a real one, not a unit
+//! batch, and a batch's images and channels are one loop), for every target: the
+//! program stays the same program, with one more kernel.
 
 use crate::ir::expr::{load, map_operands, operands, Affine, Expr, ExprKind, E};
 use crate::ir::{BufKind, Kernel, Prim, Program};

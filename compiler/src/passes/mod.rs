@@ -10,16 +10,19 @@
 //!   a hardswish or SiLU into its convolution's;
 //! - [`squeeze`]: leading unit dimensions of loop kernels dropped, so that batch-1 kernels
 //!   split across threads;
+//! - [`collapse`]: adjacent loops that every index walks as one merged (and unit loops
+//!   dropped), so that the vectorized innermost loop is long;
 //! - [`hoist`]: expensive work of a pointwise kernel that depends only on its outer loop
 //!   (squeeze-and-excite's per-channel sigmoid) computed once per outer index, by a kernel
 //!   of its own;
-//! - [`collapse`]: adjacent loops that every index walks as one merged (and unit loops
-//!   dropped), so that the vectorized innermost loop is long.
+//! - [`gate`]: a squeeze-and-excite gate's product folded into the pointwise convolution
+//!   that reads it (the support library scales the input channels).
 
 pub mod arena;
 pub mod collapse;
 pub mod epilogue;
 pub mod fold;
+pub mod gate;
 pub mod hoist;
 pub mod plan;
 pub mod prepack;
@@ -30,7 +33,7 @@ use crate::Target;
 
 /// The passes between lowering and planning, in order: folding for every target; packing
 /// and the fusions that need the packed kernel for the CPU only (its layouts); squeezing,
-/// hoisting and collapsing loops for every target. Debug
+/// collapsing loops and hoisting for every target, then the gates for the CPU. Debug
 /// builds (the tests) verify the program after lowering and after each pass.
 pub fn optimize(lowered: &mut Lowered, target: Target) {
     verified(lowered, "lowering");
@@ -44,10 +47,14 @@ pub fn optimize(lowered: &mut Lowered, target: Target) {
     }
     squeeze::squeeze_leading_units(lowered);
     verified(lowered, "squeeze");
-    hoist::hoist_outer_invariants(lowered);
-    verified(lowered, "hoist");
     collapse::collapse_loops(lowered);
     verified(lowered, "collapse");
+    hoist::hoist_outer_invariants(lowered);
+    verified(lowered, "hoist");
+    if target == Target::Cpu {
+        gate::fold_input_gates(lowered);
+        verified(lowered, "gate");
+    }
 }
 
 /// Panics, in debug builds, when `stage` left a program that breaks the IR's invariants

@@ -96,6 +96,7 @@ fn geometry(channels: usize, hw: usize, k: usize, s: usize, p: usize, depthwise:
         residual: false,
         activation: if depthwise { Activation::Relu } else { Activation::None },
         pool: false,
+        input_scale: false,
     }
 }
 
@@ -114,6 +115,7 @@ fn convolve(g: &Conv2d, out: &mut [f32], x: &[f32], weight: &[f32], bias: &[f32]
             weight.as_ptr(),
             bias.as_ptr(),
             scratch.as_mut_ptr(),
+            std::ptr::null(),
             std::ptr::null(),
             list.as_ptr(),
             list.len() as i64,

@@ -86,7 +86,7 @@ pub(crate) unsafe fn lanes<V: F32s>(v: V, activation: Activation) -> V {
             Activation::Hardswish => {
                 let t = v.add(V::splat(3.0));
                 let t = V::splat(6.0).min(V::zero().max(t));
-                v.mul(t).div(V::splat(6.0))
+                v.mul(t).mul(V::splat(1.0 / 6.0))
             }
             Activation::Silu => {
                 let one = V::splat(1.0);

@@ -14,6 +14,7 @@ mod columns;
 mod depthwise;
 mod frames;
 mod max_pool;
+mod scaled;
 mod transposed;
 mod winograd;
 
@@ -25,15 +26,16 @@ use crate::pool::{self, for_items};
 use crate::spare::Handle;
 use aotc_abi::conv::{Algorithm, Conv2d, WeightForm};
 
-/// `out = activation(conv(x, weight) (+ bias) (+ residual))`, the geometry `geometry[..count]`
-/// in [`Conv2d::to_list`]'s order (its flags say which parts exist). `bias` and `residual`
-/// are read only when the geometry says there is one; `scratch` holds `scratch_len()`
-/// floats (none unless depthwise).
+/// `out = activation(conv(x (* input_scale), weight) (+ bias) (+ residual))`, the geometry
+/// `geometry[..count]` in [`Conv2d::to_list`]'s order (its flags say which parts exist).
+/// `bias`, `residual` and `input_scale` are read only when the geometry says there is one;
+/// `scratch` holds `scratch_len()` floats (none unless depthwise).
 ///
 /// # Safety
 /// The buffers hold the contiguous tensors the geometry describes (`residual` shaped as
-/// `out`), and `out` and `scratch` overlap nothing else.
+/// `out`, `input_scale` `[N, C]`), and `out` and `scratch` overlap nothing else.
 #[no_mangle]
+#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn __aotc_conv2d_f32(
     out: *mut f32,
     x: *const f32,
@@ -41,6 +43,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     bias: *const f32,
     scratch: *mut f32,
     residual: *const f32,
+    input_scale: *const f32,
     geometry: *const i64,
     count: i64,
 ) {
@@ -67,6 +70,8 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     let bias = g.has_bias.then(|| unsafe { std::slice::from_raw_parts(bias, g.out_channels) });
     // SAFETY: as above: the residual is shaped as the output.
     let residual = g.residual.then(|| unsafe { std::slice::from_raw_parts(residual, out_len) });
+    // SAFETY: as above: a factor per image and input channel.
+    let input_scale = g.input_scale.then(|| unsafe { std::slice::from_raw_parts(input_scale, g.batch * g.channels) });
     if image_out == 0 {
         return;
     }
@@ -91,7 +96,10 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     let gemm_bias = if accumulate { None } else { bias };
     // (Taken here, on the calling thread: the images may run on workers.)
     let spare = Handle::current();
-    let image = |x: &[f32], out: &mut [f32]| {
+    // Image i's input and output, and (from `from_list`: a pointwise convolution of one
+    // group) its input channels' factors.
+    let image = |i: usize, x: &[f32], out: &mut [f32]| {
+        let scale = input_scale.map(|s| &s[i * g.channels..][..g.channels]);
         for group in 0..g.groups {
             let bias = gemm_bias.map(|b| &b[group * g.group_out_channels()..][..g.group_out_channels()]);
             let planes =
@@ -99,13 +107,17 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
             let (og, [out_h, out_w]) = (g.group_out_channels(), g.written_size());
             let out = &mut out[group * og * out_h * out_w..][..og * out_h * out_w];
             let sums = Sums { accumulate, bias };
-            let lhs = match (g.weight, g.packed_group_len()) {
-                (WeightForm::ColumnPanels, Some(len)) => {
+            let lhs = match (g.weight, g.packed_group_len(), scale) {
+                (WeightForm::ColumnPanels, Some(len), _) => {
                     let weight = &weight[group * len..][..len];
-                    transposed::product(&g, weight, planes, out, sums, pool::threads(), spare);
+                    transposed::product(&g, weight, planes, scale, out, sums, pool::threads(), spare);
                     continue;
                 }
-                (WeightForm::Panels, Some(len)) => Weight::Packed(&weight[group * len..][..len]),
+                (WeightForm::Panels, Some(len), Some(scale)) => {
+                    scaled::product(&g, &weight[group * len..][..len], planes, scale, out, sums, pool::threads());
+                    continue;
+                }
+                (WeightForm::Panels, Some(len), None) => Weight::Packed(&weight[group * len..][..len]),
                 _ => Weight::Rows(&weight[group * og * g.depth()..][..og * g.depth()]),
             };
             product(&g, lhs, planes, out, sums, spare);
@@ -119,12 +131,12 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     if g.batch > 1 && work >= 2 * crate::gemm::MIN_WORK_PER_THREAD {
         for_items(out, g.batch, image_out, work, &|begin, end, part| {
             for (i, out) in (begin..end).zip(part.chunks_exact_mut(image_out)) {
-                image(&x[i * image_in..][..image_in], out);
+                image(i, &x[i * image_in..][..image_in], out);
             }
         });
     } else {
-        for (x, out) in x.chunks_exact(image_in).zip(out.chunks_exact_mut(image_out)) {
-            image(x, out);
+        for (i, (x, out)) in x.chunks_exact(image_in).zip(out.chunks_exact_mut(image_out)).enumerate() {
+            image(i, x, out);
         }
     }
 }

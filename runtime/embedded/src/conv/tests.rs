@@ -85,6 +85,7 @@ fn geometry(
         residual: false,
         activation: Activation::None,
         pool: false,
+        input_scale: false,
     }
 }
 
@@ -103,6 +104,7 @@ fn check(g: Conv2d, threads: usize) {
     let (packed, column_packed) = (packed_as(aotc_abi::gemm::MR), packed_as(aotc_abi::gemm::NR));
     let bias = values(g.out_channels, 3);
     let residual = values(g.batch * g.out_channels * g.positions(), 4);
+    let scale = values(g.batch * g.channels, 5);
     let [out_h, out_w] = g.written_size();
     let mut out = vec![f32::NAN; g.batch * g.out_channels * out_h * out_w];
     let mut scratch = vec![f32::NAN; g.scratch_len().unwrap()];
@@ -131,13 +133,18 @@ fn check(g: Conv2d, threads: usize) {
                     bias.as_ptr(),
                     scratch.as_mut_ptr(),
                     residual.as_ptr(),
+                    scale.as_ptr(),
                     list.as_ptr(),
                     list.len() as i64,
                 )
             }
         })
     });
-    let mut want = reference(&g, &x, &w, g.has_bias.then_some(&bias[..]));
+    // The reference convolves the input the library was to scale, scaled.
+    let plane = g.height * g.width;
+    let scaled: Vec<f32> = x.iter().enumerate().map(|(i, &v)| v * scale[i / plane.max(1)]).collect();
+    let input = if g.input_scale { &scaled } else { &x };
+    let mut want = reference(&g, input, &w, g.has_bias.then_some(&bias[..]));
     for (w, &r) in want.iter_mut().zip(&residual) {
         *w += if g.residual { r as f64 } else { 0.0 };
         *w = crate::activation::reference(g.activation, *w);
@@ -183,6 +190,8 @@ fn every_algorithm_matches_the_naive_convolution() {
             geometry(2, 8, [10, 11], 5, [1, 1], [1, 1], [0, 0], [1, 1], 1, true),
             geometry(1, 8, [10, 11], 4, [1, 1], [2, 2], [0, 0], [1, 1], 1, true),
             geometry(1, 16, [64, 64], 32, [1, 1], [1, 1], [0, 0], [1, 1], 1, false),
+            // Enough input channels that a scaled input goes in several blocks of columns.
+            geometry(2, 300, [13, 17], 20, [1, 1], [1, 1], [0, 0], [1, 1], 1, true),
             geometry(2, 6, [15, 14], 6, [3, 3], [1, 1], [1, 1], [1, 1], 6, true),
             geometry(1, 6, [15, 14], 12, [5, 5], [2, 2], [2, 2], [1, 1], 6, false),
             geometry(1, 4, [9, 9], 4, [3, 3], [1, 1], [2, 2], [2, 2], 4, true),
@@ -216,6 +225,15 @@ fn every_algorithm_matches_the_naive_convolution() {
                         threads,
                     );
                     check(Conv2d { weight: WeightForm::ColumnPanels, activation: Activation::Silu, ..g }, threads);
+                }
+                if g.algorithm() == Algorithm::Pointwise && g.groups == 1 {
+                    for weight in [WeightForm::Panels, WeightForm::ColumnPanels] {
+                        check(Conv2d { weight, input_scale: true, ..g }, threads);
+                        check(
+                            Conv2d { weight, input_scale: true, residual: true, activation: Activation::Silu, ..g },
+                            threads,
+                        );
+                    }
                 }
                 if g.algorithm().pools() {
                     check(Conv2d { pool: true, activation: Activation::Relu, ..g }, threads);
@@ -396,6 +414,7 @@ fn the_depthwise_relu_keeps_nan() {
                     w.as_ptr(),
                     scratch.as_mut_ptr(),
                     x.as_ptr(),
+                    x.as_ptr(),
                     list.as_ptr(),
                     list.len() as i64,
                 )
@@ -422,6 +441,7 @@ fn an_inconsistent_geometry_writes_nothing() {
             x.as_ptr(),
             x.as_ptr(),
             out.as_mut_ptr(),
+            x.as_ptr(),
             x.as_ptr(),
             list.as_ptr(),
             list.len() as i64,

@@ -6,7 +6,8 @@
 //! panels.
 //!
 //! The windows are a plain `[depth, positions]` matrix (for a pointwise kernel the input
-//! planes themselves, else written from the input rows: [`write_windows`]), read as A with
+//! planes themselves, or those scaled by `Conv2d::input_scale`, else written from the
+//! input rows: [`write_windows`]), read as A with
 //! its rows 1 apart; C is a `[positions, O/G]` buffer, transposed into `out` (onto the
 //! residual, when there is one) before the activation.
 
@@ -19,12 +20,30 @@ use aotc_abi::gemm::{Activation, NR};
 
 /// One group's `out[O/G, positions] = weight @ windows + sums` through the geometry's
 /// activation, on up to `threads` threads; `weight` is the group's `[depth, O/G]` packed as
-/// a right operand. (Never pooled: the compiler does not choose this form then.)
-pub fn product(g: &Conv2d, weight: &[f32], planes: &[f32], out: &mut [f32], sums: Sums, threads: usize, spare: Handle) {
+/// a right operand; `scale`, for a pointwise kernel, each input plane's factor.
+/// (Never pooled: the compiler does not choose this form then.)
+#[allow(clippy::too_many_arguments)]
+pub fn product(
+    g: &Conv2d,
+    weight: &[f32],
+    planes: &[f32],
+    scale: Option<&[f32]>,
+    out: &mut [f32],
+    sums: Sums,
+    threads: usize,
+    spare: Handle,
+) {
     let (m, k, n) = (g.positions(), g.depth(), g.group_out_channels());
-    let mut windows = (g.algorithm() != Algorithm::Pointwise).then(|| spare.take(k * m));
-    if let Some(windows) = windows.as_mut() {
-        write_windows(g, planes, windows, threads);
+    let mut windows = (g.algorithm() != Algorithm::Pointwise || scale.is_some()).then(|| spare.take(k * m));
+    match (windows.as_mut(), scale) {
+        // (Few positions: the scaled planes are a small copy.)
+        (Some(windows), Some(scale)) => {
+            for ((row, plane), &s) in windows.chunks_exact_mut(m).zip(planes.chunks_exact(m)).zip(scale) {
+                row.iter_mut().zip(plane).for_each(|(y, &x)| *y = x * s);
+            }
+        }
+        (Some(windows), None) => write_windows(g, planes, windows, threads),
+        (None, _) => {}
     }
     let a = windows.as_ref().map_or(planes.as_ptr(), |w| w.as_ptr());
     // C row-major in a buffer, transposed into `out` at the end: written transposed in

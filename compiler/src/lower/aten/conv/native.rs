@@ -87,7 +87,9 @@ pub fn lower(
         int(groups),
         int(bias.is_some() as usize),
         // The weight as it is (passes::prepack packs a constant one); no residual,
-        // activation or pooling yet (epilogue.rs folds those in).
+        // activation or pooling yet (epilogue.rs folds those in), no input scale
+        // (passes::gate folds one in).
+        int(0),
         int(0),
         int(0),
         int(0),
@@ -123,6 +125,7 @@ pub fn lower(
         ExternArg::Buf(weights),
         ExternArg::Buf(bias.unwrap_or(input)),
         ExternArg::Workspace(workspace),
+        ExternArg::Buf(input),
         ExternArg::Buf(input),
         ExternArg::Sizes(geometry),
     ];

@@ -41,9 +41,10 @@ pub fn max_pool(lw: &mut Lowerer, x: &TensorValue, w: &Windows, name: &str) -> O
         int(w.padding[1]),
         int(w.dilation[0]),
         int(w.dilation[1]),
-        // Groups (unused by pooling), no bias, weight, residual, activation or pooling
-        // of the result.
+        // Groups (unused by pooling), no bias, weight, residual, activation, pooling
+        // of the result or input scale.
         int(1),
+        int(0),
         int(0),
         int(0),
         int(0),
