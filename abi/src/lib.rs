@@ -302,6 +302,11 @@ pub mod nonzero {
 /// as byte copies. `sizes` is `[outer, bytes_0, ..., bytes_{count-1}]`: part k is `outer`
 /// blocks of `bytes_k` bytes (its dimensions from the concatenated one on, times the
 /// element size), and `out` is `outer` blocks of their sum, part after part.
+/// `void __aotc_concat(uint8_t *out, const uint8_t *const *parts, int64_t count,
+/// const int64_t *sizes, int64_t len)`: torch.cat as byte copies. `sizes` is `[outer,
+/// bytes_0.., offset_0.., stride_0..]` (`len = 1 + 3 count`): part k is `outer` blocks of
+/// `bytes_k` bytes, block `o` at `parts[k] + offset_k + o * stride_k` (a view: a channel
+/// slice of a batch, say), and block `o` of `out` is block `o` of every part, in order.
 pub mod concat {
     pub const SYMBOL: &str = "__aotc_concat";
 }

@@ -29,7 +29,7 @@ fn half_convolutions_and_concatenations_take_the_native_kernels() {
             let [ExternArg::Bufs(parts), ExternArg::Sizes(sizes)] = c.args.as_slice() else {
                 panic!("concat arguments: {:?}", c.args)
             };
-            assert_eq!(parts.len() + 1, sizes.len());
+            assert_eq!(3 * parts.len() + 1, sizes.len());
             sizes[0].as_int().expect("static")
         })
         .collect();

@@ -180,8 +180,35 @@ fn gemm_convolutions() {
     }
 }
 
+/// Stem convolutions (3 input channels, stride 2, at 224: MobileNetV3's, EfficientNet's,
+/// SqueezeNet's and ResNet's), weight packed as a left operand; GFLOP/s beside the time.
+fn stem_convolutions() {
+    use aotc_abi::gemm::{pack, MR};
+    for (out_channels, k) in [(16, 3), (32, 3), (64, 3), (64, 7)] {
+        let g = Conv2d {
+            channels: 3,
+            out_channels,
+            has_bias: true,
+            activation: Activation::Relu,
+            weight: WeightForm::Panels,
+            groups: 1,
+            ..geometry(3, 224, k, 2, k / 2, false)
+        };
+        let depth = g.depth();
+        let rows = values(out_channels * depth);
+        let weight = pack(depth, out_channels, MR, |p, o| rows[o * depth + p]).unwrap();
+        let (x_len, _, out_len) = g.lens().unwrap();
+        let (x, bias, mut out) = (values(x_len), values(out_channels), vec![0f32; out_len]);
+        let t = median(|| convolve(&g, &mut out, &x, &weight, &bias, &mut []));
+        let flops = 2.0 * (out_channels * depth * g.positions()) as f64;
+        let name = format!("conv {k}x{k} /2 3 -> {out_channels} x 224x224 + bias + relu");
+        println!("{name:<52} {:>10.1} us {:>7.1} GFLOP/s", t.as_secs_f64() * 1e6, flops / t.as_secs_f64() / 1e9);
+    }
+}
+
 fn main() {
     rows();
+    stem_convolutions();
     convolutions();
     gemm_convolutions();
 }

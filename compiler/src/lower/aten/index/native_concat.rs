@@ -1,7 +1,7 @@
-//! The fast path of torch.cat: when every part already sits contiguously at the start of
-//! a buffer, one call of the support library's byte copy (`aotc_abi::concat`) writes the
-//! result, a `memcpy` per block and part, instead of a kernel that picks the part of each
-//! element. Lazy parts keep the general lowering, which fuses their computation into the
+//! The fast path of torch.cat: when every part already sits in a buffer as equally spaced
+//! contiguous blocks (a whole buffer, or a view such as a channel slice of it), one call of
+//! the support library's byte copy (`aotc_abi::concat`) writes the result, a `memcpy` per
+//! block and part, instead of a kernel that picks the part of each element. Lazy parts keep the general lowering, which fuses their computation into the
 //! reads of the concatenation's consumers; so do mixed dtypes, complex values, and every
 //! concatenation when lowering for CUDA.
 
@@ -22,19 +22,42 @@ pub fn concat(
     sizes: &[SymExpr],
     name: &str,
 ) -> Option<TensorValue> {
-    let whole_buffer = |t: &TensorValue| match &t.repr {
-        Repr::View(r) => (r.offset == SymExpr::Int(0) && r.strides == contiguous_strides(&t.sizes)).then_some(r.buf),
-        Repr::Lazy(..) => None,
-    };
     if !lw.native_calls() || parts.is_empty() || parts.iter().any(|t| t.dtype != dtype || t.complex) {
         return None;
     }
-    let bufs = parts.iter().map(whole_buffer).collect::<Option<Vec<_>>>()?;
+    let views = parts.iter().map(|t| blocks(t, dim)).collect::<Option<Vec<_>>>()?;
     let element = SymExpr::Int(dtype.size() as i64);
-    let block = |t: &TensorValue| SymExpr::mul([SymExpr::product(&t.sizes[dim..]), element.clone()]);
-    let geometry = std::iter::once(SymExpr::product(&sizes[..dim])).chain(parts.iter().map(block)).collect();
+    let bytes = |e: &SymExpr| SymExpr::mul([e.clone(), element.clone()]);
+    let block = |t: &TensorValue| bytes(&SymExpr::product(&t.sizes[dim..]));
+    let geometry = std::iter::once(SymExpr::product(&sizes[..dim]))
+        .chain(parts.iter().map(block))
+        .chain(views.iter().map(|(_, offset, _)| bytes(offset)))
+        .chain(views.iter().map(|(_, _, stride)| bytes(stride)))
+        .collect();
+    let bufs = views.iter().map(|(buf, _, _)| *buf).collect();
     let out = lw.prog.add_buffer(name, dtype, sizes.to_vec(), BufKind::Scratch);
     let args = vec![ExternArg::Bufs(bufs), ExternArg::Sizes(geometry)];
     lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: SYMBOL, out, args, flops: SymExpr::Int(0) })));
     Some(TensorValue::view_of(out, dtype, sizes.to_vec()))
+}
+
+/// Where `t`'s blocks (its elements from `dim` on, for each index before it) lie: its
+/// buffer, the first block's offset and the step between blocks, in elements; None unless
+/// each block is contiguous and the blocks equally spaced (the dimensions before `dim`
+/// walk as one), or `t` is lazy.
+fn blocks(t: &TensorValue, dim: usize) -> Option<(crate::ir::BufId, SymExpr, SymExpr)> {
+    let Repr::View(r) = &t.repr else { return None };
+    let same = |a: &SymExpr, b: &SymExpr| match (a.as_int(), b.as_int()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    };
+    let dense = contiguous_strides(&t.sizes);
+    let long: Vec<usize> = (0..t.sizes.len()).filter(|&d| t.sizes[d] != SymExpr::Int(1)).collect();
+    let (outer, inner) = long.split_at(long.partition_point(|&d| d < dim));
+    let contiguous = inner.iter().all(|&d| same(&r.strides[d], &dense[d]));
+    let one_walk = outer
+        .windows(2)
+        .all(|w| same(&r.strides[w[0]], &SymExpr::mul([r.strides[w[1]].clone(), t.sizes[w[1]].clone()])));
+    let step = outer.last().map_or_else(|| SymExpr::product(&t.sizes[dim..]), |&d| r.strides[d].clone());
+    (contiguous && one_walk).then(|| (r.buf, r.offset.clone(), step))
 }
