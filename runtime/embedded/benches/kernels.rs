@@ -157,7 +157,6 @@ fn convolutions() {
 /// as the compiler packs it: as a left operand, and transposed as a right one (the
 /// product with positions as rows); GFLOP/s beside the time.
 fn gemm_convolutions() {
-    use aotc_abi::gemm::{pack, MR, NR};
     for (channels, hw) in [(64, 56), (128, 28), (256, 14), (512, 7)] {
         for form in [WeightForm::Panels, WeightForm::ColumnPanels] {
             let g = Conv2d {
@@ -166,16 +165,7 @@ fn gemm_convolutions() {
                 weight: form,
                 ..geometry(channels, hw, 3, 1, 1, false)
             };
-            let depth = g.depth();
-            let rows = values(channels * depth);
-            let width = if form == WeightForm::Panels { MR } else { NR };
-            let weight = pack(depth, channels, width, |p, o| rows[o * depth + p]).unwrap();
-            let (x_len, _, out_len) = g.lens().unwrap();
-            let (x, bias, mut out) = (values(x_len), values(channels), vec![0f32; out_len]);
-            let t = median(|| convolve(&g, &mut out, &x, &weight, &bias, &mut []));
-            let flops = 2.0 * (channels * depth * g.positions()) as f64;
-            let name = format!("conv 3x3 {channels} x {hw}x{hw} + bias + relu, {form:?}");
-            println!("{name:<52} {:>10.1} us {:>7.1} GFLOP/s", t.as_secs_f64() * 1e6, flops / t.as_secs_f64() / 1e9);
+            packed_convolution(&g, &format!("conv 3x3 {channels} x {hw}x{hw} + bias + relu, {form:?}"));
         }
     }
 }
@@ -183,7 +173,6 @@ fn gemm_convolutions() {
 /// Stem convolutions (3 input channels, stride 2, at 224: MobileNetV3's, EfficientNet's,
 /// SqueezeNet's and ResNet's), weight packed as a left operand; GFLOP/s beside the time.
 fn stem_convolutions() {
-    use aotc_abi::gemm::{pack, MR};
     for (out_channels, k) in [(16, 3), (32, 3), (64, 3), (64, 7)] {
         let g = Conv2d {
             channels: 3,
@@ -194,16 +183,23 @@ fn stem_convolutions() {
             groups: 1,
             ..geometry(3, 224, k, 2, k / 2, false)
         };
-        let depth = g.depth();
-        let rows = values(out_channels * depth);
-        let weight = pack(depth, out_channels, MR, |p, o| rows[o * depth + p]).unwrap();
-        let (x_len, _, out_len) = g.lens().unwrap();
-        let (x, bias, mut out) = (values(x_len), values(out_channels), vec![0f32; out_len]);
-        let t = median(|| convolve(&g, &mut out, &x, &weight, &bias, &mut []));
-        let flops = 2.0 * (out_channels * depth * g.positions()) as f64;
-        let name = format!("conv {k}x{k} /2 3 -> {out_channels} x 224x224 + bias + relu");
-        println!("{name:<52} {:>10.1} us {:>7.1} GFLOP/s", t.as_secs_f64() * 1e6, flops / t.as_secs_f64() / 1e9);
+        packed_convolution(&g, &format!("conv {k}x{k} /2 3 -> {out_channels} x 224x224 + bias + relu"));
     }
+}
+
+/// Times one call of the convolution `g` (one group, no residual) with its weight packed
+/// as the compiler packs it for `g.weight`, and reports it as `name` with its GFLOP/s.
+fn packed_convolution(g: &Conv2d, name: &str) {
+    use aotc_abi::gemm::{pack, MR, NR};
+    let (depth, out_channels) = (g.depth(), g.out_channels);
+    let rows = values(out_channels * depth);
+    let width = if g.weight == WeightForm::Panels { MR } else { NR };
+    let weight = pack(depth, out_channels, width, |p, o| rows[o * depth + p]).unwrap();
+    let (x_len, _, out_len) = g.lens().unwrap();
+    let (x, bias, mut out) = (values(x_len), values(out_channels), vec![0f32; out_len]);
+    let t = median(|| convolve(g, &mut out, &x, &weight, &bias, &mut []));
+    let flops = 2.0 * (out_channels * depth * g.positions()) as f64;
+    println!("{name:<52} {:>10.1} us {:>7.1} GFLOP/s", t.as_secs_f64() * 1e6, flops / t.as_secs_f64() / 1e9);
 }
 
 fn main() {
