@@ -37,6 +37,14 @@ pub struct TensorValue {
     pub complex: bool,
 }
 
+/// Whether two sizes are provably equal: as integers, or as the same expression.
+pub fn same_size(a: &SymExpr, b: &SymExpr) -> bool {
+    match (a.as_int(), b.as_int()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
 pub fn contiguous_strides(sizes: &[SymExpr]) -> Vec<SymExpr> {
     let mut strides = vec![SymExpr::Int(1); sizes.len()];
     for d in (0..sizes.len().saturating_sub(1)).rev() {

@@ -13,6 +13,7 @@
 
 use crate::ir::expr::{substitute, visit, Affine, ExprKind, E};
 use crate::ir::Kernel;
+use crate::lower::tensor::same_size as same;
 use crate::lower::Lowered;
 use aotc_abi::sym::SymExpr;
 
@@ -100,14 +101,6 @@ fn walks_as_one(body: &E, outer: usize, inner: usize, inner_size: &SymExpr) -> b
 fn merged(a: &SymExpr, b: &SymExpr) -> SymExpr {
     let product = SymExpr::mul([a.clone(), b.clone()]);
     product.as_int().map_or(product, SymExpr::Int)
-}
-
-/// Whether two sizes are provably equal: as integers, or as the same expression.
-pub(super) fn same(a: &SymExpr, b: &SymExpr) -> bool {
-    match (a.as_int(), b.as_int()) {
-        (Some(x), Some(y)) => x == y,
-        _ => a == b,
-    }
 }
 
 #[cfg(test)]

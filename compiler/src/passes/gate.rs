@@ -8,11 +8,10 @@
 //! CPU only (the support library's call), after `collapse` and `hoist`, which leave the
 //! gate's product in this form.
 
-use super::collapse::same;
 use super::epilogue::{merge_nodes, read_elsewhere};
 use crate::ir::expr::{Affine, ExprKind, E};
 use crate::ir::{BufId, BufKind, ExternArg, Kernel, Prim, Program};
-use crate::lower::tensor::contiguous_strides;
+use crate::lower::tensor::{contiguous_strides, same_size as same};
 use crate::lower::Lowered;
 use aotc_abi::conv::{
     WeightForm, ARG_BIAS, ARG_GEOMETRY, ARG_INPUT_SCALE, ARG_RESIDUAL, ARG_X, GEOMETRY_LEN, HAS_BIAS, INPUT_SCALE,
