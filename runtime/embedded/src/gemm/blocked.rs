@@ -592,25 +592,36 @@ unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: 
         }
         let (alpha, beta) = (I::splat(out.alpha), I::splat(out.beta));
         let activation = out.pass.activation;
-        if out.cols == W * l && out.csc == 1 {
+        if out.csc == 1 {
+            // Rows of C contiguous: vector by vector, a last partial one (C's last columns)
+            // through masked loads and stores.
             for (r, acc) in acc.iter().enumerate() {
                 let c = out.c.offset(r as isize * out.rsc);
                 for (h, &v) in acc.iter().enumerate() {
-                    let c = c.add(h * l);
+                    let n = out.cols.saturating_sub(h * l).min(l);
+                    if n == 0 {
+                        break;
+                    }
+                    let (c, whole) = (c.add(h * l), n == l);
+                    let load = |p: *const T| if whole { I::load(p) } else { I::load_first(p, n) };
                     let v = I::vmul(v, alpha);
-                    let v = if out.beta == T::ZERO { v } else { I::fmadd(I::load(c), beta, v) };
+                    let v = if out.beta == T::ZERO { v } else { I::fmadd(load(c), beta, v) };
                     let v = match out.pass.bias {
                         Bias::None => v,
                         Bias::Rows(b) => I::vadd(v, I::splat(*b.add(r).cast::<T>())),
-                        Bias::Cols(b) => I::vadd(v, I::load(b.add(h * l).cast::<T>())),
+                        Bias::Cols(b) => I::vadd(v, load(b.add(h * l).cast::<T>())),
                     };
-                    I::store(c, I::activate(v, activation));
+                    let v = I::activate(v, activation);
+                    if whole {
+                        I::store(c, v)
+                    } else {
+                        I::store_first(c, v, n)
+                    }
                 }
             }
         } else {
-            // A partial or strided tile: summed element by element in a whole tile row of
-            // memory, then (with an activation) activated as vectors, then written out.
-            // (Tiny products run mostly here: the plain case stays one loop.)
+            // A strided tile (C transposed): summed element by element in a whole tile row
+            // of memory, then (with an activation) activated as vectors, then written out.
             // (At most two vectors of 16 floats.)
             let mut tmp = [T::ZERO; 32];
             let plain = matches!(out.pass.bias, Bias::None) && activation == Activation::None;

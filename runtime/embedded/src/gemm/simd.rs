@@ -41,6 +41,10 @@ pub trait Simd<T: Element> {
     unsafe fn splat(x: T) -> Self::V;
     unsafe fn load(p: *const T) -> Self::V;
     unsafe fn store(p: *mut T, v: Self::V);
+    /// The first `n` lanes (1..=LANES) from `p`, the others 0; nothing past them is read.
+    unsafe fn load_first(p: *const T, n: usize) -> Self::V;
+    /// Writes the first `n` lanes (1..=LANES) to `p`; nothing past them is touched.
+    unsafe fn store_first(p: *mut T, v: Self::V, n: usize);
     /// `a * b + c`, rounded once.
     unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn vmul(a: Self::V, b: Self::V) -> Self::V;
@@ -53,7 +57,8 @@ pub trait Simd<T: Element> {
 // its target features (`blocked::avx2`, `blocked::avx512`), which `Isa::available` checked.
 macro_rules! simd {
     ($isa:ty, $t:ty, $v:ty, $lanes:expr, ($panels:expr, $vectors:expr, $b_panels:expr), ($mc:expr, $kc:expr, $nc:expr, $ns:expr),
-     $zero:ident, $splat:ident, $load:ident, $store:ident, $fmadd:ident, $mul:ident, $add:ident, $activate:path) => {
+     $zero:ident, $splat:ident, $load:ident, $store:ident, $load_first:path, $store_first:path, $fmadd:ident, $mul:ident,
+     $add:ident, $activate:path) => {
         impl Simd<$t> for $isa {
             type V = $v;
             const LANES: usize = $lanes;
@@ -83,6 +88,17 @@ macro_rules! simd {
             unsafe fn store(p: *mut $t, v: $v) {
                 // SAFETY: as above.
                 unsafe { $store(p, v) }
+            }
+            #[inline(always)]
+            unsafe fn load_first(p: *const $t, n: usize) -> $v {
+                // SAFETY: as above; the masked load reads (and faults on) the first n
+                // lanes only.
+                unsafe { $load_first(p, n) }
+            }
+            #[inline(always)]
+            unsafe fn store_first(p: *mut $t, v: $v, n: usize) {
+                // SAFETY: as above; the masked store writes the first n lanes only.
+                unsafe { $store_first(p, v, n) }
             }
             #[inline(always)]
             unsafe fn fmadd(a: $v, b: $v, c: $v) -> $v {
@@ -119,6 +135,8 @@ simd!(
     _mm256_set1_ps,
     _mm256_loadu_ps,
     _mm256_storeu_ps,
+    load_first_f32x8,
+    store_first_f32x8,
     _mm256_fmadd_ps,
     _mm256_mul_ps,
     _mm256_add_ps,
@@ -135,6 +153,8 @@ simd!(
     _mm256_set1_pd,
     _mm256_loadu_pd,
     _mm256_storeu_pd,
+    load_first_f64x4,
+    store_first_f64x4,
     _mm256_fmadd_pd,
     _mm256_mul_pd,
     _mm256_add_pd,
@@ -153,6 +173,8 @@ simd!(
     _mm512_set1_ps,
     _mm512_loadu_ps,
     _mm512_storeu_ps,
+    load_first_f32x16,
+    store_first_f32x16,
     _mm512_fmadd_ps,
     _mm512_mul_ps,
     _mm512_add_ps,
@@ -169,11 +191,63 @@ simd!(
     _mm512_set1_pd,
     _mm512_loadu_pd,
     _mm512_storeu_pd,
+    load_first_f64x8,
+    store_first_f64x8,
     _mm512_fmadd_pd,
     _mm512_mul_pd,
     _mm512_add_pd,
     activate_f64x8
 );
+
+/// AVX2's mask of the first `n` of 8 32-bit lanes (a lane's sign bit set: taken).
+#[inline(always)]
+unsafe fn first_lanes_x8(n: usize) -> __m256i {
+    // SAFETY: AVX2, the caller's.
+    unsafe { _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)) }
+}
+
+/// AVX2's mask of the first `n` of 4 64-bit lanes.
+#[inline(always)]
+unsafe fn first_lanes_x4(n: usize) -> __m256i {
+    // SAFETY: AVX2, the caller's.
+    unsafe { _mm256_cmpgt_epi64(_mm256_set1_epi64x(n as i64), _mm256_setr_epi64x(0, 1, 2, 3)) }
+}
+
+// The masked loads and stores of [`Simd::load_first`] and [`Simd::store_first`]: lanes
+// outside the mask are neither read nor written, so they never fault.
+// SAFETY (every block below): the instruction set, the caller's; `p` holds `n` elements.
+#[inline(always)]
+unsafe fn load_first_f32x8(p: *const f32, n: usize) -> __m256 {
+    unsafe { _mm256_maskload_ps(p, first_lanes_x8(n)) }
+}
+#[inline(always)]
+unsafe fn store_first_f32x8(p: *mut f32, v: __m256, n: usize) {
+    unsafe { _mm256_maskstore_ps(p, first_lanes_x8(n), v) }
+}
+#[inline(always)]
+unsafe fn load_first_f64x4(p: *const f64, n: usize) -> __m256d {
+    unsafe { _mm256_maskload_pd(p, first_lanes_x4(n)) }
+}
+#[inline(always)]
+unsafe fn store_first_f64x4(p: *mut f64, v: __m256d, n: usize) {
+    unsafe { _mm256_maskstore_pd(p, first_lanes_x4(n), v) }
+}
+#[inline(always)]
+unsafe fn load_first_f32x16(p: *const f32, n: usize) -> __m512 {
+    unsafe { _mm512_maskz_loadu_ps(((1u32 << n) - 1) as __mmask16, p) }
+}
+#[inline(always)]
+unsafe fn store_first_f32x16(p: *mut f32, v: __m512, n: usize) {
+    unsafe { _mm512_mask_storeu_ps(p, ((1u32 << n) - 1) as __mmask16, v) }
+}
+#[inline(always)]
+unsafe fn load_first_f64x8(p: *const f64, n: usize) -> __m512d {
+    unsafe { _mm512_maskz_loadu_pd(((1u32 << n) - 1) as __mmask8, p) }
+}
+#[inline(always)]
+unsafe fn store_first_f64x8(p: *mut f64, v: __m512d, n: usize) {
+    unsafe { _mm512_mask_storeu_pd(p, ((1u32 << n) - 1) as __mmask8, v) }
+}
 
 /// [`Simd::activate`] for 4 doubles: ReLU in the vector (the compiler fuses activations
 /// only into float32 products), the others lane by lane.
