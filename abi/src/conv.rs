@@ -62,10 +62,11 @@ impl Frames {
 /// written is that result max-pooled over 2x2 windows at stride 2 (NaN winning, a last odd
 /// row or column dropped): `out[N, O, OH / 2, OW / 2]`, the graph's max pool after the
 /// convolution, so that the full-size output never reaches memory ([`Conv2d::written_size`]).
-/// With `input_scale`, each input channel is first multiplied by its factor in a `[N, C]`
-/// tensor (the graph's squeeze-and-excite gate on a pointwise convolution's input, which
-/// then never reaches memory scaled); only for [`Algorithm::Pointwise`] with one group, a
-/// packed weight ([`WeightForm::Panels`] or [`WeightForm::ColumnPanels`]) and no pooling.
+/// With an `input` transform ([`InputTransform`]), each input channel is first mapped
+/// through it (the graph's squeeze-and-excite gate, or batch norm and ReLU, on a pointwise
+/// convolution's input, which then never reaches memory transformed); only for
+/// [`Algorithm::Pointwise`] with one group, a packed weight ([`WeightForm::Panels`] or
+/// [`WeightForm::ColumnPanels`]) and no pooling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2d {
     pub batch: usize,
@@ -84,7 +85,36 @@ pub struct Conv2d {
     pub residual: bool,
     pub activation: Activation,
     pub pool: bool,
-    pub input_scale: bool,
+    pub input: InputTransform,
+}
+
+/// What a pointwise convolution does to its input channels before the product, each
+/// channel's factors in the buffers [`ARG_INPUT_SCALE`] and [`ARG_INPUT_SHIFT`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InputTransform {
+    #[default]
+    None,
+    /// `x * scale[n, c]` (`[N, C]` factors): a squeeze-and-excite gate.
+    Scale,
+    /// `relu(x * scale[c] + shift[c])` (`[C]` each, the ReLU keeping NaN): an inference
+    /// batch norm and ReLU, DenseNet's pre-activation.
+    ScaleShiftRelu,
+}
+
+impl InputTransform {
+    pub fn code(self) -> i64 {
+        match self {
+            InputTransform::None => 0,
+            InputTransform::Scale => 1,
+            InputTransform::ScaleShiftRelu => 2,
+        }
+    }
+
+    pub fn from_code(code: i64) -> Option<InputTransform> {
+        [InputTransform::None, InputTransform::Scale, InputTransform::ScaleShiftRelu]
+            .into_iter()
+            .find(|t| t.code() == code)
+    }
 }
 
 /// How many int64s [`Conv2d::to_list`] writes.
@@ -97,13 +127,14 @@ pub const ARG_BIAS: usize = 2;
 pub const ARG_SCRATCH: usize = 3;
 pub const ARG_RESIDUAL: usize = 4;
 pub const ARG_INPUT_SCALE: usize = 5;
-pub const ARG_GEOMETRY: usize = 6;
+pub const ARG_INPUT_SHIFT: usize = 6;
+pub const ARG_GEOMETRY: usize = 7;
 /// Where the flags sit in the list.
 pub const HAS_BIAS: usize = 16;
 pub const RESIDUAL: usize = 18;
 pub const POOL: usize = 20;
-pub const INPUT_SCALE: usize = 21;
-/// Not flags: the [`WeightForm`]'s code and the [`Activation`]'s.
+/// Not flags: the [`WeightForm`]'s code, the [`Activation`]'s and the [`InputTransform`]'s.
+pub const INPUT_TRANSFORM: usize = 21;
 pub const WEIGHT_FORM: usize = 17;
 pub const ACTIVATION: usize = 19;
 
@@ -285,7 +316,7 @@ impl Conv2d {
             self.residual as i64,
             self.activation.code(),
             self.pool as i64,
-            self.input_scale as i64,
+            self.input.code(),
         ]
     }
 
@@ -305,13 +336,13 @@ impl Conv2d {
             WeightForm::ColumnPanels => !g.pool && g.algorithm() != Algorithm::Depthwise,
         };
         let pool_fits = !g.pool || (!g.residual && g.algorithm().pools());
-        let scale_fits = !g.input_scale
+        let input_fits = g.input == InputTransform::None
             || (g.algorithm() == Algorithm::Pointwise
                 && g.groups == 1
                 && !g.pool
                 && matches!(g.weight, WeightForm::Panels | WeightForm::ColumnPanels));
         let groups_divide = g.channels % g.groups == 0 && g.out_channels % g.groups == 0;
-        (sizes_agree && packing_fits && pool_fits && scale_fits && groups_divide).then_some(g)
+        (sizes_agree && packing_fits && pool_fits && input_fits && groups_divide).then_some(g)
     }
 
     /// The geometry from its list with any output sizes (a pooling's ceil mode adds a
@@ -339,10 +370,10 @@ impl Conv2d {
             residual: l[RESIDUAL] != 0,
             activation: Activation::from_code(l[ACTIVATION])?,
             pool: l[POOL] != 0,
-            input_scale: l[INPUT_SCALE] != 0,
+            input: InputTransform::from_code(l[INPUT_TRANSFORM])?,
         };
         let positive = g.stride.iter().chain(&g.dilation).chain(&g.kernel).all(|&x| x > 0) && g.groups > 0;
-        (positive && [HAS_BIAS, RESIDUAL, POOL, INPUT_SCALE].iter().all(|&flag| l[flag] <= 1)).then_some(g)
+        (positive && [HAS_BIAS, RESIDUAL, POOL].iter().all(|&flag| l[flag] <= 1)).then_some(g)
     }
 
     /// `(input + 2 padding - dilation (kernel - 1) - 1) / stride + 1`, None when the
@@ -454,7 +485,7 @@ mod tests {
             residual: false,
             activation: Activation::None,
             pool: false,
-            input_scale: false,
+            input: InputTransform::None,
         }
     }
 
@@ -551,19 +582,28 @@ mod tests {
         let pointwise =
             Conv2d { kernel: [1, 1], stride: [1, 1], padding: [0, 0], out_size: [224, 224], pool: true, ..g };
         assert_eq!(Conv2d::from_list(&pointwise.to_list()), None, "a pooled pointwise convolution");
-        let gated = Conv2d { pool: false, input_scale: true, weight: WeightForm::Panels, ..pointwise };
+        let gated = Conv2d { pool: false, input: InputTransform::Scale, weight: WeightForm::Panels, ..pointwise };
         assert_eq!(Conv2d::from_list(&gated.to_list()), Some(gated));
-        assert_eq!(Conv2d::from_list(&Conv2d { input_scale: true, ..g }.to_list()), None, "a scaled 7x7 input");
+        let normed = Conv2d { input: InputTransform::ScaleShiftRelu, weight: WeightForm::ColumnPanels, ..gated };
+        assert_eq!(Conv2d::from_list(&normed.to_list()), Some(normed));
+        assert_eq!(
+            Conv2d::from_list(&Conv2d { input: InputTransform::Scale, ..g }.to_list()),
+            None,
+            "a scaled 7x7 input"
+        );
         let unpacked = Conv2d { weight: WeightForm::Rows, ..gated };
         assert_eq!(Conv2d::from_list(&unpacked.to_list()), None, "a scaled input with an unpacked weight");
         assert_eq!(
-            Conv2d::from_list(&Conv2d { input_scale: true, pool: true, ..pointwise }.to_list()),
+            Conv2d::from_list(&Conv2d { input: InputTransform::Scale, pool: true, ..pointwise }.to_list()),
             None,
             "a scaled pooled input"
         );
         let mut bad = pooled.to_list();
         bad[POOL] = 2;
         assert_eq!(Conv2d::from_list(&bad), None, "a pool flag that is not 0 or 1");
+        let mut bad = gated.to_list();
+        bad[INPUT_TRANSFORM] = 3;
+        assert_eq!(Conv2d::from_list(&bad), None, "an input transform code that is none");
     }
 
     #[test]

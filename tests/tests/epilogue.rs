@@ -6,16 +6,17 @@
 //! GEMM. The library still gives PyTorch's results.
 
 use aotc::ir::{ExternArg, Kernel};
-use aotc_abi::conv::{Conv2d, ARG_GEOMETRY, SYMBOL};
+use aotc::lower::Lowered;
+use aotc_abi::conv::{Conv2d, InputTransform, ARG_GEOMETRY, SYMBOL};
 use aotc_abi::gemm::Activation;
 use aotc_tests::{check_fixture, fixture};
 
-#[test]
-fn hardswish_and_gelu_fuse_where_nothing_else_reads_the_result() {
-    let (_src, lowered) =
-        aotc::lower_file(&fixture("conv_activations").join("model.pt2"), &Default::default()).expect("lower");
+/// The fixture's program lowered and optimized, and each of its support-library
+/// convolutions: the geometry, and the name of the buffer it writes.
+fn convolutions(name: &str) -> (Lowered, Vec<(Conv2d, String)>) {
+    let (_src, lowered) = aotc::lower_file(&fixture(name).join("model.pt2"), &Default::default()).expect("lower");
     let prog = &lowered.program;
-    let convs: Vec<(Conv2d, String)> = prog
+    let convs = prog
         .kernels
         .iter()
         .filter_map(|k| match k {
@@ -27,6 +28,13 @@ fn hardswish_and_gelu_fuse_where_nothing_else_reads_the_result() {
             _ => None,
         })
         .collect();
+    (lowered, convs)
+}
+
+#[test]
+fn hardswish_and_gelu_fuse_where_nothing_else_reads_the_result() {
+    let (lowered, convs) = convolutions("conv_activations");
+    let prog = &lowered.program;
     let activations: Vec<_> = convs.iter().map(|(g, _)| (g.algorithm(), g.activation)).collect();
     use aotc_abi::conv::Algorithm::*;
     assert_eq!(
@@ -68,28 +76,29 @@ fn hardswish_and_gelu_fuse_where_nothing_else_reads_the_result() {
 /// larger than 1 (`passes::squeeze`), so that it splits across threads.
 #[test]
 fn silu_and_gates_fuse_into_convolutions_and_batch_one_kernels_split() {
-    let path = fixture("models/efficientnet_b0_w040").join("model.pt2");
-    let (_src, lowered) = aotc::lower_file(&path, &Default::default()).expect("lower");
+    let (lowered, convs) = convolutions("models/efficientnet_b0_w040");
     let prog = &lowered.program;
-    let convs: Vec<Conv2d> = prog
-        .kernels
-        .iter()
-        .filter_map(|k| match k {
-            Kernel::Extern(call) if call.name == SYMBOL => {
-                let ExternArg::Sizes(list) = &call.args[ARG_GEOMETRY] else { return None };
-                let list: Vec<i64> = list.iter().map(|s| s.as_int().expect("static")).collect();
-                Some(Conv2d::from_list(&list).expect("a valid geometry"))
-            }
-            _ => None,
-        })
-        .collect();
+    let convs: Vec<Conv2d> = convs.into_iter().map(|(g, _)| g).collect();
     let silu = convs.iter().filter(|g| g.activation == Activation::Silu).count();
     assert!(silu >= 10, "{silu} convolutions apply their SiLU");
-    assert_eq!(convs.iter().filter(|g| g.input_scale).count(), 16, "the gates");
+    assert_eq!(convs.iter().filter(|g| g.input == InputTransform::Scale).count(), 16, "the gates");
     for k in &prog.kernels {
         if let Kernel::Pointwise { ranges, .. } | Kernel::Reduction { ranges, .. } = k {
             assert!(ranges.len() == 1 || ranges[0] != aotc_abi::sym::SymExpr::Int(1), "{ranges:?}");
         }
     }
     check_fixture("models/efficientnet_b0_w040");
+}
+
+/// DenseNet's pre-activation, an inference batch norm and a ReLU before each 1x1
+/// convolution (one pointwise kernel once lowered, its factors per channel computed by
+/// kernels of their own), goes into the convolution, which transforms its input
+/// (`passes::gate`): the five dense layers' and the transition's.
+#[test]
+fn batch_norm_and_relu_before_a_pointwise_convolution_fold_into_it() {
+    let (_lowered, convs) = convolutions("models/densenet_tiny");
+    let normed: Vec<_> = convs.iter().filter(|(g, _)| g.input == InputTransform::ScaleShiftRelu).collect();
+    assert_eq!(normed.len(), 6, "{convs:?}");
+    assert!(normed.iter().all(|(g, _)| g.kernel == [1, 1]));
+    check_fixture("models/densenet_tiny");
 }

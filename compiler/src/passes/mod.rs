@@ -52,7 +52,7 @@ pub fn optimize(lowered: &mut Lowered, target: Target) {
     hoist::hoist_outer_invariants(lowered);
     verified(lowered, "hoist");
     if target == Target::Cpu {
-        gate::fold_input_gates(lowered);
+        gate::fold_input_maps(lowered);
         verified(lowered, "gate");
     }
 }

@@ -6,7 +6,7 @@
 //! library the calls run on the calling thread alone. On a busy machine compare the rows
 //! of runs made alike, not single runs.
 
-use aotc_abi::conv::{Conv2d, WeightForm};
+use aotc_abi::conv::{Conv2d, InputTransform, WeightForm};
 use aotc_abi::gemm::Activation;
 use aotc_embedded::{
     __aotc_conv2d_f32, __aotc_gelu_f32, __aotc_layer_norm_f32, __aotc_max_pool2d_f32, __aotc_softmax_f32,
@@ -96,7 +96,7 @@ fn geometry(channels: usize, hw: usize, k: usize, s: usize, p: usize, depthwise:
         residual: false,
         activation: if depthwise { Activation::Relu } else { Activation::None },
         pool: false,
-        input_scale: false,
+        input: InputTransform::None,
     }
 }
 
@@ -115,6 +115,7 @@ fn convolve(g: &Conv2d, out: &mut [f32], x: &[f32], weight: &[f32], bias: &[f32]
             weight.as_ptr(),
             bias.as_ptr(),
             scratch.as_mut_ptr(),
+            std::ptr::null(),
             std::ptr::null(),
             std::ptr::null(),
             list.as_ptr(),
@@ -193,8 +194,13 @@ fn packed_convolution(g: &Conv2d, name: &str) {
     use aotc_abi::gemm::{pack, MR, NR};
     let (depth, out_channels) = (g.depth(), g.out_channels);
     let rows = values(out_channels * depth);
-    let width = if g.weight == WeightForm::Panels { MR } else { NR };
-    let weight = pack(depth, out_channels, width, |p, o| rows[o * depth + p]).unwrap();
+    let weight = match g.weight {
+        WeightForm::Winograd => aotc_abi::conv::winograd::transform_weight(&rows, out_channels, g.channels).unwrap(),
+        form => {
+            let width = if form == WeightForm::Panels { MR } else { NR };
+            pack(depth, out_channels, width, |p, o| rows[o * depth + p]).unwrap()
+        }
+    };
     let (x_len, _, out_len) = g.lens().unwrap();
     let (x, bias, mut out) = (values(x_len), values(out_channels), vec![0f32; out_len]);
     let t = median(|| convolve(g, &mut out, &x, &weight, &bias, &mut []));
@@ -202,9 +208,31 @@ fn packed_convolution(g: &Conv2d, name: &str) {
     println!("{name:<52} {:>10.1} us {:>7.1} GFLOP/s", t.as_secs_f64() * 1e6, flops / t.as_secs_f64() / 1e9);
 }
 
+/// SqueezeNet 1.1's expand 3x3 convolutions (few input channels, 4 times as many out), on
+/// the windows' GEMM and as Winograd (whose GFLOP/s count the direct computation), as
+/// `stem_convolutions`.
+fn fire_convolutions() {
+    for (channels, hw) in [(16, 55), (32, 27), (48, 13), (64, 13)] {
+        for form in [WeightForm::Panels, WeightForm::Winograd] {
+            let g = Conv2d {
+                out_channels: 4 * channels,
+                has_bias: true,
+                activation: Activation::Relu,
+                weight: form,
+                ..geometry(channels, hw, 3, 1, 1, false)
+            };
+            packed_convolution(
+                &g,
+                &format!("conv 3x3 {channels} -> {} x {hw}x{hw} + bias + relu, {form:?}", 4 * channels),
+            );
+        }
+    }
+}
+
 fn main() {
     rows();
     stem_convolutions();
+    fire_convolutions();
     convolutions();
     gemm_convolutions();
 }

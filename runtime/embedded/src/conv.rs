@@ -24,16 +24,20 @@ use crate::gemm::{gemm_packed, Operands, Packed, Problem};
 use crate::guards::refuse_extern_call;
 use crate::pool::{self, for_items};
 use crate::spare::Handle;
-use aotc_abi::conv::{Algorithm, Conv2d, WeightForm};
+use aotc_abi::conv::{Algorithm, Conv2d, InputTransform, WeightForm};
+use scaled::Channels;
 
-/// `out = activation(conv(x (* input_scale), weight) (+ bias) (+ residual))`, the geometry
-/// `geometry[..count]` in [`Conv2d::to_list`]'s order (its flags say which parts exist).
-/// `bias`, `residual` and `input_scale` are read only when the geometry says there is one;
-/// `scratch` holds `scratch_len()` floats (none unless depthwise).
+/// `out = activation(conv(input_transform(x), weight) (+ bias) (+ residual))`, the
+/// geometry `geometry[..count]` in [`Conv2d::to_list`]'s order (its flags say which parts
+/// exist). `bias`, `residual`, `input_scale` and `input_shift` are read only when the
+/// geometry says there is one; `scratch` holds `scratch_len()` floats (none unless
+/// depthwise).
 ///
 /// # Safety
 /// The buffers hold the contiguous tensors the geometry describes (`residual` shaped as
-/// `out`, `input_scale` `[N, C]`), and `out` and `scratch` overlap nothing else.
+/// `out`; `input_scale` `[N, C]` for `InputTransform::Scale`, `input_scale` and
+/// `input_shift` `[C]` each for `ScaleShiftRelu`), and `out` and `scratch` overlap nothing
+/// else.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn __aotc_conv2d_f32(
@@ -44,6 +48,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     scratch: *mut f32,
     residual: *const f32,
     input_scale: *const f32,
+    input_shift: *const f32,
     geometry: *const i64,
     count: i64,
 ) {
@@ -70,8 +75,18 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     let bias = g.has_bias.then(|| unsafe { std::slice::from_raw_parts(bias, g.out_channels) });
     // SAFETY: as above: the residual is shaped as the output.
     let residual = g.residual.then(|| unsafe { std::slice::from_raw_parts(residual, out_len) });
-    // SAFETY: as above: a factor per image and input channel.
-    let input_scale = g.input_scale.then(|| unsafe { std::slice::from_raw_parts(input_scale, g.batch * g.channels) });
+    // SAFETY: as above: a factor per image and input channel, or per input channel and an
+    // offset as many.
+    let (input_scale, input_shift) = unsafe {
+        match g.input {
+            InputTransform::None => (None, None),
+            InputTransform::Scale => (Some(std::slice::from_raw_parts(input_scale, g.batch * g.channels)), None),
+            InputTransform::ScaleShiftRelu => (
+                Some(std::slice::from_raw_parts(input_scale, g.channels)),
+                Some(std::slice::from_raw_parts(input_shift, g.channels)),
+            ),
+        }
+    };
     if image_out == 0 {
         return;
     }
@@ -97,9 +112,12 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     // (Taken here, on the calling thread: the images may run on workers.)
     let spare = Handle::current();
     // Image i's input and output, and (from `from_list`: a pointwise convolution of one
-    // group) its input channels' factors.
+    // group) its input transform.
     let image = |i: usize, x: &[f32], out: &mut [f32]| {
-        let scale = input_scale.map(|s| &s[i * g.channels..][..g.channels]);
+        let transform = input_scale.map(|s| Channels {
+            scale: if input_shift.is_some() { s } else { &s[i * g.channels..][..g.channels] },
+            shift: input_shift,
+        });
         for group in 0..g.groups {
             let bias = gemm_bias.map(|b| &b[group * g.group_out_channels()..][..g.group_out_channels()]);
             let planes =
@@ -107,14 +125,15 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
             let (og, [out_h, out_w]) = (g.group_out_channels(), g.written_size());
             let out = &mut out[group * og * out_h * out_w..][..og * out_h * out_w];
             let sums = Sums { accumulate, bias };
-            let lhs = match (g.weight, g.packed_group_len(), scale) {
+            let lhs = match (g.weight, g.packed_group_len(), transform) {
                 (WeightForm::ColumnPanels, Some(len), _) => {
                     let weight = &weight[group * len..][..len];
-                    transposed::product(&g, weight, planes, scale, out, sums, pool::threads(), spare);
+                    transposed::product(&g, weight, planes, transform, out, sums, pool::threads(), spare);
                     continue;
                 }
-                (WeightForm::Panels, Some(len), Some(scale)) => {
-                    scaled::product(&g, &weight[group * len..][..len], planes, scale, out, sums, pool::threads());
+                (WeightForm::Panels, Some(len), Some(transform)) => {
+                    let weight = &weight[group * len..][..len];
+                    scaled::product(&g, weight, planes, transform, out, sums, pool::threads());
                     continue;
                 }
                 (WeightForm::Panels, Some(len), None) => Weight::Packed(&weight[group * len..][..len]),

@@ -107,7 +107,7 @@ mod tests {
         let (o, p) = (out.as_mut_ptr(), x.as_ptr());
         // SAFETY: each call's arguments are refused before any pointer is read.
         unsafe {
-            crate::conv::__aotc_conv2d_f32(o, p, p, p, o, p, p, [1i64, 2].as_ptr(), 2);
+            crate::conv::__aotc_conv2d_f32(o, p, p, p, o, p, p, p, [1i64, 2].as_ptr(), 2);
             refused("__aotc_conv2d_f32");
             crate::conv::__aotc_max_pool2d_f32(o, p, [3i64].as_ptr(), 1);
             refused("__aotc_max_pool2d_f32");

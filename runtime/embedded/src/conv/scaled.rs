@@ -1,9 +1,10 @@
-//! A pointwise convolution whose input channels are scaled first (`Conv2d::input_scale`:
-//! squeeze-and-excite's gate, `x * s[c]`, on the input of the 1x1 projection after it).
-//! The scaled input is never written whole: the output positions go in blocks, each
-//! block's input columns scaled into a buffer that stays in cache and multiplied there
-//! by the packed weight, so the gate costs a read of the input instead of a round trip of
-//! it through memory.
+//! A pointwise convolution whose input channels are transformed first (`Conv2d::input`:
+//! squeeze-and-excite's gate, `x * s[c]`, on the input of the 1x1 projection after it, or
+//! a batch norm and ReLU, `relu(x * s[c] + t[c])`, DenseNet's pre-activation). The
+//! transformed input is never written whole: the output positions go in blocks, each
+//! block's input columns transformed into a buffer that stays in cache and multiplied
+//! there by the packed weight, so the transform costs a read of the input instead of a
+//! round trip of it through memory.
 
 use super::Sums;
 use crate::gemm::{gemm_packed, Operands, Packed, Problem};
@@ -16,10 +17,45 @@ use aotc_abi::gemm::{MR, NR};
 /// Floats of a block's scaled input: 128 KiB, well inside a core's L2.
 const BLOCK_FLOATS: usize = 1 << 15;
 
-/// `out[O, positions] = weight @ (planes * scale) + sums` for one image through the
+/// One image's input transform: channel c's factor `scale[c]`, and with a `shift`, its
+/// offset `shift[c]` and a ReLU after.
+#[derive(Clone, Copy)]
+pub struct Channels<'a> {
+    pub scale: &'a [f32],
+    pub shift: Option<&'a [f32]>,
+}
+
+impl Channels<'_> {
+    /// `dst = transform(src)` for input channel `c` (same lengths).
+    pub fn apply(&self, c: usize, src: &[f32], dst: &mut [f32]) {
+        let s = self.scale[c];
+        match self.shift {
+            None => dst.iter_mut().zip(src).for_each(|(y, &x)| *y = x * s),
+            Some(shift) => {
+                let t = shift[c];
+                // Multiply then add, as the graph's kernel rounds; `<` keeps NaN.
+                dst.iter_mut().zip(src).for_each(|(y, &x)| {
+                    let v = x * s + t;
+                    *y = if v < 0.0 { 0.0 } else { v };
+                });
+            }
+        }
+    }
+}
+
+/// `out[O, positions] = weight @ transform(planes) + sums` for one image through the
 /// geometry's activation, on up to `threads` threads; `weight` is the `[O, C]` weight
-/// packed as a left operand, `planes` the `[C, positions]` input, `scale` its `C` factors.
-pub fn product(g: &Conv2d, weight: &[f32], planes: &[f32], scale: &[f32], out: &mut [f32], sums: Sums, threads: usize) {
+/// packed as a left operand, `planes` the `[C, positions]` input.
+#[allow(clippy::too_many_arguments)]
+pub fn product(
+    g: &Conv2d,
+    weight: &[f32],
+    planes: &[f32],
+    transform: Channels,
+    out: &mut [f32],
+    sums: Sums,
+    threads: usize,
+) {
     let (m, k, n) = (g.out_channels, g.channels, g.positions());
     if n == 0 {
         return;
@@ -33,8 +69,8 @@ pub fn product(g: &Conv2d, weight: &[f32], planes: &[f32], scale: &[f32], out: &
     pool::parallel_for(threads.min(blocks), blocks, &|block| {
         let (first, width) = (block * columns, columns.min(n - block * columns));
         let mut scaled = Handle::current().take(k * width);
-        for ((row, plane), &s) in scaled.chunks_exact_mut(width).zip(planes.chunks_exact(n)).zip(scale) {
-            row.iter_mut().zip(&plane[first..][..width]).for_each(|(y, &x)| *y = x * s);
+        for (c, (row, plane)) in scaled.chunks_exact_mut(width).zip(planes.chunks_exact(n)).enumerate() {
+            transform.apply(c, &plane[first..][..width], row);
         }
         let p = Problem {
             m,

@@ -4,7 +4,7 @@
 
 use super::__aotc_conv2d_f32;
 use crate::pool::{with_threads, PoolUser};
-use aotc_abi::conv::{winograd, Algorithm, Conv2d, WeightForm};
+use aotc_abi::conv::{winograd, Algorithm, Conv2d, InputTransform, WeightForm};
 use aotc_abi::gemm::Activation;
 
 /// Deterministic values in [-1, 1).
@@ -85,7 +85,7 @@ fn geometry(
         residual: false,
         activation: Activation::None,
         pool: false,
-        input_scale: false,
+        input: InputTransform::None,
     }
 }
 
@@ -104,7 +104,7 @@ fn check(g: Conv2d, threads: usize) {
     let (packed, column_packed) = (packed_as(aotc_abi::gemm::MR), packed_as(aotc_abi::gemm::NR));
     let bias = values(g.out_channels, 3);
     let residual = values(g.batch * g.out_channels * g.positions(), 4);
-    let scale = values(g.batch * g.channels, 5);
+    let (scale, shift) = (values(g.batch * g.channels, 5), values(g.channels, 6));
     let [out_h, out_w] = g.written_size();
     let mut out = vec![f32::NAN; g.batch * g.out_channels * out_h * out_w];
     let mut scratch = vec![f32::NAN; g.scratch_len().unwrap()];
@@ -134,17 +134,33 @@ fn check(g: Conv2d, threads: usize) {
                     scratch.as_mut_ptr(),
                     residual.as_ptr(),
                     scale.as_ptr(),
+                    shift.as_ptr(),
                     list.as_ptr(),
                     list.len() as i64,
                 )
             }
         })
     });
-    // The reference convolves the input the library was to scale, scaled.
+    // The reference convolves the input the library was to transform, transformed (in
+    // float32, as the graph's kernel).
     let plane = g.height * g.width;
-    let scaled: Vec<f32> = x.iter().enumerate().map(|(i, &v)| v * scale[i / plane.max(1)]).collect();
-    let input = if g.input_scale { &scaled } else { &x };
-    let mut want = reference(&g, input, &w, g.has_bias.then_some(&bias[..]));
+    let input: Vec<f32> = match g.input {
+        InputTransform::None => x.clone(),
+        InputTransform::Scale => x.iter().enumerate().map(|(i, &v)| v * scale[i / plane.max(1)]).collect(),
+        InputTransform::ScaleShiftRelu => {
+            let normed: Vec<f32> = x
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let c = i / plane.max(1) % g.channels;
+                    (v * scale[c] + shift[c]).max(0.0)
+                })
+                .collect();
+            assert!(normed.contains(&0.0) && normed.iter().any(|&v| v > 0.0), "{g:?}: the ReLU clamps some inputs");
+            normed
+        }
+    };
+    let mut want = reference(&g, &input, &w, g.has_bias.then_some(&bias[..]));
     for (w, &r) in want.iter_mut().zip(&residual) {
         *w += if g.residual { r as f64 } else { 0.0 };
         *w = crate::activation::reference(g.activation, *w);
@@ -228,11 +244,10 @@ fn every_algorithm_matches_the_naive_convolution() {
                 }
                 if g.algorithm() == Algorithm::Pointwise && g.groups == 1 {
                     for weight in [WeightForm::Panels, WeightForm::ColumnPanels] {
-                        check(Conv2d { weight, input_scale: true, ..g }, threads);
-                        check(
-                            Conv2d { weight, input_scale: true, residual: true, activation: Activation::Silu, ..g },
-                            threads,
-                        );
+                        for input in [InputTransform::Scale, InputTransform::ScaleShiftRelu] {
+                            check(Conv2d { weight, input, ..g }, threads);
+                            check(Conv2d { weight, input, residual: true, activation: Activation::Silu, ..g }, threads);
+                        }
                     }
                 }
                 if g.algorithm().pools() {
@@ -415,6 +430,7 @@ fn the_depthwise_relu_keeps_nan() {
                     scratch.as_mut_ptr(),
                     x.as_ptr(),
                     x.as_ptr(),
+                    x.as_ptr(),
                     list.as_ptr(),
                     list.len() as i64,
                 )
@@ -441,6 +457,7 @@ fn an_inconsistent_geometry_writes_nothing() {
             x.as_ptr(),
             x.as_ptr(),
             out.as_mut_ptr(),
+            x.as_ptr(),
             x.as_ptr(),
             x.as_ptr(),
             list.as_ptr(),

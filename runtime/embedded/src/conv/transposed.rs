@@ -6,11 +6,12 @@
 //! panels.
 //!
 //! The windows are a plain `[depth, positions]` matrix (for a pointwise kernel the input
-//! planes themselves, or those scaled by `Conv2d::input_scale`, else written from the
+//! planes themselves, or those transformed by `Conv2d::input`, else written from the
 //! input rows: [`write_windows`]), read as A with
 //! its rows 1 apart; C is a `[positions, O/G]` buffer, transposed into `out` (onto the
 //! residual, when there is one) before the activation.
 
+use super::scaled::Channels;
 use super::{Sums, TapColumns};
 use crate::gemm::{gemm_packed, Bias, Operands, Packed, Problem};
 use crate::pool::{self, SharedOut};
@@ -20,26 +21,26 @@ use aotc_abi::gemm::{Activation, NR};
 
 /// One group's `out[O/G, positions] = weight @ windows + sums` through the geometry's
 /// activation, on up to `threads` threads; `weight` is the group's `[depth, O/G]` packed as
-/// a right operand; `scale`, for a pointwise kernel, each input plane's factor.
+/// a right operand; `transform`, for a pointwise kernel, its input transform.
 /// (Never pooled: the compiler does not choose this form then.)
 #[allow(clippy::too_many_arguments)]
 pub fn product(
     g: &Conv2d,
     weight: &[f32],
     planes: &[f32],
-    scale: Option<&[f32]>,
+    transform: Option<Channels>,
     out: &mut [f32],
     sums: Sums,
     threads: usize,
     spare: Handle,
 ) {
     let (m, k, n) = (g.positions(), g.depth(), g.group_out_channels());
-    let mut windows = (g.algorithm() != Algorithm::Pointwise || scale.is_some()).then(|| spare.take(k * m));
-    match (windows.as_mut(), scale) {
-        // (Few positions: the scaled planes are a small copy.)
-        (Some(windows), Some(scale)) => {
-            for ((row, plane), &s) in windows.chunks_exact_mut(m).zip(planes.chunks_exact(m)).zip(scale) {
-                row.iter_mut().zip(plane).for_each(|(y, &x)| *y = x * s);
+    let mut windows = (g.algorithm() != Algorithm::Pointwise || transform.is_some()).then(|| spare.take(k * m));
+    match (windows.as_mut(), transform) {
+        // (Few positions: the transformed planes are a small copy.)
+        (Some(windows), Some(transform)) => {
+            for (c, (row, plane)) in windows.chunks_exact_mut(m).zip(planes.chunks_exact(m)).enumerate() {
+                transform.apply(c, plane, row);
             }
         }
         (Some(windows), None) => write_windows(g, planes, windows, threads),

@@ -127,6 +127,7 @@ pub fn lower(
         ExternArg::Workspace(workspace),
         ExternArg::Buf(input),
         ExternArg::Buf(input),
+        ExternArg::Buf(input),
         ExternArg::Sizes(geometry),
     ];
     let flops = SymExpr::mul([SymExpr::Int(2), x.sizes[0].clone(), int(out_channels), positions, depth]);
