@@ -31,11 +31,14 @@ pub fn fits(kernel: [usize; 2], stride: [usize; 2], dilation: [usize; 2], groups
 /// work, and planes large enough that the 16/9 larger weight is read for many tiles
 /// (ResNet's 7x7 layer4 reads 9 MiB of weight for 16 tiles: streaming it bounds that
 /// layer either way). Unknown (symbolic) output sizes count as large. Measured against the
-/// windows' GEMM (kernels bench, one thread, Xeon with AVX-512): 16, 32, 48 input channels
-/// (SqueezeNet's fire modules) 1.4-1.8 times slower; 64 about even (64 -> 64 at 56x56:
-/// 1.15 times faster, 64 -> 128 at 28x28 even); 128 and 256, 1.2-1.45 times faster.
+/// windows' GEMM (kernels bench, one thread, AMD EPYC with AVX-512), SqueezeNet's fire
+/// modules: 16 -> 64 at 55x55 1.09 times faster, 32 -> 128 at 27x27 1.19, 48 -> 192 at
+/// 13x13 1.03, 64 -> 256 at 13x13 1.12; bench_convnet (32 -> 64 at 32x32, batch 4, 2
+/// threads) 10% less time. (Before the GEMM wrote a tile's last partial columns with
+/// masked stores, 16 to 48 channels were 1.4-1.8 times slower, on that machine and on a
+/// Xeon: the 16 small GEMMs of a block spent 40% of their time on those columns.)
 pub fn pays(channels: usize, out_channels: usize, out_size: [Option<usize>; 2]) -> bool {
-    const MIN_CHANNELS: usize = 64;
+    const MIN_CHANNELS: usize = 16;
     const MIN_OUT_CHANNELS: usize = 16;
     const MIN_POSITIONS: usize = 64;
     let positions = match out_size {
@@ -107,7 +110,8 @@ mod tests {
     fn the_choice() {
         assert!(pays(64, 64, [Some(56), Some(56)]));
         assert!(pays(64, 32, [None, None]));
-        assert!(!pays(48, 192, [Some(13), Some(13)]), "48 channels: the transforms would dominate");
+        assert!(pays(16, 64, [Some(55), Some(55)]), "SqueezeNet's first fire module");
+        assert!(!pays(8, 32, [Some(64), Some(64)]), "8 channels: the transforms would dominate");
         assert!(!pays(512, 512, [Some(7), Some(7)]), "9 MiB of weight for 16 tiles");
         assert!(!pays(3, 32, [Some(64), Some(64)]), "3 channels: the transforms would dominate");
     }
