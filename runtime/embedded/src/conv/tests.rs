@@ -319,7 +319,7 @@ fn winograd_matches_the_naive_convolution() {
             geometry(1, 300, [14, 14], 40, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
             // Many images of small planes in one block (bench_convnet's last layer, scaled).
             geometry(4, 32, [8, 8], 64, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
-            // Pooled rows of more than 8 tiles (a vector and a tail), two blocks' worth.
+            // Pooled rows of more than 8 tiles (a vector and a tail), several blocks.
             geometry(1, 16, [36, 38], 16, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
             // A plane one row high, uneven padding.
             geometry(1, 4, [1, 20], 6, [3, 3], [1, 1], [1, 2], [1, 1], 1, false),
