@@ -71,7 +71,7 @@ fn map_before(prog: &Program, i: usize, keep: &HashSet<BufId>) -> Option<(BufId,
     let (plane, channels) = transformable_input(call.name, geometry)?;
     let ExternArg::Buf(gated) = call.args[ARG_X] else { return None };
     let Kernel::Pointwise { out, ranges, body } = &prog.kernels[i - 1] else { return None };
-    let map = channel_map(body, &Walk { ranges, plane: &plane, channels })?;
+    let map = channel_map(body, &Walk::new(ranges, &plane, channels)?)?;
     let read = [Some(map.x), Some(map.scale), map.shift];
     let flag = |at: usize| geometry[at].as_int() == Some(1);
     let read_for_real = (flag(HAS_BIAS) && matches!(call.args[ARG_BIAS], ExternArg::Buf(b) if b == gated))
@@ -104,9 +104,12 @@ fn transformable_input(name: &str, geometry: &[SymExpr]) -> Option<(SymExpr, usi
 }
 
 /// The loops of a pointwise kernel over the convolution's `[N, C, plane]` input:
-/// contiguous `ranges`, the last of which multiply to `plane`.
+/// contiguous `ranges` and their strides, the loops from `first` on multiplying to
+/// `plane`.
 struct Walk<'a> {
     ranges: &'a [SymExpr],
+    strides: Vec<SymExpr>,
+    first: usize,
     plane: &'a SymExpr,
     channels: usize,
 }
@@ -122,16 +125,18 @@ enum Reads {
     Channel,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
+    /// None unless some last loops of `ranges` multiply to `plane`.
+    fn new(ranges: &'a [SymExpr], plane: &'a SymExpr, channels: usize) -> Option<Walk<'a>> {
+        let first = (0..=ranges.len()).find(|&f| same(&SymExpr::product(&ranges[f..]), plane))?;
+        Some(Walk { ranges, strides: contiguous_strides(ranges), first, plane, channels })
+    }
+
     /// Whether `index` reads as `how` says: offset 0, and each loop of more than one
     /// iteration stepping it as the element, its `[N, C]` entry or its `[C]` entry step.
     /// (With one image, the last two read alike.)
     fn reads(&self, index: &Affine, how: Reads) -> bool {
-        let ranges = self.ranges;
-        let strides = contiguous_strides(ranges);
-        let Some(first) = (0..=ranges.len()).find(|&f| same(&SymExpr::product(&ranges[f..]), self.plane)) else {
-            return false;
-        };
+        let (ranges, strides, first) = (self.ranges, &self.strides, self.first);
         let walks = |step: &dyn Fn(usize, SymExpr) -> bool| {
             index.offset.as_int() == Some(0)
                 && index.terms.iter().all(|(v, _)| *v < ranges.len())

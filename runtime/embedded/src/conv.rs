@@ -115,7 +115,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     // group) its input transform.
     let image = |i: usize, x: &[f32], out: &mut [f32]| {
         let transform = input_scale.map(|s| Channels {
-            scale: if input_shift.is_some() { s } else { &s[i * g.channels..][..g.channels] },
+            scale: if g.input == InputTransform::Scale { &s[i * g.channels..][..g.channels] } else { s },
             shift: input_shift,
         });
         for group in 0..g.groups {

@@ -4,6 +4,7 @@
 //! says its vector operations, its register tile and its cache blocks.
 
 use super::Element;
+use crate::simd::F32s;
 use aotc_abi::gemm::Activation;
 use std::arch::x86_64::*;
 
@@ -41,9 +42,9 @@ pub trait Simd<T: Element> {
     unsafe fn splat(x: T) -> Self::V;
     unsafe fn load(p: *const T) -> Self::V;
     unsafe fn store(p: *mut T, v: Self::V);
-    /// The first `n` lanes (1..=LANES) from `p`, the others 0; nothing past them is read.
+    /// The first `n` lanes (below LANES) from `p`, the others 0; nothing past them is read.
     unsafe fn load_first(p: *const T, n: usize) -> Self::V;
-    /// Writes the first `n` lanes (1..=LANES) to `p`; nothing past them is touched.
+    /// Writes the first `n` lanes (below LANES) to `p`; nothing past them is touched.
     unsafe fn store_first(p: *mut T, v: Self::V, n: usize);
     /// `a * b + c`, rounded once.
     unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
@@ -91,13 +92,12 @@ macro_rules! simd {
             }
             #[inline(always)]
             unsafe fn load_first(p: *const $t, n: usize) -> $v {
-                // SAFETY: as above; the masked load reads (and faults on) the first n
-                // lanes only.
+                // SAFETY: as above; it reads the first n lanes only.
                 unsafe { $load_first(p, n) }
             }
             #[inline(always)]
             unsafe fn store_first(p: *mut $t, v: $v, n: usize) {
-                // SAFETY: as above; the masked store writes the first n lanes only.
+                // SAFETY: as above; it writes the first n lanes only.
                 unsafe { $store_first(p, v, n) }
             }
             #[inline(always)]
@@ -135,8 +135,8 @@ simd!(
     _mm256_set1_ps,
     _mm256_loadu_ps,
     _mm256_storeu_ps,
-    load_first_f32x8,
-    store_first_f32x8,
+    f32_load_first::<__m256>,
+    f32_store_first::<__m256>,
     _mm256_fmadd_ps,
     _mm256_mul_ps,
     _mm256_add_ps,
@@ -173,8 +173,8 @@ simd!(
     _mm512_set1_ps,
     _mm512_loadu_ps,
     _mm512_storeu_ps,
-    load_first_f32x16,
-    store_first_f32x16,
+    f32_load_first::<__m512>,
+    f32_store_first::<__m512>,
     _mm512_fmadd_ps,
     _mm512_mul_ps,
     _mm512_add_ps,
@@ -199,30 +199,30 @@ simd!(
     activate_f64x8
 );
 
-/// AVX2's mask of the first `n` of 8 32-bit lanes (a lane's sign bit set: taken).
+/// [`Simd::load_first`] of float32: the row kernels' (`crate::simd`), zeros past `n`.
 #[inline(always)]
-unsafe fn first_lanes_x8(n: usize) -> __m256i {
-    // SAFETY: AVX2, the caller's.
-    unsafe { _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)) }
+unsafe fn f32_load_first<V: F32s>(p: *const f32, n: usize) -> V {
+    // SAFETY: the caller's: the vector set, `n` below LANES floats at `p`.
+    unsafe { V::load_first(p, n, 0.0) }
 }
+
+/// [`Simd::store_first`] of float32: the row kernels' (`crate::simd`).
+#[inline(always)]
+unsafe fn f32_store_first<V: F32s>(p: *mut f32, v: V, n: usize) {
+    // SAFETY: as above.
+    unsafe { v.store_first(p, n) }
+}
+
+// [`Simd::load_first`] and [`Simd::store_first`] of float64, masked: lanes outside the
+// mask are neither read nor written, so they never fault. (Float64 products are rare: the
+// AVX2 masked store, slow on AMD, is not worth avoiding here.)
+// SAFETY (every block below): the instruction set, the caller's; `p` holds `n` elements.
 
 /// AVX2's mask of the first `n` of 4 64-bit lanes.
 #[inline(always)]
 unsafe fn first_lanes_x4(n: usize) -> __m256i {
     // SAFETY: AVX2, the caller's.
     unsafe { _mm256_cmpgt_epi64(_mm256_set1_epi64x(n as i64), _mm256_setr_epi64x(0, 1, 2, 3)) }
-}
-
-// The masked loads and stores of [`Simd::load_first`] and [`Simd::store_first`]: lanes
-// outside the mask are neither read nor written, so they never fault.
-// SAFETY (every block below): the instruction set, the caller's; `p` holds `n` elements.
-#[inline(always)]
-unsafe fn load_first_f32x8(p: *const f32, n: usize) -> __m256 {
-    unsafe { _mm256_maskload_ps(p, first_lanes_x8(n)) }
-}
-#[inline(always)]
-unsafe fn store_first_f32x8(p: *mut f32, v: __m256, n: usize) {
-    unsafe { _mm256_maskstore_ps(p, first_lanes_x8(n), v) }
 }
 #[inline(always)]
 unsafe fn load_first_f64x4(p: *const f64, n: usize) -> __m256d {
@@ -231,14 +231,6 @@ unsafe fn load_first_f64x4(p: *const f64, n: usize) -> __m256d {
 #[inline(always)]
 unsafe fn store_first_f64x4(p: *mut f64, v: __m256d, n: usize) {
     unsafe { _mm256_maskstore_pd(p, first_lanes_x4(n), v) }
-}
-#[inline(always)]
-unsafe fn load_first_f32x16(p: *const f32, n: usize) -> __m512 {
-    unsafe { _mm512_maskz_loadu_ps(((1u32 << n) - 1) as __mmask16, p) }
-}
-#[inline(always)]
-unsafe fn store_first_f32x16(p: *mut f32, v: __m512, n: usize) {
-    unsafe { _mm512_mask_storeu_ps(p, ((1u32 << n) - 1) as __mmask16, v) }
 }
 #[inline(always)]
 unsafe fn load_first_f64x8(p: *const f64, n: usize) -> __m512d {

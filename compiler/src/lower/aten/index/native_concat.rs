@@ -6,7 +6,7 @@
 //! concatenation when lowering for CUDA.
 
 use crate::ir::{BufKind, ExternArg, ExternCall, Kernel};
-use crate::lower::tensor::{contiguous_strides, same_size, Repr, TensorValue};
+use crate::lower::tensor::{contiguous_strides, same_size as same, Repr, TensorValue};
 use crate::lower::Lowerer;
 use aotc_abi::concat::SYMBOL;
 use aotc_abi::sym::SymExpr;
@@ -47,7 +47,6 @@ pub fn concat(
 /// walk as one), or `t` is lazy.
 fn blocks(t: &TensorValue, dim: usize) -> Option<(crate::ir::BufId, SymExpr, SymExpr)> {
     let Repr::View(r) = &t.repr else { return None };
-    let same = same_size;
     let dense = contiguous_strides(&t.sizes);
     let long: Vec<usize> = (0..t.sizes.len()).filter(|&d| t.sizes[d] != SymExpr::Int(1)).collect();
     let (outer, inner) = long.split_at(long.partition_point(|&d| d < dim));
