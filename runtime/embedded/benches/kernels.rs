@@ -229,10 +229,38 @@ fn fire_convolutions() {
     }
 }
 
+/// ResNet-50's pointwise convolutions (in -> out channels at a plane size, stride 1),
+/// weight packed as a left operand, as `stem_convolutions`.
+fn pointwise_convolutions() {
+    for (channels, out_channels, hw) in [
+        (64, 256, 56),
+        (256, 64, 56),
+        (512, 128, 28),
+        (128, 512, 28),
+        (1024, 256, 14),
+        (256, 1024, 14),
+        (2048, 512, 7),
+        (512, 2048, 7),
+    ] {
+        let g = Conv2d {
+            out_channels,
+            has_bias: true,
+            activation: Activation::Relu,
+            weight: WeightForm::Panels,
+            ..geometry(channels, hw, 1, 1, 0, false)
+        };
+        packed_convolution(&g, &format!("conv 1x1 {channels} -> {out_channels} x {hw}x{hw} + bias + relu"));
+    }
+}
+
 fn main() {
+    if std::env::var_os("AOTC_POINTWISE_ONLY").is_some() {
+        return pointwise_convolutions();
+    }
     rows();
     stem_convolutions();
     fire_convolutions();
     convolutions();
     gemm_convolutions();
+    pointwise_convolutions();
 }

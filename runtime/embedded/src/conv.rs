@@ -1,8 +1,8 @@
 //! The float32 2-D convolution the generated code calls (`aotc_abi::conv::SYMBOL`): per
 //! image and group, a GEMM of the weight `[O/G, C/G * KH * KW]` by the input's windows
 //! (an implicit im2col: [`columns`] writes it in the GEMM's packed layout; for a 1x1 kernel
-//! the input planes themselves), the bias added in the GEMM's output pass (or, with a
-//! residual, written first with it and accumulated onto); depthwise
+//! the input planes themselves), the bias and the residual added in the GEMM's output pass
+//! (`gemm::Addend`: no pass over the output of its own); depthwise
 //! convolutions have their own plane-by-plane kernel ([`depthwise`]) in the scratch the
 //! compiler sized, and 3x3 ones whose weight the compiler transformed, Winograd's
 //! ([`winograd`]). A weight the compiler packed (`WeightForm::Panels`) is the GEMM's left
@@ -102,13 +102,6 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
         Algorithm::Winograd => return winograd::run(&g, x, weight, bias, residual, out, pool::threads()),
         Algorithm::Columns | Algorithm::Pointwise => {}
     }
-    // A residual is written first and the products accumulate onto it, with the bias; a
-    // bias alone is added in the GEMM's output pass (one pass over the output less).
-    let accumulate = residual.is_some();
-    if accumulate {
-        start_sums(&g, bias, residual, out);
-    }
-    let gemm_bias = if accumulate { None } else { bias };
     // (Taken here, on the calling thread: the images may run on workers.)
     let spare = Handle::current();
     // Image i's input and output, and (from `from_list`: a pointwise convolution of one
@@ -119,12 +112,15 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
             shift: input_shift,
         });
         for group in 0..g.groups {
-            let bias = gemm_bias.map(|b| &b[group * g.group_out_channels()..][..g.group_out_channels()]);
+            let bias = bias.map(|b| &b[group * g.group_out_channels()..][..g.group_out_channels()]);
             let planes =
                 &x[group * g.group_channels() * g.height * g.width..][..g.group_channels() * g.height * g.width];
             let (og, [out_h, out_w]) = (g.group_out_channels(), g.written_size());
-            let out = &mut out[group * og * out_h * out_w..][..og * out_h * out_w];
-            let sums = Sums { accumulate, bias };
+            let group_len = og * out_h * out_w;
+            let out = &mut out[group * group_len..][..group_len];
+            // (A residual is shaped as the output, never pooled.)
+            let residual = residual.map(|r| &r[i * image_out + group * group_len..][..group_len]);
+            let sums = Sums { bias, residual };
             let lhs = match (g.weight, g.packed_group_len(), transform) {
                 (WeightForm::ColumnPanels, Some(len), _) => {
                     let weight = &weight[group * len..][..len];
@@ -160,9 +156,9 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     }
 }
 
-/// What the GEMMs accumulate onto: each output plane's bias plus the residual, where
-/// there are such. (Without input channels, the whole output: a pooled plane of one value
-/// is that value.)
+/// The output of a convolution without input channels (empty sums): each output plane's
+/// bias plus the residual, where there are such (a pooled plane of one value is that
+/// value).
 fn start_sums(g: &Conv2d, bias: Option<&[f32]>, residual: Option<&[f32]>, out: &mut [f32]) {
     let [out_h, out_w] = g.written_size();
     let positions = out_h * out_w;
@@ -219,25 +215,24 @@ enum Weight<'a> {
     Packed(&'a [f32]),
 }
 
-/// What one group's GEMM adds its product to: `out` as it is (`accumulate`), and a bias
-/// per output channel.
+/// What one group's product adds in its output pass: a bias per output channel, and the
+/// residual, shaped as the group's output.
 #[derive(Clone, Copy)]
 struct Sums<'a> {
-    accumulate: bool,
     bias: Option<&'a [f32]>,
+    residual: Option<&'a [f32]>,
 }
 
 impl Sums<'_> {
-    fn beta(self) -> f32 {
-        if self.accumulate {
-            1.0
-        } else {
-            0.0
-        }
-    }
-
+    /// The bias of a GEMM whose rows are the output channels.
     fn bias(self) -> crate::gemm::Bias {
         self.bias.map_or(crate::gemm::Bias::None, |b| crate::gemm::Bias::Rows(b.as_ptr()))
+    }
+
+    /// The residual of a GEMM whose C is the group's output (`positions` per row) from
+    /// column `first` on.
+    fn addend(self, positions: usize, first: usize) -> Option<crate::gemm::Addend> {
+        self.residual.map(|r| crate::gemm::Addend { at: r.as_ptr(), rs: positions as isize }.skip(0, first))
     }
 }
 
@@ -264,12 +259,13 @@ fn product(g: &Conv2d, lhs: Weight, planes: &[f32], out: &mut [f32], sums: Sums,
         b: planes.as_ptr(),
         rsb: n_,
         csb: 1,
-        beta: sums.beta(),
+        beta: 0.0,
         c: out.as_mut_ptr(),
         rsc: n_,
         csc: 1,
     };
-    let mut operands = Operands { activation: g.activation, bias: sums.bias(), ..Operands::default() };
+    let mut operands =
+        Operands { activation: g.activation, bias: sums.bias(), addend: sums.addend(n, 0), ..Operands::default() };
     if let Weight::Packed(_) = lhs {
         // `lens` computed the padded size already: this cannot fail.
         let Some(a) = Packed::new(a, m, aotc_abi::gemm::MR) else { return refuse_extern_call("__aotc_conv2d_f32") };

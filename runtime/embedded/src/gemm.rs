@@ -177,18 +177,41 @@ impl Bias {
     }
 }
 
+/// A float32 matrix shaped as C added to the product in the GEMM's first depth block (a
+/// convolution's residual): element (i, j) at `at + i * rs + j`, rows of contiguous
+/// elements, overlapping no element of C.
+#[derive(Clone, Copy)]
+pub struct Addend {
+    pub at: *const f32,
+    pub rs: isize,
+}
+
+impl Addend {
+    /// The addend of the block of C at (`row0`, `col0`).
+    pub fn skip(self, row0: usize, col0: usize) -> Self {
+        Addend { at: self.at.wrapping_offset(row0 as isize * self.rs + col0 as isize), ..self }
+    }
+
+    /// Where element (i, j) is, as a `T` (float32 only ever has an addend).
+    #[inline(always)]
+    fn at<T>(self, i: usize, j: usize) -> *const T {
+        self.at.wrapping_offset(i as isize * self.rs + j as isize).cast()
+    }
+}
+
 /// How a float32 GEMM gets its operands when not through `Problem`'s pointers and strides
 /// (which are then not read for that operand): A or B packed; and its output pass: a bias
-/// added and an activation applied as C is written.
+/// and an addend added and an activation applied as C is written.
 #[derive(Clone, Copy, Default)]
 pub struct Operands {
     pub a: Option<Packed>,
     pub b: Option<Packed>,
     pub bias: Bias,
+    pub addend: Option<Addend>,
     pub activation: Activation,
 }
 
-// SAFETY: the bias pointer is only read (by the threads of `gemm_packed`).
+// SAFETY: the bias and addend pointers are only read (by the threads of `gemm_packed`).
 unsafe impl Sync for Operands {}
 unsafe impl Send for Operands {}
 
@@ -200,6 +223,7 @@ impl Operands {
             a: self.a.map(|a| a.skip(row0)),
             b: self.b.map(|b| b.skip(col0)),
             bias: self.bias.skip(row0, col0),
+            addend: self.addend.map(|d| d.skip(row0, col0)),
             activation: self.activation,
         }
     }
@@ -266,12 +290,13 @@ unsafe fn portable_packed(p: Problem<f32>, packed: Operands) {
         // SAFETY: the caller's contract.
         return unsafe { empty_product(p, packed) };
     }
-    // The bias first, then the products accumulate onto it.
-    let p = match packed.bias {
-        Bias::None => p,
-        bias => {
-            // SAFETY: C's m x n elements and the bias's m or n values (the caller's contract).
-            unsafe { add_bias(p, bias) };
+    // The bias and addend first, then the products accumulate onto them.
+    let p = match (packed.bias, packed.addend) {
+        (Bias::None, None) => p,
+        _ => {
+            // SAFETY: C's m x n elements, the bias's m or n values and the addend's m x n
+            // (the caller's contract).
+            unsafe { add_sums(p, packed) };
             Problem { beta: 1.0, ..p }
         }
     };
@@ -305,35 +330,37 @@ unsafe fn portable_packed(p: Problem<f32>, packed: Operands) {
     unsafe { activate(p, packed.activation) }
 }
 
-/// `C = activation(beta * C + bias)`: the whole GEMM when the depth is 0.
+/// `C = activation(beta * C + bias + addend)`: the whole GEMM when the depth is 0.
 ///
 /// # Safety
-/// As [`add_bias`].
+/// As [`add_sums`].
 unsafe fn empty_product(p: Problem<f32>, packed: Operands) {
     // SAFETY: the caller's contract.
     unsafe {
-        add_bias(p, packed.bias);
+        add_sums(p, packed);
         activate(p, packed.activation);
     }
 }
 
-/// `C = beta * C + bias` (`beta == 0` ignoring C), for a product that adds onto it.
+/// `C = beta * C + bias + addend` (`beta == 0` ignoring C), for a product that adds onto
+/// it.
 ///
 /// # Safety
 /// C's m x n elements lie where its pointer and strides say; the bias holds m (rows) or n
-/// (columns) floats.
-unsafe fn add_bias(p: Problem<f32>, bias: Bias) {
+/// (columns) floats, the addend m x n.
+unsafe fn add_sums(p: Problem<f32>, packed: Operands) {
     for i in 0..p.m {
         for j in 0..p.n {
-            // SAFETY: (i, j) is inside C, i and j inside the bias.
+            // SAFETY: (i, j) is inside C, i and j inside the bias, (i, j) inside the addend.
             unsafe {
                 let c = p.c.offset(i as isize * p.rsc + j as isize * p.csc);
-                let b = match bias {
+                let b = match packed.bias {
                     Bias::None => 0.0,
                     Bias::Rows(b) => *b.add(i),
                     Bias::Cols(b) => *b.add(j),
                 };
-                *c = if p.beta == 0.0 { b } else { p.beta * *c + b };
+                let d = packed.addend.map_or(0.0, |d| *d.at::<f32>(i, j));
+                *c = if p.beta == 0.0 { b + d } else { p.beta * *c + b + d };
             }
         }
     }

@@ -43,7 +43,6 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
     let threads = if m * k * n < 2 * crate::gemm::MIN_WORK_PER_THREAD { 1 } else { threads };
     let padded = n.next_multiple_of(NR);
     let taps = TapColumns::of(g);
-    let beta = sums.beta();
     // Every depth of C's columns: A's depths from `pc` on, B read from its panels.
     let whole = Problem {
         m,
@@ -56,7 +55,7 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
         b: std::ptr::null(),
         rsb: 0,
         csb: 0,
-        beta,
+        beta: 0.0,
         c: out.as_mut_ptr(),
         rsc: n as isize,
         csc: 1,
@@ -77,6 +76,7 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
             a: packed_a,
             b: Packed::new(windows.as_ptr(), n, NR),
             bias: sums.bias(),
+            addend: sums.addend(n, 0),
             activation: g.activation,
         };
         // Pooled: the full planes in a buffer first.
@@ -126,11 +126,13 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
                 let kc = KC.min(k - pc);
                 panels(g, &taps, planes, cols.clone(), pc, &mut windows);
                 let (a, packed_a) = lhs(&weight, m, pc);
-                // The first depth block applies beta and the bias, the last the activation.
-                let (beta, bias) = if pc == 0 { (beta, sums.bias()) } else { (1.0, Bias::None) };
+                // The first depth block writes C with the bias and the residual (never
+                // pooled), the others add to it; the last applies the activation.
+                let (beta, bias, addend) =
+                    if pc == 0 { (0.0, sums.bias(), sums.addend(n, cols.start)) } else { (1.0, Bias::None, None) };
                 let activation = if pc + kc == k { g.activation } else { Activation::None };
-                let operands =
-                    Operands { a: packed_a, b: Packed::new(windows.as_ptr(), cols.len(), NR), bias, activation };
+                let b = Packed::new(windows.as_ptr(), cols.len(), NR);
+                let operands = Operands { a: packed_a, b, bias, addend, activation };
                 let p = Problem { k: kc, n: cols.len(), a, beta, c, rsc, ..*whole };
                 // SAFETY: A holds depths pc..pc + kc of the weight as `lhs` says; B those
                 // depths of the block's windows, packed just above; C columns `cols` of

@@ -72,6 +72,9 @@ pub fn product(
         for (c, (row, plane)) in scaled.chunks_exact_mut(width).zip(planes.chunks_exact(n)).enumerate() {
             transform.apply(c, &plane[first..][..width], row);
         }
+        // (The whole struct copied: a closure capturing its fields would not be Sync.)
+        let mut operands = operands;
+        operands.addend = sums.addend(n, first);
         let p = Problem {
             m,
             k,
@@ -83,7 +86,7 @@ pub fn product(
             b: scaled.as_ptr(),
             rsb: width as isize,
             csb: 1,
-            beta: sums.beta(),
+            beta: 0.0,
             // Columns `first..first + width` of the m x n output.
             c: base.get().wrapping_add(first),
             rsc: n as isize,

@@ -25,7 +25,7 @@
 //! for it ([`avx2`], [`avx512`]).
 
 use super::simd::{Avx2, Avx512, Simd};
-use super::{Bias, Element, Operands, Problem};
+use super::{Addend, Bias, Element, Operands, Problem};
 use crate::spare;
 use aotc_abi::gemm::{Activation, MR};
 use std::arch::x86_64::*;
@@ -340,11 +340,13 @@ unsafe fn fetch_share<T: Element, I: Simd<T>>(p: &Problem<T>, (pc, jc): (usize, 
 const C_IN_CACHE: usize = 512 * 1024;
 
 /// The output pass of depth block `pc..pc + kc` for the tiles from C's (`row`, `col`): the
-/// bias in the first block, the activation in the last.
+/// bias and the addend in the first block, the activation in the last.
 #[inline(always)]
 fn pass<T>(p: &Problem<T>, packed: Operands, pc: usize, kc: usize, row: usize, col: usize) -> Pass {
+    let first = pc == 0;
     Pass {
-        bias: if pc == 0 { packed.bias.skip(row, col) } else { Bias::None },
+        bias: if first { packed.bias.skip(row, col) } else { Bias::None },
+        addend: if first { packed.addend.map(|d| d.skip(row, col)) } else { None },
         activation: if pc + kc == p.k { packed.activation } else { Activation::None },
     }
 }
@@ -467,11 +469,12 @@ struct Out<T> {
     pass: Pass,
 }
 
-/// The output pass of one depth block's tile: the bias (float32, only ever given to the
-/// float32 kernel) from the tile's first row and column, and the activation.
+/// The output pass of one depth block's tile: the bias and the addend (float32, only ever
+/// given to the float32 kernel) from the tile's first row and column, and the activation.
 #[derive(Clone, Copy)]
 struct Pass {
     bias: Bias,
+    addend: Option<Addend>,
     activation: Activation,
 }
 
@@ -611,6 +614,10 @@ unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: 
                         Bias::Rows(b) => I::vadd(v, I::splat(*b.add(r).cast::<T>())),
                         Bias::Cols(b) => I::vadd(v, load(b.add(h * l).cast::<T>())),
                     };
+                    let v = match out.pass.addend {
+                        None => v,
+                        Some(d) => I::vadd(v, load(d.at(r, h * l))),
+                    };
                     let v = I::activate(v, activation);
                     if whole {
                         I::store(c, v)
@@ -624,7 +631,8 @@ unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: 
             // of memory, then (with an activation) activated as vectors, then written out.
             // (At most two vectors of 16 floats.)
             let mut tmp = [T::ZERO; 32];
-            let plain = matches!(out.pass.bias, Bias::None) && activation == Activation::None;
+            let plain =
+                matches!(out.pass.bias, Bias::None) && out.pass.addend.is_none() && activation == Activation::None;
             for (r, acc) in acc.iter().enumerate() {
                 for (h, &v) in acc.iter().enumerate() {
                     I::store(tmp.as_mut_ptr().add(h * l), v);
@@ -636,8 +644,12 @@ unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: 
                         *c = v;
                         continue;
                     }
-                    *x = match out.pass.bias::<T>(r, j) {
+                    let v = match out.pass.bias::<T>(r, j) {
                         Some(b) => v + *b,
+                        None => v,
+                    };
+                    *x = match out.pass.addend {
+                        Some(d) => v + *d.at::<T>(r, j),
                         None => v,
                     };
                 }

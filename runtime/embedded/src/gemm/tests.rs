@@ -1,7 +1,7 @@
 //! The GEMM against a naive triple loop: shapes around the register tile and the blocks,
 //! transposed and broadcast operands, beta 0 over NaN, 1 to 3 threads; B pre-packed.
 
-use super::{gemm_on, gemm_packed_on, Bias, Element, Isa, Operands, Packed, Problem};
+use super::{gemm_on, gemm_packed_on, Addend, Bias, Element, Isa, Operands, Packed, Problem};
 use aotc_abi::gemm::Activation;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -238,9 +238,9 @@ fn strided_c_broadcast_operands_and_scaling() {
     }
 }
 
-/// `C = activation(alpha * A @ B + beta * C + bias)` with A and B packed as the compiler
-/// packs weights or strided, by the kernels of `isa` on `threads` threads, against the
-/// naive sum.
+/// `C = activation(alpha * A @ B + beta * C + bias + addend)` with A and B packed as the
+/// compiler packs weights or strided, by the kernels of `isa` on `threads` threads, against
+/// the naive sum.
 fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, pack_b): (bool, bool), threads: usize, isa: Isa) {
     use aotc_abi::gemm::{pack, MR, NR};
     let (a, b) = (values(m * k, 1), values(k * n, 2));
@@ -279,10 +279,16 @@ fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, pack_b): (bool
         (true, false) => (Bias::Rows(row_bias.as_ptr()), Activation::Hardswish),
         (false, false) => (Bias::None, Activation::None),
     };
+    // An addend (a convolution's residual) with rows wider than C's, where A is not packed
+    // or B is not.
+    let addend_rs = n + 3;
+    let addend_values: Vec<f32> = values(m * addend_rs, 6).iter().map(|&x| x as f32).collect();
+    let addend = (!pack_a || !pack_b).then_some(Addend { at: addend_values.as_ptr(), rs: addend_rs as isize });
     let packed = Operands {
         a: if pack_a { Packed::new(packed_a.as_ptr(), m, MR) } else { None },
         b: if pack_b { Packed::new(packed_b.as_ptr(), n, NR) } else { None },
         bias,
+        addend,
         activation,
     };
     // SAFETY: the packed vectors hold A and B packed for exactly these sizes; the others
@@ -301,7 +307,8 @@ fn check_packed(m: usize, k: usize, n: usize, beta: f32, (pack_a, pack_b): (bool
                 Bias::Rows(_) => row_bias[i] as f64,
                 Bias::Cols(_) => col_bias[j] as f64,
             };
-            let want = crate::activation::reference(activation, 0.5 * dot + old + bias);
+            let addend = if addend.is_some() { addend_values[i * addend_rs + j] as f64 } else { 0.0 };
+            let want = crate::activation::reference(activation, 0.5 * dot + old + bias + addend);
             let got = c[i * n + j] as f64;
             assert!((got - want).abs() <= 1e-5 * (1.0 + mag + old.abs()), "m={m} k={k} n={n} beta={beta} packed A {pack_a} B {pack_b} threads={threads} {isa:?} ({i}, {j}): {got} != {want}");
         }
