@@ -257,6 +257,9 @@ fn main() {
     if std::env::var_os("AOTC_POINTWISE_ONLY").is_some() {
         return pointwise_convolutions();
     }
+    if std::env::var_os("AOTC_STEMS_ONLY").is_some() {
+        return stem_convolutions();
+    }
     rows();
     stem_convolutions();
     fire_convolutions();

@@ -12,6 +12,8 @@
 
 mod columns;
 mod depthwise;
+#[cfg(target_arch = "x86_64")]
+mod direct;
 mod frames;
 mod max_pool;
 mod scaled;
@@ -101,6 +103,11 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
         Algorithm::Depthwise => return depthwise::run(&g, x, weight, bias, residual, scratch, out),
         Algorithm::Winograd => return winograd::run(&g, x, weight, bias, residual, out, pool::threads()),
         Algorithm::Columns | Algorithm::Pointwise => {}
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(k) = direct::kernel(&g) {
+        let Some(len) = g.packed_group_len() else { return refuse_extern_call("__aotc_conv2d_f32") };
+        return direct::run(&g, &k, x, &weight[..len], bias, residual, out, pool::threads(), Handle::current());
     }
     // (Taken here, on the calling thread: the images may run on workers.)
     let spare = Handle::current();

@@ -264,6 +264,35 @@ fn every_algorithm_matches_the_naive_convolution() {
 }
 
 #[test]
+fn direct_convolutions_of_few_channels_match_the_naive_convolution() {
+    on_every_isa(|| {
+        let user = PoolUser::acquire(2);
+        let cases = [
+            // Stems: stride 2, rows of several vectors, the last partial; output channels
+            // not a multiple of a panel's 6.
+            geometry(1, 3, [37, 41], 24, [3, 3], [2, 2], [1, 1], [1, 1], 1, true),
+            geometry(1, 3, [50, 50], 64, [7, 7], [2, 2], [3, 3], [1, 1], 1, false),
+            geometry(1, 3, [16, 17], 16, [3, 3], [2, 2], [0, 0], [1, 1], 1, true),
+            // Stride 1, two images; one channel, rows wider than 4 vectors.
+            geometry(2, 4, [20, 70], 13, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            geometry(1, 1, [9, 90], 5, [5, 5], [1, 1], [2, 2], [1, 1], 1, true),
+        ];
+        for g in cases {
+            let g = Conv2d { weight: WeightForm::Panels, ..g };
+            if crate::isa::Isa::best() != crate::isa::Isa::Portable {
+                assert!(super::direct::kernel(&g).is_some(), "{g:?} not direct");
+            }
+            for threads in [1, 2] {
+                check(g, threads);
+                check(Conv2d { residual: true, activation: Activation::Relu, ..g }, threads);
+                check(Conv2d { activation: Activation::Hardswish, ..g }, threads);
+            }
+        }
+        drop(user);
+    });
+}
+
+#[test]
 fn both_ways_of_cutting_the_windows_match_the_naive_convolution() {
     on_every_isa(|| {
         let user = PoolUser::acquire(2);

@@ -90,6 +90,33 @@ impl Kernel {
         self.len
     }
 
+    /// The vector set of the loops.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// The stride (the same in both dimensions).
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// Floats per padded row, and where its odd columns start (stride 2).
+    pub fn row(&self) -> usize {
+        self.row
+    }
+
+    pub fn half(&self) -> usize {
+        self.half
+    }
+
+    pub fn out_size(&self) -> [usize; 2] {
+        self.out_size
+    }
+
+    pub fn activation(&self) -> Activation {
+        self.activation
+    }
+
     /// Zeros a slot: its padding stays zero as planes are loaded into it.
     pub fn clear(&self, slot: &mut [f32]) {
         slot[..self.len].fill(0.0);
@@ -147,7 +174,7 @@ unsafe fn plane_generic<V: F32s>(
 
 /// The offset in a padded row of the column that kernel column `j` reads for the row's
 /// first output (`half`: where the odd columns start with stride 2).
-fn column(stride: usize, half: usize, j: usize) -> usize {
+pub fn column(stride: usize, half: usize, j: usize) -> usize {
     if stride == 1 || j.is_multiple_of(2) {
         j / stride
     } else {
