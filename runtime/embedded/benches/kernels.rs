@@ -2,7 +2,8 @@
 //! `cargo bench -p aotc-embedded --bench kernels`.
 //!
 //! Prints each kernel's median time per call over several runs, through the entry points
-//! the generated code calls (so on the widest vector set this CPU runs). Outside a loaded
+//! the generated code calls (so on the widest vector set this CPU runs);
+//! `AOTC_KERNELS=rows|stems|fire|planes|gemm|pointwise` runs one group (planes: depthwise and max pool). Outside a loaded
 //! library the calls run on the calling thread alone. On a busy machine compare the rows
 //! of runs made alike, not single runs.
 
@@ -254,16 +255,18 @@ fn pointwise_convolutions() {
 }
 
 fn main() {
-    if std::env::var_os("AOTC_POINTWISE_ONLY").is_some() {
-        return pointwise_convolutions();
+    let groups: [(&str, fn()); 6] = [
+        ("rows", rows),
+        ("stems", stem_convolutions),
+        ("fire", fire_convolutions),
+        ("planes", convolutions),
+        ("gemm", gemm_convolutions),
+        ("pointwise", pointwise_convolutions),
+    ];
+    let only = std::env::var("AOTC_KERNELS").ok();
+    for (name, group) in groups {
+        if only.as_deref().is_none_or(|o| o == name) {
+            group();
+        }
     }
-    if std::env::var_os("AOTC_STEMS_ONLY").is_some() {
-        return stem_convolutions();
-    }
-    rows();
-    stem_convolutions();
-    fire_convolutions();
-    convolutions();
-    gemm_convolutions();
-    pointwise_convolutions();
 }

@@ -97,7 +97,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     if image_in == 0 {
         // No input channels: the sums are empty.
         start_sums(&g, bias, residual, out);
-        return activate(&g, out);
+        return crate::activation::apply(g.activation, out);
     }
     match g.algorithm() {
         Algorithm::Depthwise => return depthwise::run(&g, x, weight, bias, residual, scratch, out),
@@ -147,10 +147,9 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
     };
     // Several images: each thread takes whole images (its GEMMs then run on one thread),
     // rather than every image's GEMMs being cut across the threads and joined; but only
-    // with a GEMM's worth of work per thread, as waking a worker costs tens of
-    // microseconds.
+    // with a GEMM's worth of work per thread.
     let work = [g.out_channels, g.positions(), g.depth()].iter().fold(g.batch, |w, &x| w.saturating_mul(x));
-    if g.batch > 1 && work >= 2 * crate::gemm::MIN_WORK_PER_THREAD {
+    if g.batch > 1 && threads_for(work, 2) > 1 {
         for_items(out, g.batch, image_out, work, &|begin, end, part| {
             for (i, out) in (begin..end).zip(part.chunks_exact_mut(image_out)) {
                 image(i, &x[i * image_in..][..image_in], out);
@@ -179,9 +178,14 @@ fn start_sums(g: &Conv2d, bias: Option<&[f32]>, residual: Option<&[f32]>, out: &
     }
 }
 
-/// The activation of the output pass when the GEMM did not apply it.
-fn activate(g: &Conv2d, out: &mut [f32]) {
-    crate::activation::apply(g.activation, out)
+/// The threads for `work` multiply-adds: the caller's `threads`, or the caller alone below
+/// two GEMM blocks of work, as waking a worker costs tens of microseconds.
+fn threads_for(work: usize, threads: usize) -> usize {
+    if work < 2 * crate::gemm::MIN_WORK_PER_THREAD {
+        1
+    } else {
+        threads.max(1)
+    }
 }
 
 /// The output columns one kernel column reaches and the input column the first of them

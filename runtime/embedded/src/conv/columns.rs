@@ -40,7 +40,7 @@ const WHOLE_MAX: usize = 2 << 20;
 /// buffer of whole row pairs, pooled into `out`. The buffers come from `spare`.
 pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums: Sums, threads: usize, spare: Handle) {
     let (m, k, n) = (g.group_out_channels(), g.depth(), g.positions());
-    let threads = if m * k * n < 2 * crate::gemm::MIN_WORK_PER_THREAD { 1 } else { threads };
+    let threads = super::threads_for(m * k * n, threads);
     let padded = n.next_multiple_of(NR);
     let taps = TapColumns::of(g);
     // Every depth of C's columns: A's depths from `pc` on, B read from its panels.

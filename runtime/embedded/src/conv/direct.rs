@@ -59,8 +59,7 @@ pub fn run(
 ) {
     let (image_in, image_out) = (g.channels * g.height * g.width, g.out_channels * g.positions());
     let ([kh, kw], depth) = (g.kernel, g.depth());
-    // Waking a worker costs tens of microseconds: small images run on the caller alone.
-    let threads = if image_out * depth < 2 * crate::gemm::MIN_WORK_PER_THREAD { 1 } else { threads };
+    let threads = super::threads_for(image_out * depth, threads);
     assert!(weight.len() >= g.out_channels.div_ceil(MR) * MR * depth);
     // Where each tap (c, i, j), in the weight's order, reads for an output row's first
     // output, from the row's first input row in the first plane.

@@ -165,7 +165,7 @@ impl Plan {
         let blocks = rows.div_ceil(rows_per_block);
         // Multiply-adds: 16 per channel pair per tile of 4 positions.
         let work = g.batch * g.out_channels * g.positions() * g.channels * 4;
-        let threads = if work < 2 * crate::gemm::MIN_WORK_PER_THREAD { 1 } else { threads.max(1) };
+        let threads = super::threads_for(work, threads);
         let parts =
             if blocks >= threads { 1 } else { threads.div_ceil(blocks).min(g.out_channels.div_ceil(2 * MR)).max(1) };
         let part_channels = g.out_channels.div_ceil(parts).next_multiple_of(MR);

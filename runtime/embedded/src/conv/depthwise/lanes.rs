@@ -100,11 +100,12 @@ impl Kernel {
         self.stride
     }
 
-    /// Floats per padded row, and where its odd columns start (stride 2).
+    /// Floats per padded row.
     pub fn row(&self) -> usize {
         self.row
     }
 
+    /// Where a padded row's odd columns start (stride 2).
     pub fn half(&self) -> usize {
         self.half
     }
