@@ -2,11 +2,14 @@
 //! (the transpose of a Linear weight materialized for a batched product, a permute or an
 //! expand of a constant) is computed here, once, and its buffer becomes a weight; the
 //! kernel no longer runs on every call. Only plain copies are folded (a body that is one
-//! load of a weight, every size and index coefficient known).
+//! load of a weight, every size and index coefficient known), and copies that widen a
+//! float16 or bfloat16 weight to float32 (exact: a mixed-precision model's weights, which
+//! the float32 convolutions and products then find constant and pack at compile time).
 
 use crate::ir::expr::ExprKind;
 use crate::ir::{BufKind, Kernel, Program};
 use crate::lower::Lowered;
+use aotc_abi::DType;
 
 /// Folds every such kernel whose buffer is not an output (outputs never alias weights)
 /// and is written by no other kernel.
@@ -39,12 +42,16 @@ const MAX_ELEMENTS: usize = 1 << 24;
 /// The bytes kernel `k` would write, when it is a plain copy of a weight.
 fn copy_of_weight(prog: &Program, k: &Kernel) -> Option<Vec<u8>> {
     let Kernel::Pointwise { out, ranges, body } = k else { return None };
-    let ExprKind::Load { buf, index } = &body.kind else { return None };
+    let (load, widen) = match &body.kind {
+        ExprKind::Cast(x) if body.dtype == DType::F32 && matches!(x.dtype, DType::F16 | DType::BF16) => (x, true),
+        _ => (body, false),
+    };
+    let ExprKind::Load { buf, index } = &load.kind else { return None };
     let (BufKind::Scratch, BufKind::Weight(w)) = (&prog.buffers[*out].kind, &prog.buffers[*buf].kind) else {
         return None;
     };
-    let dtype = prog.buffers[*out].dtype;
-    if body.dtype != dtype || prog.buffers[*buf].dtype != dtype {
+    let dtype = prog.buffers[*buf].dtype;
+    if body.dtype != prog.buffers[*out].dtype || load.dtype != dtype {
         return None;
     }
     let sizes =
@@ -54,7 +61,18 @@ fn copy_of_weight(prog: &Program, k: &Kernel) -> Option<Vec<u8>> {
     for (v, c) in &index.terms {
         *coeffs.get_mut(*v)? = c.as_int()?;
     }
-    prog.weights[*w].strided(dtype.size(), index.offset.as_int()?, &sizes, &coeffs)
+    let bytes = prog.weights[*w].strided(dtype.size(), index.offset.as_int()?, &sizes, &coeffs)?;
+    Some(if widen { widened(dtype, &bytes) } else { bytes })
+}
+
+/// The float32 bytes of the float16 or bfloat16 values in `bytes` (little-endian).
+fn widened(dtype: DType, bytes: &[u8]) -> Vec<u8> {
+    let halves = bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let value = |h: u16| match dtype {
+        DType::BF16 => half::bf16::from_bits(h).to_f32(),
+        _ => half::f16::from_bits(h).to_f32(),
+    };
+    halves.flat_map(|h| value(h).to_le_bytes()).collect()
 }
 
 #[cfg(test)]
@@ -62,7 +80,6 @@ mod tests {
     use super::*;
     use crate::ir::expr::{self, Affine};
     use aotc_abi::sym::SymExpr;
-    use aotc_abi::DType;
 
     /// A 2 x 3 float32 weight and the kernel that writes its transpose into a scratch
     /// buffer, which a second kernel reads; `output` makes the transpose a graph output.
@@ -110,5 +127,34 @@ mod tests {
         fold_weight_copies(&mut lowered);
         assert_eq!(lowered.program.kernels.len(), 2, "an output keeps its kernel");
         assert!(matches!(lowered.program.buffers[t].kind, BufKind::Scratch));
+    }
+
+    #[test]
+    fn a_widened_float16_or_bfloat16_weight_becomes_a_float32_weight() {
+        for (dtype, bits) in [(DType::F16, [0x3c00u16, 0xc500, 0x0001]), (DType::BF16, [0x3f80, 0xc0a0, 0x0001])] {
+            let mut prog = Program::default();
+            prog.weights.push(bits.iter().flat_map(|b| b.to_le_bytes()).collect::<Vec<u8>>().into());
+            let n = SymExpr::Int(3);
+            let w = prog.add_buffer("w", dtype, vec![n.clone()], BufKind::Weight(0));
+            let wide = prog.add_buffer("wide", DType::F32, vec![n.clone()], BufKind::Scratch);
+            let user = prog.add_buffer("user", DType::F32, vec![n.clone()], BufKind::Scratch);
+            let body = expr::cast(expr::load(w, dtype, Affine::var(0)), DType::F32);
+            prog.kernels.push(Kernel::Pointwise { out: wide, ranges: vec![n.clone()], body });
+            let body = expr::load(wide, DType::F32, Affine::var(0));
+            prog.kernels.push(Kernel::Pointwise { out: user, ranges: vec![n], body });
+            let mut lowered = Lowered { program: prog, outputs: vec![("user".into(), user)], ..Default::default() };
+            fold_weight_copies(&mut lowered);
+            let prog = &lowered.program;
+            assert_eq!(prog.kernels.len(), 1, "{dtype}: the widening kernel is gone");
+            let BufKind::Weight(k) = prog.buffers[wide].kind else { panic!("{dtype}: {:?}", prog.buffers[wide].kind) };
+            let values: Vec<f32> = prog.weights[k]
+                .bytes()
+                .unwrap()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            let smallest = if dtype == DType::F16 { 2f32.powi(-24) } else { f32::from_bits(0x0001_0000) };
+            assert_eq!(values, [1.0, -5.0, smallest], "{dtype}");
+        }
     }
 }

@@ -141,7 +141,15 @@ fn convolutions() {
         let t = median(|| convolve(&g, &mut out, &x, &weight, &bias, &mut scratch));
         report(&format!("depthwise {k}x{k} /{s} {channels} x {hw}x{hw} + relu"), t);
     }
-    for (channels, hw, k, s, p) in [(64, 112, 3, 2, 1), (32, 64, 2, 2, 0), (64, 56, 3, 1, 1)] {
+    // ResNet's, a 2x2, a stride-1 one, and SqueezeNet 1.1's three.
+    for (channels, hw, k, s, p) in [
+        (64, 112, 3, 2, 1),
+        (32, 64, 2, 2, 0),
+        (64, 56, 3, 1, 1),
+        (64, 111, 3, 2, 0),
+        (128, 55, 3, 2, 0),
+        (256, 27, 3, 2, 0),
+    ] {
         let g = geometry(channels, hw, k, s, p, false);
         let (x_len, _, out_len) = g.lens().unwrap();
         let x = values(x_len);
@@ -187,6 +195,16 @@ fn stem_convolutions() {
         };
         packed_convolution(&g, &format!("conv {k}x{k} /2 3 -> {out_channels} x 224x224 + bias + relu"));
     }
+    // A small image of rows narrower than a vector (the cnn_float16 fixture's first layer).
+    let g = Conv2d {
+        batch: 2,
+        out_channels: 8,
+        has_bias: true,
+        weight: WeightForm::Panels,
+        groups: 1,
+        ..geometry(3, 16, 3, 1, 1, false)
+    };
+    packed_convolution(&g, "conv 3x3 3 -> 8 x 2x16x16 + bias");
 }
 
 /// Times one call of the convolution `g` (one group, no residual) with its weight packed

@@ -201,10 +201,7 @@ fn affine(cx: &mut Cx, a: &Affine, vars: &[Value]) -> Value {
 fn constant(cx: &mut Cx, c: Scalar, d: DType) -> R<Value> {
     let ty = clif_type(d)?;
     Ok(match ty {
-        types::F32 if half::is_half(d) => {
-            let v = cx.b.ins().f32const(c.as_f64() as f32);
-            half::round(cx, v, d, Lanes::Scalar)
-        }
+        types::F32 if half::is_half(d) => cx.b.ins().f32const(half::nearest(c.as_f64() as f32, d)),
         types::F32 => cx.b.ins().f32const(c.as_f64() as f32),
         types::F64 => cx.b.ins().f64const(c.as_f64()),
         _ => cx.b.ins().iconst(ty, c.as_i64()),
@@ -224,9 +221,15 @@ fn cast_node(cx: &mut Cx, xv: Value, x: &E, to: DType, lanes: Lanes) -> R<Value>
     Ok(if half::is_half(to) { half::round(cx, v, to, lanes) } else { v })
 }
 
-/// Does `e` certainly hold a value of its dtype (loaded, constant, or cast to it)?
+/// Does `e` certainly hold a value of its dtype: loaded, constant, cast to it, or picked
+/// from or sign-changed from such values (max, min, where, neg, abs)?
 fn is_rounded(e: &E) -> bool {
-    matches!(e.kind, ExprKind::Load { .. } | ExprKind::LoadAt { .. } | ExprKind::Const(_) | ExprKind::Cast(_))
+    match &e.kind {
+        ExprKind::Load { .. } | ExprKind::LoadAt { .. } | ExprKind::Const(_) | ExprKind::Cast(_) => true,
+        ExprKind::Unary(Prim::Neg | Prim::Abs, x) => is_rounded(x),
+        ExprKind::Binary(Prim::Max | Prim::Min, a, b) | ExprKind::Where(_, a, b) => is_rounded(a) && is_rounded(b),
+        _ => false,
+    }
 }
 
 pub(super) fn is_unsigned(d: DType) -> bool {

@@ -33,6 +33,16 @@ pub fn in_f32(d: DType) -> bool {
     compute_dtype(d) == DType::F32
 }
 
+/// The value of dtype `d` nearest to `x` (ties to even), as an f32: what the generated
+/// code's rounding gives, computed when compiling (for constants).
+pub fn nearest(x: f32, d: DType) -> f32 {
+    match d {
+        DType::F16 => ::half::f16::from_f32(x).to_f32(),
+        DType::BF16 => ::half::bf16::from_f32(x).to_f32(),
+        _ => unreachable!("{d} is not a 16-bit float"),
+    }
+}
+
 /// The f32 that the 16 bits of dtype `d` denote, exactly: `bits` is an i16, or for
 /// vectors an i32x4 of zero-extended 16-bit lanes.
 pub fn widen(cx: &mut Cx, bits: Value, d: DType, lanes: Lanes) -> Value {
@@ -146,38 +156,34 @@ impl Ops<'_, '_> {
     }
 
     /// float32 bits to the float32 bits of the nearest float16 value (ties to even): what
-    /// narrowing then widening gives, in half the operations. In the normal range the 13
-    /// mantissa bits float16 lacks are rounded off by adding 0xfff plus the lowest kept
-    /// bit and clearing them (the carry may bump the exponent, to 2^16 and so to inf from
-    /// 65520 on); below 2^-14, adding and subtracting 0.5 in float arithmetic rounds to a
-    /// multiple of 2^-24; NaN becomes the quiet NaN, signed, as narrowing makes it.
+    /// narrowing then widening gives, in half the operations. Adding and subtracting
+    /// `magic`, the power of two 13 binades above the magnitude `a`'s (at least 2^-1, so
+    /// that below 2^-14 it is the subnormals' fixed spacing 2^-24), leaves `a` rounded by
+    /// the hardware to the 11 significant bits float16 keeps. From 65520 on the result
+    /// is inf (`a` times 2^127 overflows), and NaN stays NaN. `a` is below 2^31, so the
+    /// comparisons are signed ones, which SSE2 has.
     fn f32_rounded_to_f16(&mut self, bits: Value) -> Value {
-        const F32_INF: u32 = 0x7f80_0000;
-        const F16_OVERFLOW: u32 = (127 + 16) << 23;
         const F16_MIN_NORMAL: u32 = (127 - 14) << 23;
-        const HALF: u32 = ((127 - 15) + (23 - 10) + 1) << 23;
+        const MAGIC_SHIFT: u32 = 13 << 23;
+        const ROUNDS_TO_INF: u32 = 0x477f_f000; // 65520
         let sign = self.and(bits, 0x8000_0000);
         let a = self.b.ins().bxor(bits, sign);
 
-        let odd = self.shr(a, 13);
-        let odd = self.and(odd, 1);
-        let biased = self.add(a, 0xfff);
-        let rounded = self.b.ins().iadd(biased, odd);
-        let normal = self.and(rounded, 0xffff_e000);
-
+        let exp = self.and(a, 0x7f80_0000);
+        let is_subnormal = self.compare(IntCC::SignedLessThan, exp, F16_MIN_NORMAL);
+        let min_normal = self.splat(F16_MIN_NORMAL);
+        let exp = self.choose(is_subnormal, min_normal, exp);
+        let magic = self.add(exp, MAGIC_SHIFT);
+        let magic = self.as_float(magic);
         let af = self.as_float(a);
-        let half = self.splat_float(f32::from_bits(HALF));
-        let sum = self.b.ins().fadd(af, half);
-        let subnormal = self.b.ins().fsub(sum, half);
-        let subnormal = self.as_int(subnormal);
+        let sum = self.b.ins().fadd(af, magic);
+        let rounded = self.b.ins().fsub(sum, magic);
 
-        let is_nan = self.compare(IntCC::UnsignedGreaterThan, a, F32_INF);
-        let (quiet_nan, inf) = (self.splat(0x7fc0_0000), self.splat(F32_INF));
-        let overflow = self.choose(is_nan, quiet_nan, inf);
-        let is_overflow = self.compare(IntCC::UnsignedGreaterThanOrEqual, normal, F16_OVERFLOW);
-        let is_subnormal = self.compare(IntCC::UnsignedLessThan, a, F16_MIN_NORMAL);
-        let finite = self.choose(is_subnormal, subnormal, normal);
-        let unsigned = self.choose(is_overflow, overflow, finite);
+        let two_pow_127 = self.splat_float(f32::from_bits(254 << 23));
+        let overflow = self.b.ins().fmul(af, two_pow_127);
+        let is_overflow = self.compare(IntCC::SignedGreaterThanOrEqual, a, ROUNDS_TO_INF);
+        let unsigned = self.choose(is_overflow, overflow, rounded);
+        let unsigned = self.as_int(unsigned);
         self.b.ins().bor(unsigned, sign)
     }
 
