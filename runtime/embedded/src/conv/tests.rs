@@ -517,6 +517,8 @@ fn max_pool_matches_the_naive_maximum_with_nan_winning() {
             (geometry(1, 2, [10, 21], 2, [3, 3], [1, 1], [1, 1], [1, 2], 2, false), 0),
             (geometry(1, 1, [5, 40], 1, [2, 5], [2, 2], [0, 2], [1, 1], 1, false), 0),
             (geometry(1, 2, [11, 11], 2, [3, 3], [3, 3], [1, 1], [1, 1], 2, false), 0),
+            // Kernel rows beyond one pass's three, some of them in the padding.
+            (geometry(1, 2, [12, 20], 2, [5, 3], [1, 1], [2, 1], [1, 1], 2, false), 0),
         ];
         for (g, extra) in cases {
             let g = Conv2d { out_size: [g.out_size[0] + extra, g.out_size[1] + extra], ..g };
