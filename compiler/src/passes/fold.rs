@@ -108,20 +108,19 @@ mod tests {
         (Lowered { program: prog, outputs, ..Default::default() }, t)
     }
 
+    /// The float32 values of `buf`, which must have become a weight.
+    fn weight_floats(prog: &Program, buf: crate::ir::BufId) -> Vec<f32> {
+        let BufKind::Weight(k) = prog.buffers[buf].kind else { panic!("{buf:?} is {:?}", prog.buffers[buf].kind) };
+        prog.weights[k].bytes().unwrap().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+    }
+
     #[test]
     fn a_transposed_weight_becomes_a_weight_unless_it_is_an_output() {
         let (mut lowered, t) = transpose_program(false);
         fold_weight_copies(&mut lowered);
         let prog = &lowered.program;
         assert_eq!(prog.kernels.len(), 1, "the copy kernel is gone");
-        let BufKind::Weight(k) = prog.buffers[t].kind else { panic!("w_t is {:?}", prog.buffers[t].kind) };
-        let values: Vec<f32> = prog.weights[k]
-            .bytes()
-            .unwrap()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        assert_eq!(values, [1., 4., 2., 5., 3., 6.]);
+        assert_eq!(weight_floats(prog, t), [1., 4., 2., 5., 3., 6.]);
 
         let (mut lowered, t) = transpose_program(true);
         fold_weight_copies(&mut lowered);
@@ -146,15 +145,8 @@ mod tests {
             fold_weight_copies(&mut lowered);
             let prog = &lowered.program;
             assert_eq!(prog.kernels.len(), 1, "{dtype}: the widening kernel is gone");
-            let BufKind::Weight(k) = prog.buffers[wide].kind else { panic!("{dtype}: {:?}", prog.buffers[wide].kind) };
-            let values: Vec<f32> = prog.weights[k]
-                .bytes()
-                .unwrap()
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-                .collect();
             let smallest = if dtype == DType::F16 { 2f32.powi(-24) } else { f32::from_bits(0x0001_0000) };
-            assert_eq!(values, [1.0, -5.0, smallest], "{dtype}");
+            assert_eq!(weight_floats(prog, wide), [1.0, -5.0, smallest], "{dtype}");
         }
     }
 }
