@@ -178,6 +178,11 @@ fn gemm_convolutions() {
             packed_convolution(&g, &format!("conv 3x3 {channels} x {hw}x{hw} + bias + relu, {form:?}"));
         }
     }
+    // DenseNet-121's growth convolutions of its last block: 128 -> 32 at 7x7.
+    for form in [WeightForm::Panels, WeightForm::ColumnPanels] {
+        let g = Conv2d { out_channels: 32, weight: form, ..geometry(128, 7, 3, 1, 1, false) };
+        packed_convolution(&g, &format!("conv 3x3 128 -> 32 x 7x7, {form:?}"));
+    }
 }
 
 /// Stem convolutions (3 input channels, stride 2, at 224: MobileNetV3's, EfficientNet's,

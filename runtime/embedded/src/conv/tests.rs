@@ -217,6 +217,8 @@ fn every_algorithm_matches_the_naive_convolution() {
             geometry(2, 0, [4, 5], 3, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
             // Few positions (the transposed product's planes): ResNet's layer4 shapes, smaller.
             geometry(1, 40, [7, 7], 36, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            // As large as the input, dilated, on a plane wider than tall (windows as shifted planes).
+            geometry(1, 5, [6, 9], 7, [3, 3], [1, 1], [2, 2], [2, 2], 1, true),
             geometry(2, 24, [14, 14], 20, [3, 3], [2, 2], [1, 1], [1, 1], 2, false),
             geometry(1, 48, [7, 7], 40, [1, 1], [1, 1], [0, 0], [1, 1], 1, true),
             geometry(1, 48, [13, 13], 33, [1, 1], [2, 2], [0, 0], [1, 1], 1, false),
@@ -276,6 +278,8 @@ fn direct_convolutions_of_few_channels_match_the_naive_convolution() {
             // Stride 1, two images; one channel, rows wider than 4 vectors.
             geometry(2, 4, [20, 70], 13, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
             geometry(1, 1, [9, 90], 5, [5, 5], [1, 1], [2, 2], [1, 1], 1, true),
+            // Rows narrower than a vector, two images.
+            geometry(2, 3, [13, 6], 8, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
         ];
         for g in cases {
             let g = Conv2d { weight: WeightForm::Panels, ..g };

@@ -27,6 +27,22 @@ pub(super) unsafe fn pack_a<T: Element>(dst: *mut T, rows: usize, kc: usize, a: 
             unsafe { pack_panel_f32(dst.add(i0 * kc).cast(), kc, src.map(|s| s.cast())) };
             continue;
         }
+        // Columns of A contiguous (A read transposed: a convolution's windows with the
+        // output positions as rows): each depth of the panel is one run of MR elements.
+        // (Element by element, DenseNet's 49 x 1152 windows took a fifth of the GEMM.)
+        if h == MR && rsa == 1 {
+            // SAFETY: dst holds MR * kc elements per panel; the run of depth p is rows
+            // i0..i0 + MR of A at depth p.
+            unsafe {
+                let (mut from, mut d) = (src[0], dst.add(i0 * kc));
+                for _ in 0..kc {
+                    std::ptr::copy_nonoverlapping(from, d, MR);
+                    from = from.wrapping_offset(csa);
+                    d = d.add(MR);
+                }
+            }
+            continue;
+        }
         // SAFETY: dst holds MR * kc elements per panel; src[r] walks row i0 + r of A.
         unsafe {
             let mut d = dst.add(i0 * kc);
