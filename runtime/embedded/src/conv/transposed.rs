@@ -119,6 +119,7 @@ fn write_windows(g: &Conv2d, planes: &[f32], windows: &mut [f32], threads: usize
     }
     let taps = TapColumns::of(g);
     let same_size = g.stride == [1, 1] && g.out_size == [g.height, g.width];
+    let ([kh, kw], plane_len) = (g.kernel, g.height * g.width);
     let chunks = if depth * positions >= 1 << 16 { threads } else { 1 };
     let base = SharedOut::new(windows);
     pool::parallel_for(chunks, chunks, &|chunk| {
@@ -128,24 +129,25 @@ fn write_windows(g: &Conv2d, planes: &[f32], windows: &mut [f32], threads: usize
         let part =
             unsafe { std::slice::from_raw_parts_mut(base.get().add(rows.start * positions), rows.len() * positions) };
         for (p, row) in rows.zip(part.chunks_exact_mut(positions)) {
+            // Row p is tap (i, j) of channel c.
+            let (c, i, j) = (p / (kh * kw), p / kw % kh, p % kw);
+            let plane = &planes[c * plane_len..][..plane_len];
             if same_size {
-                shifted_plane(g, &taps, planes, p, row);
+                shifted_plane(g, plane, [i, j], &taps[j], row);
             } else {
-                window_row(g, &taps, planes, p, row);
+                window_row(g, plane, i, &taps[j], row);
             }
         }
     });
 }
 
 /// [`window_row`] for a stride-1 convolution whose output is as large as its input (3x3
-/// with padding 1): the row is channel `c`'s plane shifted by the tap's offset, one copy
+/// with padding 1): the row is the plane shifted by tap `(i, j)`'s offset, one copy
 /// with zeros before and after (the rows in the padding), then zeros in the columns in
 /// the padding. Row by row, a 7 x 7 plane took three calls to memset and memcpy per 7
 /// floats (DenseNet's 128 -> 32 at 7x7, the whole convolution on 1 thread: 87 -> 66 us).
-fn shifted_plane(g: &Conv2d, taps: &[TapColumns], planes: &[f32], p: usize, row: &mut [f32]) {
-    let ([kh, kw], [h, w]) = (g.kernel, [g.height, g.width]);
-    let (c, i, j) = (p / (kh * kw), p / kw % kh, p % kw);
-    let plane = &planes[c * h * w..][..h * w];
+fn shifted_plane(g: &Conv2d, plane: &[f32], [i, j]: [usize; 2], tap: &TapColumns, row: &mut [f32]) {
+    let (h, w) = (g.height, g.width);
     // Output q reads plane[q + shift] when its row and column are inside the plane.
     let shift = (i * g.dilation[0]) as isize - g.padding[0] as isize;
     let shift = shift * w as isize + (j * g.dilation[1]) as isize - g.padding[1] as isize;
@@ -156,20 +158,17 @@ fn shifted_plane(g: &Conv2d, taps: &[TapColumns], planes: &[f32], p: usize, row:
     row[end..].fill(0.0);
     row[start..end].copy_from_slice(&plane[(start as isize + shift) as usize..][..end - start]);
     // Column by column (a padding of 1 is one column): a fill per row would call memset.
-    let inside = taps[j].outputs.clone();
+    let inside = tap.outputs.clone();
     for col in (0..inside.start).chain(inside.end..w) {
         row.iter_mut().skip(col).step_by(w).for_each(|x| *x = 0.0);
     }
 }
 
-/// Row `p` = `(c, i, j)` of the windows, one output row at a time: the input row that
-/// kernel row `i` reaches (zeros outside the plane), the columns that kernel column `j`
-/// reaches inside it (zeros in the padding).
-fn window_row(g: &Conv2d, taps: &[TapColumns], planes: &[f32], p: usize, row: &mut [f32]) {
-    let [kh, kw] = g.kernel;
-    let (c, i, j) = (p / (kh * kw), p / kw % kh, p % kw);
-    let tap = &taps[j];
-    let (plane, out_w, stride) = (&planes[c * g.height * g.width..][..g.height * g.width], g.out_size[1], g.stride[1]);
+/// The windows' row of kernel tap `(i, j)` over one input plane, one output row at a
+/// time: the input row that kernel row `i` reaches (zeros outside the plane), the columns
+/// that kernel column `j` (`tap`) reaches inside it (zeros in the padding).
+fn window_row(g: &Conv2d, plane: &[f32], i: usize, tap: &TapColumns, row: &mut [f32]) {
+    let (out_w, stride) = (g.out_size[1], g.stride[1]);
     for (oh, dst) in row.chunks_exact_mut(out_w).enumerate() {
         let ih = (oh * g.stride[0] + i * g.dilation[0]).checked_sub(g.padding[0]).filter(|&ih| ih < g.height);
         let Some(ih) = ih.filter(|_| !tap.outputs.is_empty()) else {
