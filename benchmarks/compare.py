@@ -939,7 +939,7 @@ def write_report(ctx, rows, meta):
         "GEMM FLOPs over the median time, against the FMA peak it measures on this machine at "
         "the same thread count (the number after 'of'); n/a where aotc reports no FLOP count. "
         "A convolution counts as its direct computation: where aotc runs it as Winograd's "
-        "F(2x2, 3x3) (3x3 at stride 1, 2.25 times fewer multiplies), this is an effective "
+        "F(4x4, 3x3) (3x3 at stride 1, 4 times fewer multiplies), this is an effective "
         "rate, and the fraction of peak is not a bound on it.",
         "- **Compile s.** AOTInductor: `torch._inductor.aoti_compile_and_package(ep)` timed "
         "inside the child (after `torch.export.load`), with a fresh empty "

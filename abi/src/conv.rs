@@ -149,7 +149,7 @@ pub enum WeightForm {
     /// left operand, groups one after another ([`Conv2d::packed_group_len`] floats each);
     /// never for [`Algorithm::Depthwise`].
     Panels,
-    /// The 16 matrices of [`winograd`]'s transformed weight, each a GEMM's packed left
+    /// The 36 matrices of [`winograd`]'s transformed weight, each a GEMM's packed left
     /// operand: the convolution is [`Algorithm::Winograd`].
     Winograd,
     /// Each group's weight transposed, `[depth, O / groups]`, in `crate::gemm`'s layout for
@@ -186,7 +186,7 @@ pub enum Algorithm {
     /// piece by piece as the GEMM packs it.
     Columns,
     /// A 3x3 kernel at unit stride and dilation, one group, its weight transformed by the
-    /// compiler ([`WeightForm::Winograd`]): Winograd's F(2x2, 3x3), 16 GEMMs of 2.25
+    /// compiler ([`WeightForm::Winograd`]): Winograd's F(4x4, 3x3), 36 GEMMs of 4
     /// times fewer multiplies than the windows' one ([`winograd`]).
     Winograd,
 }
@@ -555,7 +555,7 @@ mod tests {
             ..g
         };
         assert_eq!(Conv2d::from_list(&three.to_list()), Some(three));
-        assert_eq!((three.algorithm(), three.lens().unwrap().1), (Algorithm::Winograd, 16 * 66 * 3));
+        assert_eq!((three.algorithm(), three.lens().unwrap().1), (Algorithm::Winograd, 36 * 66 * 3));
         let mut bad = three.to_list();
         bad[WEIGHT_FORM] = WeightForm::ALL.len() as i64;
         assert_eq!(Conv2d::from_list(&bad), None, "no such weight form");

@@ -168,7 +168,7 @@ fn convolutions() {
 /// product with positions as rows); GFLOP/s beside the time.
 fn gemm_convolutions() {
     for (channels, hw) in [(64, 56), (128, 28), (256, 14), (512, 7)] {
-        for form in [WeightForm::Panels, WeightForm::ColumnPanels] {
+        for form in [WeightForm::Panels, WeightForm::ColumnPanels, WeightForm::Winograd] {
             let g = Conv2d {
                 has_bias: true,
                 activation: Activation::Relu,

@@ -1,22 +1,24 @@
-//! The [`Algorithm::Winograd`](aotc_abi::conv::Algorithm) convolution, F(2x2, 3x3)
-//! (`aotc_abi::conv::winograd` has the method and the weight, transformed by the
-//! compiler).
+//! The [`Algorithm::Winograd`](aotc_abi::conv::Algorithm) convolution, F(4x4, 3x3)
+//! (`aotc_abi::conv::winograd` has the method, its matrices and the weight, transformed by
+//! the compiler).
 //!
 //! The input is first copied, zero-padded, into planes of whole tiles plus slack
 //! ([`Padded`]), so that the transforms read without bounds. The output's tiles are then
-//! taken a block of whole *tile rows* at a time (a tile row: the tiles of two output rows
+//! taken a block of whole *tile rows* at a time (a tile row: the tiles of four output rows
 //! of one image; a block spans images), about [`BLOCK_TILES`] tiles, so that a block's
 //! transformed inputs and products stay in L2. Per block:
-//! 1. each input channel's tile rows are transformed into `V[ξ][c][t]`, 16 matrices of
+//! 1. each input channel's tile rows are transformed into `V[ξ][c][t]`, 36 matrices of
 //!    `[C, tiles]`;
-//! 2. 16 GEMMs `M[ξ] = U[ξ] @ V[ξ]` on one thread (U packed at compile time);
-//! 3. each output channel's tile rows are transformed back into the output, the bias,
-//!    residual and activation applied as they are written.
+//! 2. 36 GEMMs `M[ξ] = U[ξ] @ V[ξ]` on one thread (U packed at compile time);
+//! 3. each output channel's tile rows are transformed back, into four rows of a thread's
+//!    buffer, and written out through the epilogue (bias, residual, activation, or the 2x2
+//!    max pool), which thus runs on whole rows.
 //!
 //! The threads claim blocks one by one; with fewer blocks than threads (small planes,
 //! one image) a block's output channels are also cut between them, each transforming the
-//! block's input (cheap beside its share of the GEMMs). The transforms take 8 tiles per
-//! vector with AVX2 ([`avx2`]), else one tile at a time.
+//! block's input (cheap beside its share of the GEMMs). Both transforms are `T X T^T` for
+//! a constant `T` ([`sandwich`], written once over [`Lanes`]): 8 tiles per vector with AVX2
+//! ([`avx2`]), else one tile at a time.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -25,16 +27,13 @@ use super::max_pool;
 use crate::gemm::{gemm_packed, Operands, Packed, Problem};
 use crate::pool::{self, SharedOut};
 use crate::spare::{Buffer, Handle};
-use aotc_abi::conv::winograd::{PATCH, POINTS, TILE};
+use aotc_abi::conv::winograd::{AT, BT, PATCH, POINTS, TILE};
 use aotc_abi::conv::Conv2d;
 use aotc_abi::gemm::{packed_len, padded, MR};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Tiles per block, about: with 64 channels in and out, V and M are 512 KiB each. (Against
-/// 64 tiles, kernels bench, one thread, AMD EPYC: 128 -> 32 channels at 56x56 and 64 -> 64
-/// at 56x56 7% less time, 16 -> 64 at 55x55 7%, 128 -> 128 at 28x28 3.5%; 256 -> 256 at
-/// 14x14, whose V is then 2 MiB, even.)
-const BLOCK_TILES: usize = 128;
+/// Tiles per block, about: with 64 channels in and out, V and M are 288 KiB each.
+const BLOCK_TILES: usize = 32;
 
 /// Floats past the end of V and M's buffers that a vector of 8 tiles may read.
 const SLACK: usize = 8;
@@ -70,7 +69,8 @@ pub fn run(
     let job = Job { g, plan: &plan, input: &input, weight, bias, residual, simd: simd() };
     pool::parallel_for(plan.threads, plan.threads.min(plan.items()), &|_| {
         let (v, m) = plan.buffer_lens(g);
-        let mut buffers = Buffers { v: spare.take(v), transformed: None, m: spare.take(m) };
+        let mut buffers =
+            Buffers { v: spare.take(v), transformed: None, m: spare.take(m), rows: spare.take(TILE * plan.row_len()) };
         loop {
             let item = next.fetch_add(1, Ordering::Relaxed);
             if item >= plan.items() {
@@ -84,9 +84,8 @@ pub fn run(
 }
 
 /// The input, zero-padded: plane (n, c) is `rows` rows of `width` floats, row `u` column
-/// `v` holding input `(u - padding[0], v - padding[1])`: every tile's 4x4 patch, and 16
-/// floats past each row's last patch (a vector of 8 tiles reads 16 columns from its
-/// first tile's column 0 and 2).
+/// `v` holding input `(u - padding[0], v - padding[1])`: every tile's 6x6 patch, and the
+/// columns a vector of 8 tiles reads past a tile row's last patch (up to 8 tiles' worth).
 pub(super) struct Padded {
     data: Buffer,
     rows: usize,
@@ -95,7 +94,7 @@ pub(super) struct Padded {
 
 impl Padded {
     fn new(g: &Conv2d, tiles: [usize; 2], x: &[f32], spare: Handle) -> Padded {
-        let (rows, width) = (TILE * tiles[0] + 2, TILE * tiles[1] + 16);
+        let (rows, width) = (TILE * tiles[0] + 2, TILE * tiles[1].next_multiple_of(8) + 8);
         let plane = rows * width;
         let mut data = spare.take(g.batch * g.channels * plane);
         let (h, w) = (g.height, g.width);
@@ -163,8 +162,8 @@ impl Plan {
         let rows = g.batch * tiles[0];
         let rows_per_block = (BLOCK_TILES / tiles[1].max(1)).clamp(1, rows.max(1));
         let blocks = rows.div_ceil(rows_per_block);
-        // Multiply-adds: 16 per channel pair per tile of 4 positions.
-        let work = g.batch * g.out_channels * g.positions() * g.channels * 4;
+        // Multiply-adds: 36 per channel pair per tile of 16 positions.
+        let work = g.batch * g.out_channels * g.positions() * g.channels * POINTS / (TILE * TILE);
         let threads = super::threads_for(work, threads);
         let parts =
             if blocks >= threads { 1 } else { threads.div_ceil(blocks).min(g.out_channels.div_ceil(2 * MR)).max(1) };
@@ -182,6 +181,12 @@ impl Plan {
     fn buffer_lens(&self, g: &Conv2d) -> (usize, usize) {
         let n = self.rows_per_block * self.tiles[1];
         (POINTS * point_stride(g.channels * n) + SLACK, POINTS * point_stride(self.part_channels * n) + SLACK)
+    }
+
+    /// Floats of one row of a tile row's outputs in a thread's buffer: whole vectors of 8
+    /// tiles.
+    fn row_len(&self) -> usize {
+        TILE * self.tiles[1].next_multiple_of(8)
     }
 }
 
@@ -246,17 +251,22 @@ impl Job<'_> {
         }
         let [height, width] = g.out_size;
         let [out_h, out_w] = g.written_size();
+        let row_len = plan.row_len();
         for (i, row) in rows.enumerate() {
             let (image, ty) = (row / tiles_y, row % tiles_y);
-            // The tile row's output rows, or pooled, its one row (none for a last odd row).
-            let (first_row, out_rows) =
-                if g.pool { (ty, usize::from(ty < out_h)) } else { (TILE * ty, (height - TILE * ty).min(TILE)) };
+            // The tile row's output rows, or pooled, its (up to) two rows of maxima.
+            let (first_row, out_rows) = if g.pool {
+                (TILE / 2 * ty, out_h.saturating_sub(TILE / 2 * ty).min(TILE / 2))
+            } else {
+                (TILE * ty, (height - TILE * ty).min(TILE))
+            };
             for (j, o) in channels.clone().enumerate() {
+                let at = Strided { first: j * n + i * tiles_x, point: m_point, len: tiles_x };
+                transform_output(&buffers.m, at, &mut buffers.rows, row_len, self.simd);
                 let first = (image * g.out_channels + o) * out_h * out_w + first_row * out_w;
                 // SAFETY: the tile row's output rows lie in the output (the caller's
                 // contract) and are this item's alone.
                 let dst = unsafe { std::slice::from_raw_parts_mut(out.add(first), out_rows * out_w) };
-                let at = Strided { first: j * n + i * tiles_x, point: m_point, len: tiles_x };
                 let epilogue = Epilogue {
                     bias: self.bias.map_or(0.0, |b| b[o]),
                     residual: self.residual.map(|r| &r[first..][..out_rows * width]),
@@ -264,17 +274,19 @@ impl Job<'_> {
                     width,
                     pool: g.pool,
                 };
-                transform_output(&buffers.m, at, dst, &epilogue, self.simd);
+                finish(&buffers.rows, row_len, dst, &epilogue, self.simd);
             }
         }
     }
 }
 
-/// A thread's buffers, kept from item to item: V (and the block it holds) and M.
+/// A thread's buffers, kept from item to item: V (and the block it holds), M, and one
+/// tile row's outputs (`TILE` rows of [`Plan::row_len`]).
 struct Buffers {
     v: Buffer,
     transformed: Option<usize>,
     m: Buffer,
+    rows: Buffer,
 }
 
 /// Where one tile row's values lie in V or M: point ξ's `len` values from
@@ -288,7 +300,7 @@ pub(super) struct Strided {
 
 /// What the output pass adds and applies: `activation(y + bias + residual)`, into output
 /// rows of `width` (the residual shaped as they are); or with `pool` (and no residual),
-/// the maximum of each tile's four, into one row of `width / 2`.
+/// the maximum of each 2x2 window, into rows of `width / 2`.
 pub(super) struct Epilogue<'a> {
     pub bias: f32,
     pub residual: Option<&'a [f32]>,
@@ -297,71 +309,140 @@ pub(super) struct Epilogue<'a> {
     pub pool: bool,
 }
 
-/// One tile row transformed, `V = B^T d B` per tile (`rows`: the 4 padded input rows
-/// under it, tile t's patch at columns 2t..2t + 4), into `v` at `at`.
+/// What the transforms compute on: one tile's value (a float) or 8 tiles' (a vector).
+pub(super) trait Lanes: Copy {
+    /// # Safety
+    /// The CPU has the vector's instruction set.
+    unsafe fn zero() -> Self;
+    /// `self * c + acc`.
+    ///
+    /// # Safety
+    /// As [`Lanes::zero`].
+    unsafe fn mul_add(self, c: f32, acc: Self) -> Self;
+}
+
+impl Lanes for f32 {
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        0.0
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, c: f32, acc: Self) -> Self {
+        self * c + acc
+    }
+}
+
+/// `T X T^T` for a constant `T` of `R` rows (`B^T`: the input transform; `A^T`: the
+/// output's): `T`'s zeros skipped and its ones left to the compiler (a multiply by a
+/// constant 1 folds away), row by row, then column by column.
+///
+/// # Safety
+/// The CPU has `L`'s instruction set.
+#[inline(always)]
+pub(super) unsafe fn sandwich<L: Lanes, const R: usize>(t: &[[f32; PATCH]; R], x: &[[L; PATCH]; PATCH]) -> [[L; R]; R] {
+    // (Plain index loops: a closure could be compiled apart, without the caller's target
+    // features, where every vector operation is a call.)
+    // SAFETY (all): the caller's.
+    unsafe {
+        // (X T^T)[k][j] = sum over l of X[k][l] T[j][l].
+        let mut xt = [[L::zero(); R]; PATCH];
+        for k in 0..PATCH {
+            for j in 0..R {
+                let mut acc = L::zero();
+                for l in 0..PATCH {
+                    if t[j][l] != 0.0 {
+                        acc = x[k][l].mul_add(t[j][l], acc);
+                    }
+                }
+                xt[k][j] = acc;
+            }
+        }
+        // (T X T^T)[i][j] = sum over k of T[i][k] (X T^T)[k][j].
+        let mut y = [[L::zero(); R]; R];
+        for i in 0..R {
+            for j in 0..R {
+                let mut acc = L::zero();
+                for k in 0..PATCH {
+                    if t[i][k] != 0.0 {
+                        acc = xt[k][j].mul_add(t[i][k], acc);
+                    }
+                }
+                y[i][j] = acc;
+            }
+        }
+        y
+    }
+}
+
+/// One tile row transformed, `V = B^T d B` per tile (`rows`: the 6 padded input rows
+/// under it, tile t's patch at columns 4t..4t + 6), into `v` at `at`.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: Strided, simd: bool) {
     #[cfg(target_arch = "x86_64")]
     if simd {
-        // SAFETY: the CPU has AVX2 (`simd`); the rows are padded rows (16 floats past the last
-        // patch) and `v` has the slack `Strided` says.
+        // SAFETY: the CPU has AVX2 (`simd`); the rows are padded rows (the columns of
+        // whole vectors of tiles and 8 more) and `v` has the slack `Strided` says.
         return unsafe { avx2::transform_input(rows, v, at) };
     }
     for t in 0..at.len {
-        let d = |k: usize, l: usize| rows[k][TILE * t + l];
-        // (B^T d)_i, row by row: d0 - d2, d1 + d2, d2 - d1, d1 - d3.
-        let bt: [[f32; PATCH]; PATCH] = std::array::from_fn(|i| {
-            std::array::from_fn(|l| match i {
-                0 => d(0, l) - d(2, l),
-                1 => d(1, l) + d(2, l),
-                2 => d(2, l) - d(1, l),
-                _ => d(1, l) - d(3, l),
-            })
-        });
-        for (i, r) in bt.iter().enumerate() {
-            let values = [r[0] - r[2], r[1] + r[2], r[2] - r[1], r[1] - r[3]];
-            for (j, value) in values.into_iter().enumerate() {
-                v[at.first + (4 * i + j) * at.point + t] = value;
-            }
+        let d: [[f32; PATCH]; PATCH] = std::array::from_fn(|k| std::array::from_fn(|l| rows[k][TILE * t + l]));
+        // SAFETY: scalar arithmetic.
+        let values = unsafe { sandwich(&BT, &d) };
+        for (xi, value) in values.as_flattened().iter().enumerate() {
+            v[at.first + xi * at.point + t] = *value;
         }
     }
 }
 
-/// One tile row of one output channel, `Y = A^T M A` per tile (`m` at `at`: its 16
-/// products), through the epilogue into `out`: the tile row's (up to) two output rows, or
-/// pooled, its row of maxima (none past a last odd row).
+/// One tile row of one output channel, `Y = A^T M A` per tile (`m` at `at`: its 36
+/// products), into `rows`: `TILE` rows of `row_len` floats, tile t's outputs at columns
+/// 4t..4t + 4.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-fn transform_output(m: &[f32], at: Strided, out: &mut [f32], epilogue: &Epilogue, simd: bool) {
+fn transform_output(m: &[f32], at: Strided, rows: &mut [f32], row_len: usize, simd: bool) {
     #[cfg(target_arch = "x86_64")]
     if simd {
-        // SAFETY: the CPU has AVX2 and FMA (`simd`); `m` has the slack `Strided` says.
-        return unsafe { avx2::transform_output(m, at, out, epilogue) };
+        // SAFETY: the CPU has AVX2 and FMA (`simd`); `m` has the slack `Strided` says and
+        // each row holds whole vectors of tiles (`Plan::row_len`).
+        return unsafe { avx2::transform_output(m, at, rows, row_len) };
     }
-    let width = epilogue.width;
     for t in 0..at.len {
-        let p = |xi: usize| m[at.first + xi * at.point + t];
-        // (A^T M)_r: rows M0 + M1 + M2 and M1 - M2 - M3; then columns likewise.
-        let s: [[f32; PATCH]; TILE] = [
-            std::array::from_fn(|q| p(q) + p(4 + q) + p(8 + q)),
-            std::array::from_fn(|q| p(4 + q) - p(8 + q) - p(12 + q)),
-        ];
-        let ys = s.map(|s| [s[0] + s[1] + s[2], s[1] - s[2] - s[3]]);
-        if epilogue.pool {
-            if t < out.len() {
-                let y = |y: f32| crate::activation::scalar(epilogue.activation, y + epilogue.bias);
-                out[t] = ys.as_flattened().iter().map(|&v| y(v)).fold(f32::NEG_INFINITY, max_pool::max);
-            }
-            continue;
+        let p: [[f32; PATCH]; PATCH] =
+            std::array::from_fn(|i| std::array::from_fn(|j| m[at.first + (PATCH * i + j) * at.point + t]));
+        // SAFETY: scalar arithmetic.
+        let y = unsafe { sandwich(&AT, &p) };
+        for (r, ys) in y.iter().enumerate() {
+            rows[r * row_len + TILE * t..][..TILE].copy_from_slice(ys);
         }
-        for (r, ys) in ys.iter().enumerate() {
-            for (q, &y) in ys.iter().enumerate() {
-                let (row, col) = (r, TILE * t + q);
-                if col < width && (row + 1) * width <= out.len() {
-                    let i = row * width + col;
-                    let y = y + epilogue.bias + epilogue.residual.map_or(0.0, |res| res[i]);
-                    out[i] = crate::activation::scalar(epilogue.activation, y);
-                }
+    }
+}
+
+/// A tile row's outputs (`rows`, as [`transform_output`] wrote them) through the epilogue
+/// into `out`: its output rows, or pooled, its rows of maxima.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn finish(rows: &[f32], row_len: usize, out: &mut [f32], epilogue: &Epilogue, simd: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        // SAFETY: the CPU has AVX2 and FMA (`simd`); each row holds whole vectors of
+        // tiles, past the output's width.
+        return unsafe { avx2::finish(rows, row_len, out, epilogue) };
+    }
+    let (width, y) = (epilogue.width, |v: f32| crate::activation::scalar(epilogue.activation, v + epilogue.bias));
+    if epilogue.pool {
+        let pooled = width / 2;
+        for (r, dst) in out.chunks_exact_mut(pooled.max(1)).enumerate() {
+            let at = |i: usize, c: usize| y(rows[(2 * r + i) * row_len + c]);
+            for (c, o) in dst.iter_mut().enumerate() {
+                *o = [at(0, 2 * c), at(0, 2 * c + 1), at(1, 2 * c), at(1, 2 * c + 1)]
+                    .into_iter()
+                    .fold(f32::NEG_INFINITY, max_pool::max);
             }
+        }
+        return;
+    }
+    for (r, dst) in out.chunks_exact_mut(width.max(1)).enumerate() {
+        for (c, o) in dst.iter_mut().enumerate() {
+            let residual = epilogue.residual.map_or(0.0, |res| res[r * width + c]);
+            *o = crate::activation::scalar(epilogue.activation, rows[r * row_len + c] + epilogue.bias + residual);
         }
     }
 }
