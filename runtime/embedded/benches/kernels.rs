@@ -163,9 +163,10 @@ fn convolutions() {
     }
 }
 
-/// ResNet's 3x3 convolutions (layer1..layer4 at 224) on the GEMM, with the weight packed
-/// as the compiler packs it: as a left operand, and transposed as a right one (the
-/// product with positions as rows); GFLOP/s beside the time.
+/// ResNet's 3x3 convolutions (layer1..layer4 at 224) with the weight as the compiler
+/// prepares it: packed as the windows' GEMM's left operand, transposed as a right one (the
+/// product with positions as rows), and Winograd-transformed (whose GFLOP/s count the
+/// direct computation); GFLOP/s beside the time.
 fn gemm_convolutions() {
     for (channels, hw) in [(64, 56), (128, 28), (256, 14), (512, 7)] {
         for form in [WeightForm::Panels, WeightForm::ColumnPanels, WeightForm::Winograd] {
@@ -176,6 +177,21 @@ fn gemm_convolutions() {
                 ..geometry(channels, hw, 3, 1, 1, false)
             };
             packed_convolution(&g, &format!("conv 3x3 {channels} x {hw}x{hw} + bias + relu, {form:?}"));
+        }
+    }
+    // bench_convnet's layers: 4 images, batch norm, ReLU and the 2x2 max pool fused.
+    for (channels, hw) in [(32, 32), (64, 16), (128, 8)] {
+        for form in [WeightForm::Panels, WeightForm::Winograd] {
+            let g = Conv2d {
+                batch: 4,
+                out_channels: 2 * channels,
+                has_bias: true,
+                activation: Activation::Relu,
+                pool: true,
+                weight: form,
+                ..geometry(channels, hw, 3, 1, 1, false)
+            };
+            packed_convolution(&g, &format!("conv 3x3 {channels} -> {} x 4x{hw}x{hw} + relu + pool, {form:?}", 2 * channels));
         }
     }
     // DenseNet-121's growth convolutions of its last block: 128 -> 32 at 7x7.
@@ -228,7 +244,7 @@ fn packed_convolution(g: &Conv2d, name: &str) {
     let (x_len, _, out_len) = g.lens().unwrap();
     let (x, bias, mut out) = (values(x_len), values(out_channels), vec![0f32; out_len]);
     let t = median(|| convolve(g, &mut out, &x, &weight, &bias, &mut []));
-    let flops = 2.0 * (out_channels * depth * g.positions()) as f64;
+    let flops = 2.0 * (g.batch * out_channels * depth * g.positions()) as f64;
     println!("{name:<52} {:>10.1} us {:>7.1} GFLOP/s", t.as_secs_f64() * 1e6, flops / t.as_secs_f64() / 1e9);
 }
 
