@@ -191,7 +191,10 @@ fn gemm_convolutions() {
                 weight: form,
                 ..geometry(channels, hw, 3, 1, 1, false)
             };
-            packed_convolution(&g, &format!("conv 3x3 {channels} -> {} x 4x{hw}x{hw} + relu + pool, {form:?}", 2 * channels));
+            packed_convolution(
+                &g,
+                &format!("conv 3x3 {channels} -> {} x 4x{hw}x{hw} + relu + pool, {form:?}", 2 * channels),
+            );
         }
     }
     // DenseNet-121's growth convolutions of its last block: 128 -> 32 at 7x7.

@@ -344,33 +344,39 @@ pub(super) unsafe fn sandwich<L: Lanes, const R: usize>(t: &[[f32; PATCH]; R], x
     // features, where every vector operation is a call.)
     // SAFETY (all): the caller's.
     unsafe {
-        // (X T^T)[k][j] = sum over l of X[k][l] T[j][l].
-        let mut xt = [[L::zero(); R]; PATCH];
-        for k in 0..PATCH {
-            for j in 0..R {
-                let mut acc = L::zero();
-                for l in 0..PATCH {
-                    if t[j][l] != 0.0 {
-                        acc = x[k][l].mul_add(t[j][l], acc);
-                    }
-                }
-                xt[k][j] = acc;
+        // X T^T, held transposed: xt[j][k] = (X T^T)[k][j].
+        let mut xt = [[L::zero(); PATCH]; R];
+        for j in 0..R {
+            for k in 0..PATCH {
+                xt[j][k] = combine(&t[j], &x[k]);
             }
         }
         // (T X T^T)[i][j] = sum over k of T[i][k] (X T^T)[k][j].
         let mut y = [[L::zero(); R]; R];
         for i in 0..R {
             for j in 0..R {
-                let mut acc = L::zero();
-                for k in 0..PATCH {
-                    if t[i][k] != 0.0 {
-                        acc = xt[k][j].mul_add(t[i][k], acc);
-                    }
-                }
-                y[i][j] = acc;
+                y[i][j] = combine(&t[i], &xt[j]);
             }
         }
         y
+    }
+}
+
+/// `sum over l of t[l] x[l]`, `t`'s zeros skipped.
+///
+/// # Safety
+/// As [`sandwich`].
+#[inline(always)]
+unsafe fn combine<L: Lanes>(t: &[f32; PATCH], x: &[L; PATCH]) -> L {
+    // SAFETY (all): the caller's.
+    unsafe {
+        let mut acc = L::zero();
+        for l in 0..PATCH {
+            if t[l] != 0.0 {
+                acc = x[l].mul_add(t[l], acc);
+            }
+        }
+        acc
     }
 }
 
