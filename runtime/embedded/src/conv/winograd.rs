@@ -39,7 +39,7 @@ const BLOCK_TILES: usize = 32;
 const SLACK: usize = 8;
 
 /// The distance between two points' matrices in V or M: `len` floats plus a cache line,
-/// and never a multiple of 4 KiB, so that the 16 streams a transform reads or writes
+/// and never a multiple of 4 KiB, so that the 36 streams a transform reads or writes
 /// (one per point) do not all map to the same L1 sets.
 fn point_stride(len: usize) -> usize {
     let stride = len + 16;
@@ -63,7 +63,7 @@ pub fn run(
 ) {
     let plan = Plan::new(g, threads);
     let spare = Handle::current();
-    let input = Padded::new(g, plan.tiles, x, spare);
+    let input = Padded::new(g, &plan, x, spare);
     let next = AtomicUsize::new(0);
     let out = SharedOut::new(out);
     let job = Job { g, plan: &plan, input: &input, weight, bias, residual, simd: simd() };
@@ -93,8 +93,10 @@ pub(super) struct Padded {
 }
 
 impl Padded {
-    fn new(g: &Conv2d, tiles: [usize; 2], x: &[f32], spare: Handle) -> Padded {
-        let (rows, width) = (TILE * tiles[0] + 2, TILE * tiles[1].next_multiple_of(8) + 8);
+    fn new(g: &Conv2d, plan: &Plan, x: &[f32], spare: Handle) -> Padded {
+        // A tile row's whole vectors of tiles, and the 4 columns of its last patch and
+        // of the next vector's second load past them.
+        let (rows, width) = (TILE * plan.tiles[0] + 2, plan.row_len() + 8);
         let plane = rows * width;
         let mut data = spare.take(g.batch * g.channels * plane);
         let (h, w) = (g.height, g.width);

@@ -158,23 +158,17 @@ pub(super) unsafe fn finish(rows: &[f32], row_len: usize, out: &mut [f32], epilo
     if epilogue.pool {
         let pooled = width / 2;
         assert!(out.len() <= TILE / 2 * pooled);
-        for (r, dst) in out.chunks_exact_mut(pooled.max(1)).enumerate() {
-            let (upper, lower) = (2 * r * row_len, (2 * r + 1) * row_len);
+        for r in 0..out.len() / pooled.max(1) {
+            let (upper, lower, dst) = (2 * r * row_len, (2 * r + 1) * row_len, r * pooled);
             let mut c = 0;
             while c < pooled {
                 // SAFETY: AVX2 arithmetic; columns 2c..2c + 16 of both rows (above); the
-                // store writes dst[c..] up to its end.
+                // store writes output row r from column c up to its end.
                 unsafe {
                     let left = y(upper + 2 * c).max_nan(y(lower + 2 * c));
                     let right = y(upper + 2 * c + 8).max_nan(y(lower + 2 * c + 8));
                     let (even, odd) = __m256::even_odd(left, right);
-                    let v = even.max_nan(odd);
-                    let n = pooled - c;
-                    if n >= 8 {
-                        v.store(dst.as_mut_ptr().add(c))
-                    } else {
-                        v.store_first(dst.as_mut_ptr().add(c), n)
-                    }
+                    even.max_nan(odd).store_up_to(out.as_mut_ptr().add(dst + c), pooled - c);
                 }
                 c += 8;
             }
@@ -182,24 +176,18 @@ pub(super) unsafe fn finish(rows: &[f32], row_len: usize, out: &mut [f32], epilo
         return;
     }
     assert!(out.len() <= TILE * width);
-    for (r, dst) in out.chunks_exact_mut(width.max(1)).enumerate() {
+    for r in 0..out.len() / width.max(1) {
         let mut c = 0;
         while c < width {
-            let n = width - c;
+            let (n, at) = (width - c, r * width + c);
             // SAFETY: AVX2 arithmetic; columns c..c + 8 of row r (above); the residual's
             // and the output's accesses stop at the row's end.
             unsafe {
                 let mut v = _mm256_add_ps(_mm256_loadu_ps(rows.as_ptr().add(r * row_len + c)), bias);
                 if let Some(res) = epilogue.residual {
-                    let res = res.as_ptr().add(r * width + c);
-                    v = _mm256_add_ps(v, if n >= 8 { __m256::load(res) } else { __m256::load_first(res, n, 0.0) });
+                    v = _mm256_add_ps(v, __m256::load_up_to(res.as_ptr().add(at), n, 0.0));
                 }
-                v = crate::activation::lanes(v, epilogue.activation);
-                if n >= 8 {
-                    v.store(dst.as_mut_ptr().add(c))
-                } else {
-                    v.store_first(dst.as_mut_ptr().add(c), n)
-                }
+                crate::activation::lanes(v, epilogue.activation).store_up_to(out.as_mut_ptr().add(at), n);
             }
             c += 8;
         }
