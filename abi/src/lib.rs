@@ -277,7 +277,7 @@ pub mod internal_symbols {
     /// they live in a file: the manifest's `weights.external`).
     pub const WEIGHTS: &str = "__aotc_weights";
     /// `void __aotc_softmax_f32(float *out, const float *x, int64_t rows, int64_t len,
-    /// int64_t log)`: (log-)softmax of each contiguous row.
+    /// int64_t mode)`: softmax of each contiguous row, in one of `crate::softmax`'s modes.
     pub const SOFTMAX: &str = "__aotc_softmax_f32";
     /// `void __aotc_layer_norm_f32(float *out, const float *x, const float *weight, const
     /// float *bias, int64_t rows, int64_t len, int64_t has_weight, int64_t has_bias,
@@ -309,6 +309,17 @@ pub mod nonzero {
 /// slice of a batch, say), and block `o` of `out` is block `o` of every part, in order.
 pub mod concat {
     pub const SYMBOL: &str = "__aotc_concat";
+}
+
+/// The modes of `internal_symbols::SOFTMAX`, its last argument.
+pub mod softmax {
+    /// `exp(x - max) / sum`.
+    pub const SOFTMAX: i64 = 0;
+    /// `x - max - log(sum)`.
+    pub const LOG_SOFTMAX: i64 = 1;
+    /// As [`SOFTMAX`], but a row of nothing but -inf gives zeros, not NaN: torch's
+    /// `_safe_softmax` (attention's, where a mask may hide every position of a row).
+    pub const SAFE_SOFTMAX: i64 = 2;
 }
 
 /// `void __aotc_fft(float *out, const float *in, int64_t in_offset, int64_t kind,

@@ -15,6 +15,7 @@ mod control_flow;
 mod functionalize;
 mod loops;
 mod origin;
+mod recognize;
 mod signature;
 mod symbols;
 pub mod tensor;
@@ -103,6 +104,8 @@ pub struct Lowerer<'s> {
     /// The subgraphs being lowered (a branch of a cond, a map body), innermost last: their
     /// names and recorded metadata shadow the main graph's (see control_flow.rs).
     scopes: Vec<std::rc::Rc<schema::Graph>>,
+    /// Decomposed operators of the main graph lowered whole (see recognize.rs).
+    recognized: recognize::Recognized,
 }
 
 /// The device a program is lowered for. For `Cuda`, lowering never chooses a call into
@@ -175,8 +178,10 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
         target,
         aliases: functionalize::Aliases::new(graph),
         scopes: vec![],
+        recognized: Default::default(),
     };
     lw.users = count_users(graph);
+    lw.recognized = recognize::recognize(graph, &lw.users);
     lw.bind_range_constraints()?;
     let sig = &src.program.graph_module.signature;
     let (inputs, mut buffers) = lw.lower_inputs(sig)?;
@@ -229,7 +234,7 @@ impl Lowerer<'_> {
     /// inside a subgraph, where in-place operators are refused: torch.export leaves none
     /// in the branches and bodies of control flow).
     fn lower_node(&mut self, at: Option<usize>, node: &schema::Node) -> Result<()> {
-        if is_bookkeeping(&node.target) {
+        if is_bookkeeping(&node.target) || at.is_some_and(|at| self.recognized.is_absorbed(at)) {
             return Ok(());
         }
         let name = node.name.clone().unwrap_or_else(|| output_names(node).join(","));
@@ -244,7 +249,10 @@ impl Lowerer<'_> {
         if asserts::is_assert(&node.target) {
             return self.lower_assert(node).map_err(err);
         }
-        let results = if control_flow::is_control_flow(&node.target) {
+        let recognized = at.and_then(|at| self.recognized.safe_softmax(at)).cloned();
+        let results = if let Some(softmax) = recognized {
+            recognize::lower_safe_softmax(self, &softmax, &name).map_err(err)?
+        } else if control_flow::is_control_flow(&node.target) {
             self.lower_control_flow(node)?
         } else {
             let (op, lower_fn) = aten::registry::lookup(&node.target).expect("checked by check_supported");

@@ -3,7 +3,8 @@
 //!
 //! Prints each kernel's median time per call over several runs, through the entry points
 //! the generated code calls (so on the widest vector set this CPU runs);
-//! `AOTC_KERNELS=rows|stems|fire|planes|gemm|pointwise` runs one group (planes: depthwise and max pool). Outside a loaded
+//! `AOTC_KERNELS=rows|stems|fire|planes|gemm|pointwise` runs one group (planes: depthwise and max pool), and
+//! `AOTC_KERNEL_ROW=text` only the packed convolutions whose name holds `text` (one row under `perf record`). Outside a loaded
 //! library the calls run on the calling thread alone. On a busy machine compare the rows
 //! of runs made alike, not single runs.
 
@@ -234,6 +235,9 @@ fn stem_convolutions() {
 /// Times one call of the convolution `g` (one group, no residual) with its weight packed
 /// as the compiler packs it for `g.weight`, and reports it as `name` with its GFLOP/s.
 fn packed_convolution(g: &Conv2d, name: &str) {
+    if std::env::var("AOTC_KERNEL_ROW").is_ok_and(|row| !name.contains(&row)) {
+        return;
+    }
     use aotc_abi::gemm::{pack, MR, NR};
     let (depth, out_channels) = (g.depth(), g.out_channels);
     let rows = values(out_channels * depth);

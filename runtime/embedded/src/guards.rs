@@ -117,6 +117,8 @@ mod tests {
             refused("__aotc_fft");
             crate::rows::__aotc_softmax_f32(o, p, i64::MAX, 4, 0);
             refused("__aotc_softmax_f32");
+            crate::rows::__aotc_softmax_f32(o, p, 1, 4, 9);
+            refused("__aotc_softmax_f32");
             crate::rows::__aotc_layer_norm_f32(o, p, p, p, -1, 4, 0, 0, 0);
             refused("__aotc_layer_norm_f32");
             crate::gelu::__aotc_gelu_f32(o, p, -4);

@@ -9,6 +9,7 @@
 use crate::guards::refuse_extern_call;
 use crate::isa::Isa;
 use crate::pool::for_items;
+use aotc_abi::softmax;
 
 /// `rows`, `len` and their product as sizes, or None when one is negative or the product
 /// overflows: arguments that describe no tensor.
@@ -17,34 +18,56 @@ fn row_counts(rows: i64, len: i64) -> Option<(usize, usize, usize)> {
     Some((rows, len, rows.checked_mul(len)?))
 }
 
-/// `out[r] = softmax(x[r])` (or `log_softmax` when `log != 0`) for `rows` rows of `len`:
-/// `exp(x - max) / sum`, a row holding NaN gives NaN throughout, as in torch.
+/// `out[r] = softmax(x[r])` for `rows` rows of `len`: `exp(x - max) / sum`, a row holding
+/// NaN gives NaN throughout, as in torch. `mode` is one of `aotc_abi::softmax`'s: the
+/// log-softmax instead, or the safe softmax, whose rows of nothing but -inf give zeros.
 ///
 /// # Safety
 /// `x` and `out` hold `rows * len` floats each and do not overlap.
 #[no_mangle]
-pub unsafe extern "C" fn __aotc_softmax_f32(out: *mut f32, x: *const f32, rows: i64, len: i64, log: i64) {
+pub unsafe extern "C" fn __aotc_softmax_f32(out: *mut f32, x: *const f32, rows: i64, len: i64, mode: i64) {
     let Some((rows, len, total)) = row_counts(rows, len) else { return refuse_extern_call("__aotc_softmax_f32") };
+    if ![softmax::SOFTMAX, softmax::LOG_SOFTMAX, softmax::SAFE_SOFTMAX].contains(&mode) {
+        return refuse_extern_call("__aotc_softmax_f32");
+    }
     if total == 0 {
         return;
     }
     // SAFETY: the caller's contract.
     let (x, out) = unsafe { (std::slice::from_raw_parts(x, total), std::slice::from_raw_parts_mut(out, total)) };
+    let log = mode == softmax::LOG_SOFTMAX;
     // Short rows (attention over a few positions) go 8 rows at a time, one per lane: one
     // row at a time their vectors are partly padding and their max and sum end in
     // horizontal reductions; scalar code is slower still (on 64 rows of 8 or 16, the
     // 8-row code measured 4.5 to 5.5 times faster).
     let isa = Isa::best();
     for_items(out, rows, len, total * 8, &|begin, end, part| {
+        let x = &x[begin * len..end * len];
         #[cfg(target_arch = "x86_64")]
         if len <= SHORT_ROW && isa >= Isa::Avx2 {
             // SAFETY: the CPU has AVX2 and FMA.
-            return unsafe { avx2::softmax_short_rows(&x[begin * len..end * len], part, len, log != 0) };
+            unsafe { avx2::softmax_short_rows(x, part, len, log) };
+        } else {
+            softmax_each_row(x, part, len, log, isa);
         }
-        for (r, row) in (begin..end).zip(part.chunks_exact_mut(len)) {
-            softmax_row(&x[r * len..][..len], row, log != 0, isa);
+        #[cfg(not(target_arch = "x86_64"))]
+        softmax_each_row(x, part, len, log, isa);
+        if mode == softmax::SAFE_SOFTMAX {
+            // A row that is not all -inf almost always says so at its first value.
+            for (x, out) in x.chunks_exact(len).zip(part.chunks_exact_mut(len)) {
+                if x.iter().all(|&v| v == f32::NEG_INFINITY) {
+                    out.fill(0.0);
+                }
+            }
         }
     });
+}
+
+/// [`softmax_row`] on each row of `len` of `x`, into `out`.
+fn softmax_each_row(x: &[f32], out: &mut [f32], len: usize, log: bool, isa: Isa) {
+    for (x, out) in x.chunks_exact(len).zip(out.chunks_exact_mut(len)) {
+        softmax_row(x, out, log, isa);
+    }
 }
 
 /// The longest row that softmax takes 8 rows at a time (one per lane) rather than one row
@@ -204,6 +227,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The safe softmax: a row of nothing but -inf gives zeros (plain softmax: NaN, as
+    /// torch); every other row, one with -inf and a NaN among them, what softmax gives;
+    /// long and short rows, 1 and 2 threads.
+    #[test]
+    fn safe_softmax_zeroes_only_rows_of_nothing_but_minus_infinity() {
+        let user = PoolUser::acquire(2);
+        for (rows, len) in [(300, 37), (300, 7), (9, 1)] {
+            let mut x = values(rows * len);
+            let masked = [0, 5, rows - 1];
+            for &r in &masked {
+                x[r * len..][..len].fill(f32::NEG_INFINITY);
+            }
+            // All -inf but one NaN; all -inf but the last value.
+            x[2 * len..][..len].fill(f32::NEG_INFINITY);
+            x[2 * len] = f32::NAN;
+            x[3 * len..][..len - 1].fill(f32::NEG_INFINITY);
+            for threads in [1, 2] {
+                let call = |mode| {
+                    let mut out = vec![7f32; rows * len];
+                    // SAFETY: both hold rows * len floats.
+                    with_threads(threads, || unsafe {
+                        __aotc_softmax_f32(out.as_mut_ptr(), x.as_ptr(), rows as i64, len as i64, mode)
+                    });
+                    out
+                };
+                let (plain, safe) = (call(softmax::SOFTMAX), call(softmax::SAFE_SOFTMAX));
+                for r in 0..rows {
+                    let (plain, safe) = (&plain[r * len..][..len], &safe[r * len..][..len]);
+                    if masked.contains(&r) {
+                        assert!(plain.iter().all(|v| v.is_nan()), "len {len} row {r}: softmax of all -inf is NaN");
+                        assert!(safe.iter().all(|&v| v == 0.0), "len {len} row {r}: safe softmax of all -inf is 0");
+                    } else {
+                        let bits = |row: &[f32]| row.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(safe), bits(plain), "len {len} row {r}: as softmax");
+                    }
+                }
+                assert!(safe[2 * len..][..len].iter().all(|v| v.is_nan()), "a NaN keeps its row NaN");
+            }
+        }
+        drop(user);
     }
 
     /// Rows of every short length, row counts around multiples of 8, and in each of the

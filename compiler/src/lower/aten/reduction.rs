@@ -9,6 +9,7 @@ use crate::lower::args::Args;
 use crate::lower::tensor::{norm_dim, vars, TensorValue};
 use crate::lower::Lowerer;
 use aotc_abi::manifest::GuardOp;
+use aotc_abi::softmax as softmax_mode;
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 
@@ -274,19 +275,21 @@ fn logical(lw: &mut Lowerer, a: &Args, op: ReduceOp) -> R {
 fn softmax(lw: &mut Lowerer, a: &Args, log: bool) -> R {
     let x = a.tensor(lw, "self")?;
     let dim = norm_dim(a.int("dim")?, x.rank())?;
-    Ok(vec![softmax_of(lw, &x, dim, log, &a.node_name())?])
+    let mode = if log { softmax_mode::LOG_SOFTMAX } else { softmax_mode::SOFTMAX };
+    Ok(vec![softmax_of(lw, &x, dim, mode, &a.node_name())?])
 }
 
-/// (Log-)softmax of `x` along `dim`, in `x`'s floating dtype (float32 for integers).
+/// Softmax of `x` along `dim` in one of `aotc_abi::softmax`'s modes (softmax, log-softmax,
+/// safe softmax), in `x`'s floating dtype (float32 for integers).
 pub(crate) fn softmax_of(
     lw: &mut Lowerer,
     x: &TensorValue,
     dim: usize,
-    log: bool,
+    mode: i64,
     name: &str,
 ) -> Result<TensorValue, String> {
     let d = float_of(x.dtype);
-    if let Some(out) = rows::softmax(lw, x, dim, log, name) {
+    if let Some(out) = rows::softmax(lw, x, dim, mode, name) {
         return Ok(out);
     }
     let m = reduce(lw, x, &[dim], true, ReduceOp::Max, d, &format!("{name}.max"));
@@ -296,12 +299,21 @@ pub(crate) fn softmax_of(
     let e = TensorValue::lazy(d, x.sizes.clone(), unary(Prim::Exp, shifted.clone()));
     let s = reduce(lw, &e, &[dim], true, ReduceOp::Sum, d, &format!("{name}.sum"));
     let sum = s.expand(&x.sizes)?.load(&idx);
-    let body = if log {
+    let body = if mode == softmax_mode::LOG_SOFTMAX {
         binary(Prim::Sub, shifted, unary(Prim::Log, sum))
     } else {
         binary(Prim::Div, unary(Prim::Exp, shifted), sum)
     };
-    Ok(TensorValue::lazy(d, x.sizes.clone(), body))
+    if mode != softmax_mode::SAFE_SOFTMAX {
+        return Ok(TensorValue::lazy(d, x.sizes.clone(), body));
+    }
+    // Zero where the row holds nothing but -inf: where no value is above it.
+    let minus_infinity = expr::constant(Scalar::F(f64::NEG_INFINITY), d);
+    let live = binary(Prim::Ne, cast(x.load(&idx), d), minus_infinity);
+    let live = TensorValue::lazy(DType::Bool, x.sizes.clone(), live);
+    let any_live = reduce(lw, &live, &[dim], true, ReduceOp::Max, DType::Bool, &format!("{name}.live"));
+    let keep = any_live.expand(&x.sizes)?.load(&idx);
+    Ok(TensorValue::lazy(d, x.sizes.clone(), expr::select(keep, body, expr::constant(Scalar::F(0.0), d))))
 }
 
 /// (out, mean, rstd) over the trailing `normalized_shape` dims:

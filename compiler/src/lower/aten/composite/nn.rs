@@ -315,7 +315,8 @@ fn softmax(lw: &mut Lowerer, a: &Args, log: bool) -> R {
         None => x,
     };
     let dim = norm_dim(a.int("dim")?, x.rank())?;
-    Ok(vec![reduction::softmax_of(lw, &x, dim, log, &a.node_name())?])
+    let mode = if log { aotc_abi::softmax::LOG_SOFTMAX } else { aotc_abi::softmax::SOFTMAX };
+    Ok(vec![reduction::softmax_of(lw, &x, dim, mode, &a.node_name())?])
 }
 
 /// max_pool{2,3}d: the pool with indices, whose indices nothing reads (the native pool).
@@ -433,7 +434,8 @@ fn attention(lw: &mut Lowerer, a: &Args) -> R {
     let score_sizes: Vec<SymExpr> = batch.iter().cloned().chain([l.clone(), k3.sizes[1].clone()]).collect();
     let scores = lw.reshape(&scores, &score_sizes, &format!("{name}.scores"));
     let masked = masked_scores(&scores, mask.as_ref(), a.bool_or("is_causal", false)?)?;
-    let weights = reduction::softmax_of(lw, &masked, rank - 1, false, &format!("{name}.weights"))?;
+    let weights =
+        reduction::softmax_of(lw, &masked, rank - 1, aotc_abi::softmax::SAFE_SOFTMAX, &format!("{name}.weights"))?;
     let weights =
         lw.reshape(&weights, &q3.sizes[..2].iter().cloned().chain([k3.sizes[1].clone()]).collect::<Vec<_>>(), &name);
     let out = linalg::emit(lw, &name, &weights, &v3, None, 1.0)?;

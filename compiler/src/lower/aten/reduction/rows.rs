@@ -17,20 +17,16 @@ fn rows(x: &TensorValue, first: usize) -> (SymExpr, SymExpr) {
     (SymExpr::product(x.sizes[..first].iter()), SymExpr::product(x.sizes[first..].iter()))
 }
 
-/// Softmax (or log-softmax) of `x` along its last dimension `dim`.
-pub fn softmax(lw: &mut Lowerer, x: &TensorValue, dim: usize, log: bool, name: &str) -> Option<TensorValue> {
+/// Softmax of `x` along its last dimension `dim`, in `aotc_abi::softmax` mode `mode`.
+pub fn softmax(lw: &mut Lowerer, x: &TensorValue, dim: usize, mode: i64, name: &str) -> Option<TensorValue> {
     if !lw.native_calls() || x.dtype != DType::F32 || x.complex || dim + 1 != x.rank() {
         return None;
     }
     let input = lw.contiguous(x, &format!("{name}.input"));
     let out = lw.prog.add_buffer(name, DType::F32, x.sizes.clone(), BufKind::Scratch);
     let (rows, len) = rows(x, dim);
-    let args = vec![
-        ExternArg::Buf(input),
-        ExternArg::Size(rows),
-        ExternArg::Size(len),
-        ExternArg::Size(SymExpr::Int(log as i64)),
-    ];
+    let args =
+        vec![ExternArg::Buf(input), ExternArg::Size(rows), ExternArg::Size(len), ExternArg::Size(SymExpr::Int(mode))];
     lw.prog.kernels.push(Kernel::Extern(Box::new(ExternCall { name: SOFTMAX, out, args, flops: SymExpr::Int(0) })));
     Some(TensorValue::view_of(out, DType::F32, x.sizes.clone()))
 }

@@ -1,0 +1,31 @@
+//! Decomposed operators lowered whole (`lower::recognize`), on masked_attention (made by
+//! tests/fixtures/make_masked_attention.py): each of its two attentions' `_safe_softmax`
+//! decompositions (eq, logical_not, any, logical_not, full_like, where around a softmax)
+//! becomes one safe softmax call with no reduction beside it, while the plain softmax
+//! over a row of -inf stays a plain one (NaN, as torch). The library still gives
+//! PyTorch's results, zeros for the rows a mask hides completely.
+
+use aotc::ir::{ExternArg, Kernel};
+use aotc_abi::internal_symbols::SOFTMAX;
+use aotc_abi::softmax::{SAFE_SOFTMAX, SOFTMAX as PLAIN};
+use aotc_tests::{check_fixture, fixture};
+
+#[test]
+fn safe_softmax_decompositions_become_one_call_each() {
+    let dir = fixture("masked_attention");
+    let (_src, lowered) = aotc::lower_file(&dir.join("model.pt2"), &Default::default()).expect("lower");
+    let kernels = &lowered.program.kernels;
+    let modes: Vec<i64> = kernels
+        .iter()
+        .filter_map(|k| match k {
+            Kernel::Extern(call) if call.name == SOFTMAX => match call.args.last() {
+                Some(ExternArg::Size(mode)) => mode.as_int(),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(modes, [SAFE_SOFTMAX, SAFE_SOFTMAX, PLAIN]);
+    assert!(!kernels.iter().any(|k| matches!(k, Kernel::Reduction { .. })), "no reduction is left");
+    check_fixture("masked_attention");
+}
