@@ -198,10 +198,12 @@ fn gemm_convolutions() {
             );
         }
     }
-    // DenseNet-121's growth convolutions of its last block: 128 -> 32 at 7x7.
-    for form in [WeightForm::Panels, WeightForm::ColumnPanels] {
-        let g = Conv2d { out_channels: 32, weight: form, ..geometry(128, 7, 3, 1, 1, false) };
-        packed_convolution(&g, &format!("conv 3x3 128 -> 32 x 7x7, {form:?}"));
+    // DenseNet-121's growth convolutions of its last two blocks: 128 -> 32 at 14x14 and 7x7.
+    for hw in [14, 7] {
+        for form in [WeightForm::Panels, WeightForm::ColumnPanels, WeightForm::Winograd] {
+            let g = Conv2d { out_channels: 32, weight: form, ..geometry(128, hw, 3, 1, 1, false) };
+            packed_convolution(&g, &format!("conv 3x3 128 -> 32 x {hw}x{hw}, {form:?}"));
+        }
     }
 }
 
