@@ -104,8 +104,12 @@ pub struct Lowerer<'s> {
     /// The subgraphs being lowered (a branch of a cond, a map body), innermost last: their
     /// names and recorded metadata shadow the main graph's (see control_flow.rs).
     scopes: Vec<std::rc::Rc<schema::Graph>>,
-    /// Decomposed operators of the main graph lowered whole (see recognize.rs).
+    /// Decomposed operators of the main graph lowered whole (see recognize.rs); the
+    /// `prog.nodes` of the inner nodes met so far, by the node that computes them; and
+    /// those the current node computes (see origin.rs).
     recognized: recognize::Recognized,
+    absorbed_nodes: HashMap<usize, Vec<usize>>,
+    inner_nodes: Vec<usize>,
 }
 
 /// The device a program is lowered for. For `Cuda`, lowering never chooses a call into
@@ -179,6 +183,8 @@ pub fn lower(src: &Source, target: Target) -> Result<Lowered> {
         aliases: functionalize::Aliases::new(graph),
         scopes: vec![],
         recognized: Default::default(),
+        absorbed_nodes: HashMap::new(),
+        inner_nodes: vec![],
     };
     lw.users = count_users(graph);
     lw.recognized = recognize::recognize(graph, &lw.users);
@@ -234,13 +240,21 @@ impl Lowerer<'_> {
     /// inside a subgraph, where in-place operators are refused: torch.export leaves none
     /// in the branches and bodies of control flow).
     fn lower_node(&mut self, at: Option<usize>, node: &schema::Node) -> Result<()> {
-        if is_bookkeeping(&node.target) || at.is_some_and(|at| self.recognized.is_absorbed(at)) {
+        if is_bookkeeping(&node.target) {
             return Ok(());
         }
         let name = node.name.clone().unwrap_or_else(|| output_names(node).join(","));
         self.node_desc = format!("node '{name}' ({})", node.target);
         CURRENT_NODE.with(|c| *c.borrow_mut() = Some(self.node_desc.clone()));
         self.begin_node(Some(origin::graph_node(node, &name)));
+        if let Some(owner) = at.and_then(|at| self.recognized.absorbed_by(at)) {
+            // Computed by `owner`'s lowering, whose kernels will name it.
+            self.absorbed_nodes.entry(owner).or_default().extend(self.node);
+            return Ok(());
+        }
+        if let Some(inner) = at.and_then(|at| self.absorbed_nodes.remove(&at)) {
+            self.inner_nodes = inner;
+        }
         let err = |message: String| Error::Lower { node: name.clone(), target: node.target.clone(), message };
         if let Some(functional) = functionalize::functional(node) {
             let at = at.ok_or_else(|| err("an in-place operator inside a control-flow subgraph".into()))?;

@@ -6,7 +6,8 @@
 //! from such loads is then the union of those it contains, found by a walk that stops at
 //! them. A kernel holds the nodes of its body plus the node it was made for, a lazy result
 //! those of its body plus its node: exactly the bodies fused, never a value the lowering
-//! read but realized first. A GEMM or a library call holds no body: only its node.
+//! read but realized first. A GEMM or a library call holds no body: only its node. A node
+//! that computes a recognized subgraph (`recognize.rs`) counts its inner nodes as its own.
 //!
 //! A constant folded through a cast is a new expression: the node that made it (a
 //! `full`, a `scalar_tensor`) computes nothing at run time and is not named.
@@ -71,6 +72,7 @@ impl Lowerer<'_> {
     /// which belong to no node). Kernels the previous node made get their nodes first.
     pub(super) fn begin_node(&mut self, node: Option<GraphNode>) {
         self.stamp_kernels();
+        self.inner_nodes.clear();
         LOADED.with(|l| l.borrow_mut().clear());
         self.node = node.map(|n| {
             self.prog.nodes.push(n);
@@ -90,7 +92,7 @@ impl Lowerer<'_> {
     pub(super) fn stamp_kernels(&mut self) {
         for k in self.prog.kernel_nodes.len()..self.prog.kernels.len() {
             let nodes = match &self.prog.kernels[k] {
-                Kernel::Matmul(_) | Kernel::Extern(_) => self.node.into_iter().collect(),
+                Kernel::Matmul(_) | Kernel::Extern(_) => self.with_node(&Origin::default()).to_vec(),
                 Kernel::Pointwise { body, .. } | Kernel::Reduction { body, .. } => {
                     self.with_node(&of_body(body)).to_vec()
                 }
@@ -110,15 +112,19 @@ impl Lowerer<'_> {
         }
     }
 
+    /// `origin` and the current node, with the inner nodes it computes (recognize.rs).
     fn with_node(&self, origin: &Origin) -> Origin {
-        match self.node {
-            Some(n) if !origin.contains(&n) => {
-                let mut nodes = origin.to_vec();
-                nodes.insert(nodes.partition_point(|&m| m < n), n);
-                nodes.into()
-            }
-            _ => origin.clone(),
+        let mut current = self.node.iter().chain(&self.inner_nodes);
+        if current.all(|n| origin.contains(n)) {
+            return origin.clone();
         }
+        let mut nodes = origin.to_vec();
+        for &n in self.node.iter().chain(&self.inner_nodes) {
+            if let Err(at) = nodes.binary_search(&n) {
+                nodes.insert(at, n);
+            }
+        }
+        nodes.into()
     }
 }
 

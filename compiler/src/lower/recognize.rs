@@ -10,20 +10,22 @@
 //!   reduction and the where took 12 ms of 220 per call, the one call 2.)
 //!
 //! A subgraph is recognized only when none of its inner values is read elsewhere, so
-//! that skipping the nodes that compute them loses nothing.
+//! that skipping the nodes that compute them loses nothing. The kernels of the node that
+//! ends it name the inner nodes too (`origin.rs`), as profiles name every node.
 
 use super::aten::reduction::softmax_of;
 use super::tensor::{norm_dim, TensorValue};
 use super::Lowerer;
 use crate::frontend::schema::{Argument, Graph, Node};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// What [`recognize`] found: nodes (indices into the graph's nodes) that are lowered as
-/// something else, and nodes whose only readers are inside such subgraphs.
+/// something else, and nodes whose only readers are inside such subgraphs, each with the
+/// node that computes it (which names it in profiles).
 #[derive(Default)]
 pub struct Recognized {
     safe_softmax: HashMap<usize, SafeSoftmax>,
-    absorbed: HashSet<usize>,
+    absorbed: HashMap<usize, usize>,
 }
 
 /// A `where` node that is the safe softmax of tensor `x` along `dim` (as the graph gives
@@ -40,9 +42,10 @@ impl Recognized {
         self.safe_softmax.get(&at)
     }
 
-    /// Whether node `at` is computed by the subgraph that reads it, and is not lowered.
-    pub fn is_absorbed(&self, at: usize) -> bool {
-        self.absorbed.contains(&at)
+    /// The node that computes node `at` as part of its subgraph, when `at` is not lowered
+    /// itself.
+    pub fn absorbed_by(&self, at: usize) -> Option<usize> {
+        self.absorbed.get(&at).copied()
     }
 }
 
@@ -69,7 +72,7 @@ pub fn recognize(graph: &Graph, users: &HashMap<String, usize>) -> Recognized {
     for (at, node) in graph.nodes.iter().enumerate() {
         if let Some((softmax, inner)) = view.safe_softmax(node) {
             found.safe_softmax.insert(at, softmax);
-            found.absorbed.extend(inner);
+            found.absorbed.extend(inner.into_iter().map(|i| (i, at)));
         }
     }
     found
