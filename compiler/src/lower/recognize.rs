@@ -13,10 +13,12 @@
 //! that skipping the nodes that compute them loses nothing. The kernels of the node that
 //! ends it name the inner nodes too (`origin.rs`), as profiles name every node.
 
+use super::args::Args;
 use super::aten::reduction::softmax_of;
 use super::tensor::{norm_dim, TensorValue};
-use super::Lowerer;
+use super::{output_names, Lowerer};
 use crate::frontend::schema::{Argument, Graph, Node};
+use crate::ir::Scalar;
 use std::collections::HashMap;
 
 /// What [`recognize`] found: nodes (indices into the graph's nodes) that are lowered as
@@ -88,7 +90,7 @@ impl<'g> View<'g> {
     /// The node that computes tensor argument `name` of `node`, when it runs `target` and
     /// its value has exactly `readers` readers; with its index.
     fn input(&self, node: &Node, name: &str, target: &str, readers: usize) -> Option<(usize, &'g Node)> {
-        let tensor = tensor(node, name)?;
+        let tensor = tensor(&Args { node }, name)?;
         let at = *self.producer.get(tensor)?;
         let producer = &self.graph.nodes[at];
         (producer.target == target && self.users.get(tensor).copied() == Some(readers)).then_some((at, producer))
@@ -107,66 +109,35 @@ impl<'g> View<'g> {
         let (any_at, any) = self.input(not_any, "self", "torch.ops.aten.any.dim", 1)?;
         let (live_at, live) = self.input(any, "self", "torch.ops.aten.logical_not.default", 1)?;
         let (masked_at, masked) = self.input(live, "self", "torch.ops.aten.eq.Scalar", 1)?;
-        let x = tensor(softmax, "self")?;
+        let (softmax, zeros, any, masked) =
+            (Args { node: softmax }, Args { node: zeros }, Args { node: any }, Args { node: masked });
+        let x = tensor(&softmax, "self")?;
         let rank = self.graph.tensor_values.get(x).map_or(0, |m| m.sizes.len() as i64).max(1);
-        let same_dim = |a: i64, b: i64| a.rem_euclid(rank) == b.rem_euclid(rank);
-        let dim = int(softmax, "dim")?;
-        let zero =
-            matches!(arg(zeros, "fill_value"), Some(Argument::Int(0))) || float(zeros, "fill_value") == Some(0.0);
-        let same_dtype = |a: &str, b: &str| {
-            let dtype = |n: &str| self.graph.tensor_values.get(n).map(|m| m.dtype);
-            dtype(a).is_some() && dtype(a) == dtype(b)
+        let dim = softmax.int("dim").ok()?;
+        let same_dim = any.int("dim").is_ok_and(|d| d.rem_euclid(rank) == dim.rem_euclid(rank));
+        let zero = matches!(zeros.scalar("fill_value"), Ok(Scalar::I(0)) | Ok(Scalar::F(0.0)));
+        let dtype = |a: &Args| match output_names(a.node).as_slice() {
+            [name] => self.graph.tensor_values.get(name).map(|m| m.dtype),
+            _ => None,
         };
-        let recognized = tensor(zeros, "self") == tensor(node, "other")
+        let recognized = tensor(&zeros, "self") == tensor(&Args { node }, "other")
             && zero
-            && same_dtype(output(zeros)?, output(softmax)?)
-            && boolean(softmax, "half_to_float") == Some(false)
-            && tensor(masked, "self") == Some(x)
-            && float(masked, "other") == Some(f64::NEG_INFINITY)
-            && same_dim(int(any, "dim")?, dim)
-            && boolean(any, "keepdim") == Some(true);
+            && dtype(&zeros).is_some_and(|d| dtype(&softmax) == Some(d))
+            && softmax.bool_or("half_to_float", false) == Ok(false)
+            && tensor(&masked, "self") == Some(x)
+            && masked.scalar("other") == Ok(Scalar::F(f64::NEG_INFINITY))
+            && same_dim
+            && any.bool_or("keepdim", false) == Ok(true);
         recognized.then(|| {
             (SafeSoftmax { x: x.to_string(), dim }, vec![softmax_at, zeros_at, not_any_at, any_at, live_at, masked_at])
         })
     }
 }
 
-fn arg<'n>(node: &'n Node, name: &str) -> Option<&'n Argument> {
-    node.inputs.iter().find(|a| a.name == name).map(|a| &a.arg)
-}
-
-fn tensor<'n>(node: &'n Node, name: &str) -> Option<&'n str> {
-    match arg(node, name)? {
+/// The name of `node`'s tensor argument `name`.
+fn tensor<'n>(node: &Args<'n>, name: &str) -> Option<&'n str> {
+    match node.get(name)? {
         Argument::Tensor(t) => Some(&t.name),
-        _ => None,
-    }
-}
-
-fn int(node: &Node, name: &str) -> Option<i64> {
-    match arg(node, name)? {
-        Argument::Int(v) => Some(*v),
-        _ => None,
-    }
-}
-
-fn boolean(node: &Node, name: &str) -> Option<bool> {
-    match arg(node, name)? {
-        Argument::Bool(v) => Some(*v),
-        _ => None,
-    }
-}
-
-fn float(node: &Node, name: &str) -> Option<f64> {
-    match arg(node, name)? {
-        Argument::Float(v) => Some(*v),
-        _ => None,
-    }
-}
-
-/// The name of `node`'s single tensor output.
-fn output(node: &Node) -> Option<&str> {
-    match node.outputs.as_slice() {
-        [Argument::Tensor(t)] => Some(&t.name),
         _ => None,
     }
 }
