@@ -403,6 +403,10 @@ pub enum Slot {
     Input(usize),
     /// Memory the instance owns: intermediates, outputs, mutated values.
     Scratch { bytes: SymExpr },
+    /// The bytes from `offset` on of scratch slot `within` (a static-size slot of the first
+    /// stage, itself no alias): a part of a concatenation, which its producer writes in
+    /// place (the compiler's `passes::concat_in_place`).
+    Alias { within: usize, offset: u64 },
 }
 
 #[cfg(test)]

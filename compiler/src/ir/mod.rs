@@ -31,6 +31,6 @@ pub use expr::{Affine, Expr, ExprKind, Scalar, E};
 pub use payload::Payload;
 pub use prims::Prim;
 pub use program::{
-    strided_elements, BufId, BufKind, Buffer, DataBinding, ExternArg, ExternCall, Kernel, LoopRegion, Matmul, Program,
-    ReduceOp, StridedRef,
+    strided_elements, BufId, BufKind, Buffer, DataBinding, ExternArg, ExternCall, Kernel, LoopRegion, Matmul,
+    Placement, Program, ReduceOp, StridedRef,
 };

@@ -296,6 +296,19 @@ pub struct Program {
     /// The program's loops (`while_loop`), each a span of the kernel list; nested ones lie
     /// inside the body of the loop around them.
     pub loops: Vec<LoopRegion>,
+    /// Scratch buffers that live inside another one rather than in memory of their own
+    /// (`passes::concat_in_place`), by buffer.
+    pub placements: std::collections::BTreeMap<BufId, Placement>,
+}
+
+/// Where a scratch buffer lives: the bytes from `offset` on of scratch buffer `within`,
+/// whose value holds it there (a part of a concatenation, written in place by its
+/// producer). `within` has memory of its own (it is placed nowhere), and both sizes are
+/// static.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub within: BufId,
+    pub offset: u64,
 }
 
 impl Program {
@@ -405,7 +418,16 @@ fn list(xs: &[SymExpr]) -> String {
 impl fmt::Display for Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (id, b) in self.buffers.iter() {
-            writeln!(f, "{id} = {:?} {}[{}]  ; {}", b.kind, b.dtype, list(&b.sizes), b.name)?;
+            let placed = self.placements.get(&id).map(|p| format!(" in {} at byte {}", p.within, p.offset));
+            writeln!(
+                f,
+                "{id} = {:?}{} {}[{}]  ; {}",
+                b.kind,
+                placed.unwrap_or_default(),
+                b.dtype,
+                list(&b.sizes),
+                b.name
+            )?;
         }
         for (i, k) in self.kernels.iter().enumerate() {
             for d in self.data_symbols.iter().filter(|d| d.after == i) {

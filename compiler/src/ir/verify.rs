@@ -15,7 +15,9 @@
 //!   known at compile time);
 //! - checked indices name a site of `index_sites` and the index-error record;
 //! - kernels' graph nodes, data bindings and loop spans point inside their lists, loop
-//!   spans in order.
+//!   spans in order;
+//! - a placed buffer lies wholly inside a buffer of static size placed nowhere, both
+//!   scratch.
 
 use super::expr::{visit, Affine, ExprKind, E};
 use super::program::{BufKind, ExternArg, Kernel, Program};
@@ -158,6 +160,9 @@ fn check_structure(p: &Program, err: &mut impl FnMut(String)) {
             err(format!("symbol s{} bound from {}, a {:?} buffer", d.sym, d.buf, p.buffers[d.buf].dtype));
         }
     }
+    for (&b, at) in &p.placements {
+        check_placement(p, b, at.within, at.offset, err);
+    }
     for (n, l) in p.loops.iter().enumerate() {
         if !(l.cond <= l.body && l.body <= l.end && l.end <= kernels) {
             err(format!("loop{n}: spans {}..{}..{} of {kernels} kernels", l.cond, l.body, l.end));
@@ -168,11 +173,29 @@ fn check_structure(p: &Program, err: &mut impl FnMut(String)) {
     }
 }
 
+/// A placed buffer is scratch that lies wholly inside a scratch buffer placed nowhere,
+/// both of static size.
+fn check_placement(p: &Program, b: BufId, within: BufId, offset: u64, err: &mut impl FnMut(String)) {
+    if !exists(p, b) || !exists(p, within) {
+        return err(format!("{b} is placed in {within}, and one of them is not a buffer"));
+    }
+    let bytes = |b: BufId| p.buffers[b].bytes().as_int().and_then(|n| u64::try_from(n).ok());
+    if p.buffers[b].kind != BufKind::Scratch || p.buffers[within].kind != BufKind::Scratch {
+        err(format!("{b} is placed in {within}: both must be scratch"));
+    } else if p.placements.contains_key(&within) {
+        err(format!("{b} is placed in {within}, which is placed itself"));
+    } else if !matches!((bytes(b), bytes(within)), (Some(n), Some(total)) if offset.checked_add(n).is_some_and(|end| end <= total))
+    {
+        err(format!("{b} is placed in {within} at byte {offset}: it must fit there, both sizes static"));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::verify;
     use crate::ir::expr::{load, Affine};
-    use crate::ir::program::{BufKind, Kernel, Program};
+    use crate::ir::program::{BufKind, Kernel, Placement, Program};
+    use crate::ir::BufId;
     use aotc_abi::sym::SymExpr;
     use aotc_abi::DType;
 
@@ -197,7 +220,7 @@ mod tests {
     fn each_broken_invariant_is_named() {
         // What the message must say, and how to break the program.
         type Case = (&'static str, fn(&mut Program));
-        let cases: [Case; 5] = [
+        let cases: [Case; 7] = [
             ("uses loop variable i1 of 1", |p| {
                 let Kernel::Pointwise { body, .. } = &mut p.kernels[0] else { unreachable!() };
                 *body = load(crate::ir::BufId::from_u32(0), DType::F32, Affine::var(1));
@@ -218,6 +241,14 @@ mod tests {
             ("which is not a buffer", |p| {
                 let Kernel::Pointwise { body, .. } = &mut p.kernels[0] else { unreachable!() };
                 *body = load(crate::ir::BufId::from_u32(9), DType::F32, Affine::var(0));
+            }),
+            ("both must be scratch", |p| {
+                let at = Placement { within: BufId::from_u32(0), offset: 0 };
+                p.placements.insert(BufId::from_u32(1), at);
+            }),
+            ("it must fit there", |p| {
+                let whole = p.add_buffer("whole", DType::F32, vec![SymExpr::Int(6)], BufKind::Scratch);
+                p.placements.insert(BufId::from_u32(1), Placement { within: whole, offset: 12 });
             }),
         ];
         for (want, break_it) in cases {

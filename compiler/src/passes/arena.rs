@@ -9,6 +9,8 @@
 //! error record (zeroed before the call, read after each stage) and the values of data
 //! symbols (read between stages). So does a slot whose size is known only at a later stage
 //! (data-dependent programs): the arena is laid out once, before the first stage.
+//! A buffer placed in another (`passes::concat_in_place`) is no slot: it lies in that
+//! one's memory, which stays live from the first kernel that touches either to the last.
 
 use crate::error::{Error, Result};
 use crate::ir::{BufId, BufKind, ExternArg, Kernel, Program};
@@ -32,16 +34,24 @@ pub fn plan_arena(l: &Lowered, data_symbols: &[DataSymbol]) -> Result<Arena> {
     let lifetimes = lifetimes(p);
     let mut slots = vec![];
     for (b, buf) in p.buffers.iter() {
-        let (BufKind::Scratch, Some(live)) = (&buf.kind, lifetimes[b]) else { continue };
-        if outlives_kernels.contains(&b) || stage_of(data_symbols, &buf.bytes()) > 0 {
+        // A placed buffer lives in the memory of the one it is placed in, which lives as
+        // long as anything placed in it.
+        let members = || p.placements.iter().filter(move |(_, at)| at.within == b).map(|(&m, _)| m);
+        let live = members()
+            .chain([b])
+            .filter_map(|m| lifetimes[m])
+            .reduce(|a, l| Lifetime { first: a.first.min(l.first), last: a.last.max(l.last) });
+        let (BufKind::Scratch, Some(live)) = (&buf.kind, live) else { continue };
+        if outlives_kernels.contains(&b) || stage_of(data_symbols, &buf.bytes()) > 0 || p.placements.contains_key(&b) {
             continue;
         }
         // Memory shared with earlier slots holds their values: the first kernel must write
-        // the slot, not read what an earlier call left there (or use it as a workspace,
-        // whose contents mean nothing on entry).
+        // the slot (or a buffer placed in it), not read what an earlier call left there (or
+        // use it as a workspace, whose contents mean nothing on entry).
         let k = &p.kernels[live.first];
         let workspace = matches!(k, Kernel::Extern(call) if call.args.iter().any(|a| matches!(a, ExternArg::Workspace(w) if *w == b)));
-        if !workspace && (k.out() != b || k.reads_out()) {
+        let writes = k.out() == b || members().any(|m| m == k.out());
+        if !workspace && (!writes || k.reads_out()) {
             return Err(internal(format!(
                 "kernel {} reads {b} ({}) before any kernel writes it",
                 live.first, buf.name

@@ -16,10 +16,13 @@
 //!   (squeeze-and-excite's per-channel sigmoid) computed once per outer index, by a kernel
 //!   of its own;
 //! - [`gate`]: a squeeze-and-excite gate's product folded into the pointwise convolution
-//!   that reads it (the support library scales the input channels).
+//!   that reads it (the support library scales the input channels);
+//! - [`concat_in_place`]: the parts of a concatenation placed inside its buffer, so that
+//!   their producers write them there and the copy goes.
 
 pub mod arena;
 pub mod collapse;
+pub mod concat_in_place;
 pub mod epilogue;
 pub mod fold;
 pub mod gate;
@@ -33,7 +36,8 @@ use crate::Target;
 
 /// The passes between lowering and planning, in order: folding for every target; packing
 /// and the fusions that need the packed kernel for the CPU only (its layouts); squeezing,
-/// collapsing loops and hoisting for every target, then the gates for the CPU. Debug
+/// collapsing loops and hoisting for every target, then the gates and the concatenations
+/// in place for the CPU (whose concatenations are calls). Debug
 /// builds (the tests) verify the program after lowering and after each pass.
 pub fn optimize(lowered: &mut Lowered, target: Target) {
     verified(lowered, "lowering");
@@ -54,6 +58,8 @@ pub fn optimize(lowered: &mut Lowered, target: Target) {
     if target == Target::Cpu {
         gate::fold_input_maps(lowered);
         verified(lowered, "gate");
+        concat_in_place::place_concat_parts(lowered);
+        verified(lowered, "concat_in_place");
     }
 }
 

@@ -46,13 +46,22 @@ pub fn plan(l: &Lowered, source: &str) -> Result<Plan> {
     let (table, entry_of) = weights_table(p, &offsets, weights_bytes)?;
     let state_index = |b: BufId| l.buffers.iter().position(|x| x.buf == b).expect("state buffers are listed");
     // Scratch that a pass left unused (a GEMM now writing its activation's result
-    // directly) gets no memory.
-    let used: HashSet<BufId> =
-        p.kernels.iter().flat_map(|k| k.inputs().0).chain(l.outputs.iter().map(|(_, b)| *b)).collect();
+    // directly) gets no memory (what is placed in a buffer keeps it in use).
+    let used: HashSet<BufId> = p
+        .kernels
+        .iter()
+        .flat_map(|k| k.inputs().0)
+        .chain(l.outputs.iter().map(|(_, b)| *b))
+        .chain(p.placements.values().map(|at| at.within))
+        .collect();
     let slots = p
         .buffers
         .iter()
         .map(|(id, b)| match b.kind {
+            BufKind::Scratch if p.placements.contains_key(&id) => {
+                let at = p.placements[&id];
+                Slot::Alias { within: cranelift_codegen::entity::EntityRef::index(at.within), offset: at.offset }
+            }
             BufKind::Scratch if !used.contains(&id) => Slot::Scratch { bytes: SymExpr::Int(0) },
             BufKind::Weight(w) => Slot::Weight { offset: offsets[w], entry: entry_of[w] },
             BufKind::State(_) => Slot::Buffer(state_index(id)),

@@ -104,3 +104,25 @@ impl ScratchArena {
         Ok(())
     }
 }
+
+/// Points each alias slot (`Slot::Alias`, a part of a concatenation placed in it) into the
+/// memory of the slot it lies in, which must be bound already; `at(p, n)` is the address
+/// `n` bytes past `p`. An alias whose slot is not scratch of a static size it fits in (an
+/// alias of an alias, a slot outside the table) fails the call: the compiler never
+/// writes one.
+pub fn bind_aliases<P: Copy>(slots: &[Slot], bound: &mut [P], at: impl Fn(P, u64) -> P) -> Result<()> {
+    for (k, slot) in slots.iter().enumerate() {
+        if let Slot::Alias { within, offset } = *slot {
+            let holds = |bytes: &aotc_abi::sym::SymExpr| bytes.as_int().and_then(|n| u64::try_from(n).ok());
+            if !matches!(slots.get(within), Some(Slot::Scratch { bytes }) if holds(bytes).is_some_and(|n| offset <= n))
+            {
+                return Err(Error {
+                    code: status::INTERNAL,
+                    message: format!("slot {k} is placed in slot {within} at byte {offset}, which cannot hold it"),
+                });
+            }
+            bound[k] = at(bound[within], offset);
+        }
+    }
+    Ok(())
+}

@@ -462,9 +462,12 @@ impl Model {
                     // Arena slots are placed below; the rest wait for their stage.
                     _ => std::ptr::null_mut(),
                 },
+                Slot::Alias { .. } => std::ptr::null_mut(),
             });
         }
-        self.arena.bind(&m.arena, scratch_bytes, slots)
+        self.arena.bind(&m.arena, scratch_bytes, slots)?;
+        // (Wrapping: bind_aliases checked that the alias lies inside its slot.)
+        crate::arena::bind_aliases(&m.slots, slots, |p, n| p.wrapping_add(n as usize))
     }
 
     /// Allocates the scratch slots whose sizes a later stage has just evaluated (never an

@@ -457,6 +457,7 @@ impl CudaModel {
             for (s, &offset) in m.arena.slots.iter().zip(&layout.offsets) {
                 slots[s.slot] = base + offset as u64;
             }
+            crate::arena::bind_aliases(&m.slots, slots, |p, n| p + n)?;
         }
         Ok(())
     }

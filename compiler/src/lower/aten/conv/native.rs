@@ -100,7 +100,7 @@ pub fn lower(
     let bias = bias.map(|b| lw.contiguous(&with_dtype(b, DType::F32), &format!("{name}.bias")));
     let positions = SymExpr::mul([out_h.clone(), out_w.clone()]);
     let depth = SymExpr::Int((channels / groups * kernel[0] * kernel[1]) as i64);
-    let workspace = match algorithm {
+    let scratch = match algorithm {
         Algorithm::Depthwise => {
             let len = scratch_len(
                 algorithm,
@@ -110,11 +110,12 @@ pub fn lower(
                 [height.clone(), width.clone()],
                 [out_h.clone(), out_w.clone()],
             );
-            lw.prog.add_buffer(format!("{name}.scratch"), DType::F32, vec![len], BufKind::Scratch)
+            ExternArg::Workspace(lw.prog.add_buffer(format!("{name}.scratch"), DType::F32, vec![len], BufKind::Scratch))
         }
         // Not read (the GEMMs need no scratch; passes::prepack may make the call Winograd's,
-        // whose blocks are the library's own): any buffer gives the call a valid pointer.
-        Algorithm::Columns | Algorithm::Pointwise | Algorithm::Winograd => input,
+        // whose blocks are the library's own): any buffer gives the call a valid pointer,
+        // and the input is one the call only reads.
+        Algorithm::Columns | Algorithm::Pointwise | Algorithm::Winograd => ExternArg::Buf(input),
     };
     let out_sizes: Vec<SymExpr> =
         [x.sizes[0].clone(), int(out_channels)].into_iter().chain(w.output.iter().cloned()).collect();
@@ -124,7 +125,7 @@ pub fn lower(
         ExternArg::Buf(input),
         ExternArg::Buf(weights),
         ExternArg::Buf(bias.unwrap_or(input)),
-        ExternArg::Workspace(workspace),
+        scratch,
         ExternArg::Buf(input),
         ExternArg::Buf(input),
         ExternArg::Buf(input),

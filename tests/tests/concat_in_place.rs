@@ -1,0 +1,73 @@
+//! Concatenations written in place (`passes::concat_in_place`), on concat_in_place (made
+//! by tests/fixtures/make_concat_in_place.py): the DenseNet-style block's input and feature
+//! maps, and each of its growing concatenations, lie in the block's last concatenation; the
+//! fire module's two convolutions in theirs; a concatenation of a concatenation and a
+//! third convolution in the outer one. A part concatenated twice, a channel slice, and a
+//! part that is also an output keep their copies. The library still gives PyTorch's
+//! results.
+
+use aotc::ir::{ExternArg, Kernel};
+use aotc_tests::{check_fixture, fixture};
+use std::collections::BTreeMap;
+
+#[test]
+fn concatenated_convolutions_write_in_place() {
+    let dir = fixture("concat_in_place");
+    let (_src, lowered) = aotc::lower_file(&dir.join("model.pt2"), &Default::default()).expect("lower");
+    let prog = &lowered.program;
+    let name = |b| prog.buffers[b].name.clone();
+    // Each placed buffer by name: the buffer it lies in, and at which byte.
+    let placed: BTreeMap<String, (String, u64)> =
+        prog.placements.iter().map(|(&b, at)| (name(b), (name(at.within), at.offset))).collect();
+    // [1, 4, 10, 12] float32 maps are 1920 bytes.
+    let want = |list: &[(&str, &str, u64)]| -> BTreeMap<String, (String, u64)> {
+        list.iter().map(|&(b, within, at)| (b.to_string(), (within.to_string(), at))).collect()
+    };
+    assert_eq!(
+        placed,
+        want(&[
+            // The block: x0 (8 channels) and three maps of 4, and the concatenations before the last.
+            ("convolution", "cat_3", 0),
+            ("cat", "cat_3", 0),
+            ("convolution_1", "cat_3", 3840),
+            ("cat_1", "cat_3", 0),
+            ("convolution_2", "cat_3", 5760),
+            ("cat_2", "cat_3", 0),
+            ("convolution_3", "cat_3", 7680),
+            // The fire module.
+            ("convolution_5", "cat_4", 0),
+            ("convolution_6", "cat_4", 3840),
+            // cat([cat([a, b]), c]).
+            ("convolution_7", "cat_6", 0),
+            ("convolution_8", "cat_6", 1920),
+            ("cat_5", "cat_6", 0),
+            ("convolution_9", "cat_6", 3840),
+        ])
+    );
+    // The three that keep their copies: [d, d], [d, a channel slice], [d (an output), ...].
+    let copies: Vec<Vec<String>> = prog
+        .kernels
+        .iter()
+        .filter_map(|k| match k {
+            Kernel::Extern(call) if call.name == aotc_abi::concat::SYMBOL => match &call.args[0] {
+                ExternArg::Bufs(parts) => Some(parts.iter().map(|&b| name(b)).collect()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        copies,
+        [["convolution_10", "convolution_10"], ["convolution_10", "cat_6"], ["convolution_10", "convolution_11"]]
+    );
+    // The kernel that writes a concatenation's last part computes the concatenation.
+    let computes = |node: &str| {
+        prog.kernel_nodes
+            .iter()
+            .zip(&prog.kernels)
+            .find_map(|(nodes, k)| nodes.iter().any(|&n| prog.nodes[n].name == node).then(|| name(k.out())))
+    };
+    assert_eq!(computes("cat_3").as_deref(), Some("convolution_3"));
+    assert_eq!(computes("cat_6").as_deref(), Some("convolution_9"));
+    check_fixture("concat_in_place");
+}
