@@ -3,8 +3,10 @@
 //! maps, and each of its growing concatenations, lie in the block's last concatenation; the
 //! fire module's two convolutions in theirs; a concatenation of a concatenation and a
 //! third convolution in the outer one. A part concatenated twice, a channel slice, and a
-//! part that is also an output keep their copies. The library still gives PyTorch's
-//! results.
+//! part that is also an output keep their copies. On channel_shuffle (two ShuffleNet units),
+//! each concatenation writes its channel shuffle itself (`passes::concat_reorder`) and the
+//! halves the branches read are the shuffled result's second half (`passes::copy_in_place`):
+//! no pointwise copy is left but the output's. The library still gives PyTorch's results.
 
 use aotc::ir::{ExternArg, Kernel};
 use aotc_tests::{check_fixture, fixture};
@@ -70,4 +72,33 @@ fn concatenated_convolutions_write_in_place() {
     assert_eq!(computes("cat_3").as_deref(), Some("convolution_3"));
     assert_eq!(computes("cat_6").as_deref(), Some("convolution_9"));
     check_fixture("concat_in_place");
+}
+
+#[test]
+fn a_channel_shuffle_is_written_by_its_concatenation() {
+    let dir = fixture("channel_shuffle");
+    let (_src, lowered) = aotc::lower_file(&dir.join("model.pt2"), &Default::default()).expect("lower");
+    let prog = &lowered.program;
+    let name = |b| prog.buffers[b].name.clone();
+    // Each concatenation call's geometry: 8 rows (channels of each half) of one 8 x 8 plane
+    // (256 bytes) from each part, a part's planes 256 bytes apart.
+    let calls: Vec<Vec<i64>> = prog
+        .kernels
+        .iter()
+        .filter_map(|k| match k {
+            Kernel::Extern(call) if call.name == aotc_abi::concat::SYMBOL => match &call.args[1] {
+                ExternArg::Sizes(g) => Some(g.iter().map(|s| s.as_int().expect("static")).collect()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, [[8, 256, 256, 0, 0, 256, 256], [8, 256, 256, 0, 0, 256, 256]]);
+    // The second unit's half is the first unit's shuffled result from channel 8 on.
+    let placed: BTreeMap<String, (String, u64)> =
+        prog.placements.iter().map(|(&b, at)| (name(b), (name(at.within), at.offset))).collect();
+    assert_eq!(placed.get("convolution_4.input"), Some(&("view_1".to_string(), 2048)));
+    let copies = prog.kernels.iter().filter(|k| matches!(k, Kernel::Pointwise { .. })).count();
+    assert_eq!(copies, 1, "only the copy into the output is left");
+    check_fixture("channel_shuffle");
 }

@@ -105,7 +105,7 @@ fn consecutive(prog: &Program, parts: &[(BufId, u64)]) -> Option<Placement> {
 
 /// Scratch of static size that no caller sees, written by exactly one kernel (a kernel's
 /// output, or the workspace of a call: such a call writes it too).
-fn own_scratch(prog: &Program, b: BufId, keep: &HashSet<BufId>) -> bool {
+pub(super) fn own_scratch(prog: &Program, b: BufId, keep: &HashSet<BufId>) -> bool {
     let writes = |k: &Kernel| match k {
         Kernel::Extern(call) => {
             (call.out == b) as usize
@@ -120,10 +120,10 @@ fn own_scratch(prog: &Program, b: BufId, keep: &HashSet<BufId>) -> bool {
 }
 
 /// Whether some buffer is placed in `b`.
-fn holds_others(prog: &Program, b: BufId) -> bool {
+pub(super) fn holds_others(prog: &Program, b: BufId) -> bool {
     prog.placements.values().any(|p| p.within == b)
 }
 
-fn static_bytes(prog: &Program, b: BufId) -> Option<u64> {
+pub(super) fn static_bytes(prog: &Program, b: BufId) -> Option<u64> {
     prog.buffers[b].bytes().as_int().and_then(|n| u64::try_from(n).ok())
 }

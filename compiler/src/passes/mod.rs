@@ -18,11 +18,16 @@
 //! - [`gate`]: a squeeze-and-excite gate's product folded into the pointwise convolution
 //!   that reads it (the support library scales the input channels);
 //! - [`concat_in_place`]: the parts of a concatenation placed inside its buffer, so that
-//!   their producers write them there and the copy goes.
+//!   their producers write them there and the copy goes;
+//! - [`concat_reorder`]: a concatenation whose only reader reorders it by whole runs (a
+//!   channel shuffle) writes that order itself, and the copy goes;
+//! - [`copy_in_place`]: a copy of a contiguous run of a buffer placed over that run.
 
 pub mod arena;
 pub mod collapse;
 pub mod concat_in_place;
+pub mod concat_reorder;
+pub mod copy_in_place;
 pub mod epilogue;
 pub mod fold;
 pub mod gate;
@@ -36,8 +41,9 @@ use crate::Target;
 
 /// The passes between lowering and planning, in order: folding for every target; packing
 /// and the fusions that need the packed kernel for the CPU only (its layouts); squeezing,
-/// collapsing loops and hoisting for every target, then the gates and the concatenations
-/// in place for the CPU (whose concatenations are calls). Debug
+/// collapsing loops and hoisting for every target, then for the CPU (whose concatenations
+/// are calls) the gates, the concatenations in place or reordered, the contiguous copies
+/// in place. Debug
 /// builds (the tests) verify the program after lowering and after each pass.
 pub fn optimize(lowered: &mut Lowered, target: Target) {
     verified(lowered, "lowering");
@@ -60,6 +66,10 @@ pub fn optimize(lowered: &mut Lowered, target: Target) {
         verified(lowered, "gate");
         concat_in_place::place_concat_parts(lowered);
         verified(lowered, "concat_in_place");
+        concat_reorder::fold_reordering_copies(lowered);
+        verified(lowered, "concat_reorder");
+        copy_in_place::place_contiguous_copies(lowered);
+        verified(lowered, "copy_in_place");
     }
 }
 
