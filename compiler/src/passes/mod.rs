@@ -39,37 +39,37 @@ pub mod squeeze;
 use crate::lower::Lowered;
 use crate::Target;
 
+/// A pass: its name (for the verifier's message), whether it runs for the CPU target only,
+/// and the pass.
+type Pass = (&'static str, bool, fn(&mut Lowered));
+
 /// The passes between lowering and planning, in order: folding for every target; packing
 /// and the fusions that need the packed kernel for the CPU only (its layouts); squeezing,
 /// collapsing loops and hoisting for every target, then for the CPU (whose concatenations
 /// are calls) the gates, the concatenations in place or reordered, the contiguous copies
-/// in place. Debug
-/// builds (the tests) verify the program after lowering and after each pass.
+/// in place.
+const PASSES: [Pass; 10] = [
+    ("fold", false, fold::fold_weight_copies),
+    ("prepack", true, prepack::prepack_weights),
+    ("epilogue", true, epilogue::fuse_epilogues),
+    ("squeeze", false, squeeze::squeeze_leading_units),
+    ("collapse", false, collapse::collapse_loops),
+    ("hoist", false, hoist::hoist_outer_invariants),
+    ("gate", true, gate::fold_input_maps),
+    ("concat_in_place", true, concat_in_place::place_concat_parts),
+    ("concat_reorder", true, concat_reorder::fold_reordering_copies),
+    ("copy_in_place", true, copy_in_place::place_contiguous_copies),
+];
+
+/// Runs [`PASSES`] for `target`. Debug builds (the tests) verify the program after
+/// lowering and after each pass.
 pub fn optimize(lowered: &mut Lowered, target: Target) {
     verified(lowered, "lowering");
-    fold::fold_weight_copies(lowered);
-    verified(lowered, "fold");
-    if target == Target::Cpu {
-        prepack::prepack_weights(lowered);
-        verified(lowered, "prepack");
-        epilogue::fuse_epilogues(lowered);
-        verified(lowered, "epilogue");
-    }
-    squeeze::squeeze_leading_units(lowered);
-    verified(lowered, "squeeze");
-    collapse::collapse_loops(lowered);
-    verified(lowered, "collapse");
-    hoist::hoist_outer_invariants(lowered);
-    verified(lowered, "hoist");
-    if target == Target::Cpu {
-        gate::fold_input_maps(lowered);
-        verified(lowered, "gate");
-        concat_in_place::place_concat_parts(lowered);
-        verified(lowered, "concat_in_place");
-        concat_reorder::fold_reordering_copies(lowered);
-        verified(lowered, "concat_reorder");
-        copy_in_place::place_contiguous_copies(lowered);
-        verified(lowered, "copy_in_place");
+    for (name, cpu_only, pass) in PASSES {
+        if !cpu_only || target == Target::Cpu {
+            pass(lowered);
+            verified(lowered, name);
+        }
     }
 }
 
