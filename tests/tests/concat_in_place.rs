@@ -8,9 +8,17 @@
 //! halves the branches read are the shuffled result's second half (`passes::copy_in_place`):
 //! no pointwise copy is left but the output's. The library still gives PyTorch's results.
 
-use aotc::ir::{ExternArg, Kernel};
+use aotc::ir::{ExternArg, ExternCall, Kernel, Program};
 use aotc_tests::{check_fixture, fixture};
 use std::collections::BTreeMap;
+
+/// The concatenation calls left in `prog`, in order.
+fn concat_calls(prog: &Program) -> impl Iterator<Item = &ExternCall> {
+    prog.kernels.iter().filter_map(|k| match k {
+        Kernel::Extern(call) if call.name == aotc_abi::concat::SYMBOL => Some(&**call),
+        _ => None,
+    })
+}
 
 #[test]
 fn concatenated_convolutions_write_in_place() {
@@ -47,14 +55,9 @@ fn concatenated_convolutions_write_in_place() {
         ])
     );
     // The three that keep their copies: [d, d], [d, a channel slice], [d (an output), ...].
-    let copies: Vec<Vec<String>> = prog
-        .kernels
-        .iter()
-        .filter_map(|k| match k {
-            Kernel::Extern(call) if call.name == aotc_abi::concat::SYMBOL => match &call.args[0] {
-                ExternArg::Bufs(parts) => Some(parts.iter().map(|&b| name(b)).collect()),
-                _ => None,
-            },
+    let copies: Vec<Vec<String>> = concat_calls(prog)
+        .filter_map(|call| match &call.args[0] {
+            ExternArg::Bufs(parts) => Some(parts.iter().map(|&b| name(b)).collect()),
             _ => None,
         })
         .collect();
@@ -82,14 +85,9 @@ fn a_channel_shuffle_is_written_by_its_concatenation() {
     let name = |b| prog.buffers[b].name.clone();
     // Each concatenation call's geometry: 8 rows (channels of each half) of one 8 x 8 plane
     // (256 bytes) from each part, a part's planes 256 bytes apart.
-    let calls: Vec<Vec<i64>> = prog
-        .kernels
-        .iter()
-        .filter_map(|k| match k {
-            Kernel::Extern(call) if call.name == aotc_abi::concat::SYMBOL => match &call.args[1] {
-                ExternArg::Sizes(g) => Some(g.iter().map(|s| s.as_int().expect("static")).collect()),
-                _ => None,
-            },
+    let calls: Vec<Vec<i64>> = concat_calls(prog)
+        .filter_map(|call| match &call.args[1] {
+            ExternArg::Sizes(g) => Some(g.iter().map(|s| s.as_int().expect("static")).collect()),
             _ => None,
         })
         .collect();

@@ -42,6 +42,11 @@ impl Buffer {
     pub fn bytes(&self) -> SymExpr {
         SymExpr::mul(self.sizes.iter().cloned().chain([SymExpr::Int(self.dtype.size() as i64)]))
     }
+
+    /// [`Buffer::bytes`] when known at compile time.
+    pub fn static_bytes(&self) -> Option<u64> {
+        self.bytes().as_int().and_then(|n| u64::try_from(n).ok())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -179,12 +179,11 @@ fn check_placement(p: &Program, b: BufId, within: BufId, offset: u64, err: &mut 
     if !exists(p, b) || !exists(p, within) {
         return err(format!("{b} is placed in {within}, and one of them is not a buffer"));
     }
-    let bytes = |b: BufId| p.buffers[b].bytes().as_int().and_then(|n| u64::try_from(n).ok());
     if p.buffers[b].kind != BufKind::Scratch || p.buffers[within].kind != BufKind::Scratch {
         err(format!("{b} is placed in {within}: both must be scratch"));
     } else if p.placements.contains_key(&within) {
         err(format!("{b} is placed in {within}, which is placed itself"));
-    } else if !matches!((bytes(b), bytes(within)), (Some(n), Some(total)) if offset.checked_add(n).is_some_and(|end| end <= total))
+    } else if !matches!((p.buffers[b].static_bytes(), p.buffers[within].static_bytes()), (Some(n), Some(total)) if offset.checked_add(n).is_some_and(|end| end <= total))
     {
         err(format!("{b} is placed in {within} at byte {offset}: it must fit there, both sizes static"));
     }

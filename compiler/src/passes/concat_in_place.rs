@@ -57,11 +57,7 @@ pub fn place_concat_parts(lowered: &mut Lowered) {
         };
         if placed {
             // The kernel that writes the last part now completes the concatenation.
-            let nodes = prog.remove_kernel(i);
-            let (last, _) = parts[parts.len() - 1];
-            if let Some(writer) = (0..i).rev().find(|&k| prog.kernels[k].out() == last) {
-                super::epilogue::merge_nodes(prog, writer, nodes);
-            }
+            remove_into_writer(prog, i, parts[parts.len() - 1].0);
         }
     }
 }
@@ -83,13 +79,13 @@ fn whole_part_concat(prog: &Program, i: usize) -> Option<(BufId, Vec<(BufId, u64
     let mut at = 0u64;
     let mut placed = Vec::with_capacity(n);
     for (&b, &block) in parts.iter().zip(&ints[1..1 + n]) {
-        if static_bytes(prog, b) != Some(block) {
+        if prog.buffers[b].static_bytes() != Some(block) {
             return None;
         }
         placed.push((b, at));
         at = at.checked_add(block)?;
     }
-    (static_bytes(prog, call.out) == Some(at)).then_some((call.out, placed))
+    (prog.buffers[call.out].static_bytes() == Some(at)).then_some((call.out, placed))
 }
 
 /// Where `parts` lie when an enclosing placement already holds each of them at its
@@ -114,7 +110,7 @@ pub(super) fn own_scratch(prog: &Program, b: BufId, keep: &HashSet<BufId>) -> bo
         k => (k.out() == b) as usize,
     };
     prog.buffers[b].kind == BufKind::Scratch
-        && static_bytes(prog, b).is_some()
+        && prog.buffers[b].static_bytes().is_some()
         && !keep.contains(&b)
         && prog.kernels.iter().map(writes).sum::<usize>() == 1
 }
@@ -124,6 +120,11 @@ pub(super) fn holds_others(prog: &Program, b: BufId) -> bool {
     prog.placements.values().any(|p| p.within == b)
 }
 
-pub(super) fn static_bytes(prog: &Program, b: BufId) -> Option<u64> {
-    prog.buffers[b].bytes().as_int().and_then(|n| u64::try_from(n).ok())
+/// Removes kernel `i`, whose work a placement made unneeded, and gives its graph nodes to
+/// the last kernel before it that writes `buf` (which now makes its value).
+pub(super) fn remove_into_writer(prog: &mut Program, i: usize, buf: BufId) {
+    let nodes = prog.remove_kernel(i);
+    if let Some(writer) = (0..i).rev().find(|&k| prog.kernels[k].out() == buf) {
+        super::epilogue::merge_nodes(prog, writer, nodes);
+    }
 }

@@ -11,7 +11,6 @@
 //! Only a concatenation of one block per part (a batch of one) whose result the copy alone
 //! reads, and a copy of static sizes, are rewritten.
 
-use super::concat_in_place::static_bytes;
 use crate::ir::{BufId, ExprKind, ExternArg, ExternCall, Kernel, Program};
 use crate::lower::Lowered;
 use aotc_abi::sym::SymExpr;
@@ -71,7 +70,7 @@ fn reordered(prog: &Program, i: usize) -> Option<(ExternCall, usize, BufId)> {
     if coef(sizes.len() - 1)? != 1 || run * elem < 64 || count > MAX_RUNS {
         return None;
     }
-    if static_bytes(prog, *out)? != (count * run * elem) as u64 {
+    if prog.buffers[*out].static_bytes()? != (count * run * elem) as u64 {
         return None;
     }
     // Each run's part and its first byte there, in the copy's order.

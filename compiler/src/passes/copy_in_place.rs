@@ -11,7 +11,7 @@
 //! again. The source's memory lives as long as anything placed in it (`passes::arena`).
 //! Programs with loops or computed sizes are left alone, as in `concat_in_place`.
 
-use super::concat_in_place::{holds_others, own_scratch, static_bytes};
+use super::concat_in_place::{holds_others, own_scratch, remove_into_writer};
 use crate::ir::{ExprKind, Kernel, Placement, Program};
 use crate::lower::Lowered;
 use aotc_abi::sym::SymExpr;
@@ -29,7 +29,7 @@ pub fn place_contiguous_copies(lowered: &mut Lowered) {
             continue;
         };
         let elem = prog.buffers[src].dtype.size() as u64;
-        let fits = matches!((static_bytes(prog, out), static_bytes(prog, src)), (Some(n), Some(total)) if first * elem + n <= total);
+        let fits = matches!((prog.buffers[out].static_bytes(), prog.buffers[src].static_bytes()), (Some(n), Some(total)) if first * elem + n <= total);
         let movable = own_scratch(prog, out, &keep) && !prog.placements.contains_key(&out) && !holds_others(prog, out);
         if !fits || !movable || !own_scratch(prog, src, &keep) {
             i += 1;
@@ -37,11 +37,8 @@ pub fn place_contiguous_copies(lowered: &mut Lowered) {
         }
         let at = prog.placements.get(&src).copied().unwrap_or(Placement { within: src, offset: 0 });
         prog.placements.insert(out, Placement { within: at.within, offset: at.offset + first * elem });
-        let nodes = prog.remove_kernel(i);
         // The kernel that wrote the source now also makes the copy's value.
-        if let Some(writer) = (0..i).rev().find(|&k| prog.kernels[k].out() == src) {
-            super::epilogue::merge_nodes(prog, writer, nodes);
-        }
+        remove_into_writer(prog, i, src);
     }
 }
 
@@ -61,6 +58,6 @@ fn contiguous_copy(prog: &Program, i: usize) -> Option<(crate::ir::BufId, crate:
         step = step.checked_mul(size)?;
     }
     let first = u64::try_from(index.offset.as_int()?).ok()?;
-    let whole = static_bytes(prog, *out) == Some(step as u64 * prog.buffers[*out].dtype.size() as u64);
+    let whole = prog.buffers[*out].static_bytes() == Some(step as u64 * prog.buffers[*out].dtype.size() as u64);
     (same_type && contiguous && whole && src != out).then_some((*out, *src, first))
 }
