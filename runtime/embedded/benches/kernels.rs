@@ -4,7 +4,7 @@
 //! Prints each kernel's median time per call over several runs, through the entry points
 //! the generated code calls (so on the widest vector set this CPU runs);
 //! `AOTC_KERNELS=rows|stems|fire|planes|gemm|pointwise` runs one group (planes: depthwise and max pool), and
-//! `AOTC_KERNEL_ROW=text` only the packed convolutions whose name holds `text` (one row under `perf record`). Outside a loaded
+//! `AOTC_KERNEL_ROW=text` only the convolution and pool rows whose name holds `text` (one row under `perf record`). Outside a loaded
 //! library the calls run on the calling thread alone. On a busy machine compare the rows
 //! of runs made alike, not single runs.
 
@@ -36,6 +36,11 @@ fn median(mut f: impl FnMut()) -> Duration {
 
 fn values(n: usize) -> Vec<f32> {
     (0..n).map(|i| ((i * 7919) % 113) as f32 / 11.0 - 5.0).collect()
+}
+
+/// Whether the row `name` runs: `AOTC_KERNEL_ROW` unset or a part of it.
+fn selected(name: &str) -> bool {
+    std::env::var("AOTC_KERNEL_ROW").map_or(true, |row| name.contains(&row))
 }
 
 fn report(name: &str, time: Duration) {
@@ -127,20 +132,28 @@ fn convolve(g: &Conv2d, out: &mut [f32], x: &[f32], weight: &[f32], bias: &[f32]
 }
 
 fn convolutions() {
-    for (channels, hw, k, s, p) in [
-        (96, 56, 3, 1, 1),
-        (96, 112, 3, 2, 1),
-        (240, 14, 5, 1, 2),
-        (672, 14, 5, 2, 2),
-        (1152, 7, 5, 1, 2),
-        (480, 14, 3, 1, 1),
+    // MobileNet's, and EfficientNet-B0's with their SiLU.
+    let (relu, silu) = (Activation::Relu, Activation::Silu);
+    for (channels, hw, k, s, p, activation) in [
+        (96, 56, 3, 1, 1, relu),
+        (96, 112, 3, 2, 1, relu),
+        (240, 14, 5, 1, 2, relu),
+        (672, 14, 5, 2, 2, relu),
+        (1152, 7, 5, 1, 2, relu),
+        (480, 14, 3, 1, 1, relu),
+        (144, 56, 3, 1, 1, silu),
+        (672, 14, 5, 1, 2, silu),
     ] {
-        let g = geometry(channels, hw, k, s, p, true);
+        let name = format!("depthwise {k}x{k} /{s} {channels} x {hw}x{hw} + {activation:?}").to_lowercase();
+        if !selected(&name) {
+            continue;
+        }
+        let g = Conv2d { activation, ..geometry(channels, hw, k, s, p, true) };
         let (x_len, weight_len, out_len) = g.lens().unwrap();
         let (x, weight, bias) = (values(x_len), values(weight_len), values(channels));
         let (mut out, mut scratch) = (vec![0f32; out_len], vec![0f32; g.scratch_len().unwrap()]);
         let t = median(|| convolve(&g, &mut out, &x, &weight, &bias, &mut scratch));
-        report(&format!("depthwise {k}x{k} /{s} {channels} x {hw}x{hw} + relu"), t);
+        report(&name, t);
     }
     // ResNet's, a 2x2, a stride-1 one, and SqueezeNet 1.1's three.
     for (channels, hw, k, s, p) in [
@@ -151,6 +164,10 @@ fn convolutions() {
         (128, 55, 3, 2, 0),
         (256, 27, 3, 2, 0),
     ] {
+        let name = format!("max_pool {k}x{k} /{s} {channels} x {hw}x{hw}");
+        if !selected(&name) {
+            continue;
+        }
         let g = geometry(channels, hw, k, s, p, false);
         let (x_len, _, out_len) = g.lens().unwrap();
         let x = values(x_len);
@@ -160,7 +177,7 @@ fn convolutions() {
         let t = median(|| unsafe {
             __aotc_max_pool2d_f32(out.as_mut_ptr(), x.as_ptr(), list.as_ptr(), list.len() as i64);
         });
-        report(&format!("max_pool {k}x{k} /{s} {channels} x {hw}x{hw}"), t);
+        report(&name, t);
     }
 }
 
@@ -237,7 +254,7 @@ fn stem_convolutions() {
 /// Times one call of the convolution `g` (one group, no residual) with its weight packed
 /// as the compiler packs it for `g.weight`, and reports it as `name` with its GFLOP/s.
 fn packed_convolution(g: &Conv2d, name: &str) {
-    if std::env::var("AOTC_KERNEL_ROW").is_ok_and(|row| !name.contains(&row)) {
+    if !selected(name) {
         return;
     }
     use aotc_abi::gemm::{pack, MR, NR};
@@ -281,24 +298,29 @@ fn fire_convolutions() {
 /// ResNet-50's pointwise convolutions (in -> out channels at a plane size, stride 1),
 /// weight packed as a left operand, as `stem_convolutions`.
 fn pointwise_convolutions() {
-    for (channels, out_channels, hw) in [
-        (64, 256, 56),
-        (256, 64, 56),
-        (512, 128, 28),
-        (128, 512, 28),
-        (1024, 256, 14),
-        (256, 1024, 14),
-        (2048, 512, 7),
-        (512, 2048, 7),
+    // ResNet-50's, and EfficientNet-B0's expansions with their SiLU.
+    let (relu, silu) = (Activation::Relu, Activation::Silu);
+    for (channels, out_channels, hw, activation) in [
+        (64, 256, 56, relu),
+        (256, 64, 56, relu),
+        (512, 128, 28, relu),
+        (128, 512, 28, relu),
+        (1024, 256, 14, relu),
+        (256, 1024, 14, relu),
+        (2048, 512, 7, relu),
+        (512, 2048, 7, relu),
+        (16, 96, 112, silu),
+        (40, 240, 28, silu),
     ] {
         let g = Conv2d {
             out_channels,
             has_bias: true,
-            activation: Activation::Relu,
+            activation,
             weight: WeightForm::Panels,
             ..geometry(channels, hw, 1, 1, 0, false)
         };
-        packed_convolution(&g, &format!("conv 1x1 {channels} -> {out_channels} x {hw}x{hw} + bias + relu"));
+        let name = format!("conv 1x1 {channels} -> {out_channels} x {hw}x{hw} + bias + {activation:?}");
+        packed_convolution(&g, &name.to_lowercase());
     }
 }
 

@@ -96,6 +96,43 @@ pub(crate) unsafe fn lanes<V: F32s>(v: V, activation: Activation) -> V {
     }
 }
 
+/// Replaces each vector `v` of the slice `$vs` by `$activate(v, $activation)` (a vector
+/// activation, as [`lanes`]), matching the activation once: each arm's calls see it as a
+/// constant, and the vectors' activations are independent chains in one block, which the
+/// CPU overlaps (a vector at a time, each SiLU waited on its own latency). A macro, not a
+/// closure (a closure is not compiled with its caller's target features). Expands to
+/// calls of `$activate`; the caller's `unsafe` block covers them.
+macro_rules! activate_each {
+    ($vs:expr, $activation:expr, $activate:path) => {{
+        use aotc_abi::gemm::Activation::*;
+        let vs = $vs;
+        match $activation {
+            None => {}
+            Relu => {
+                for v in vs.iter_mut() {
+                    *v = $activate(*v, Relu);
+                }
+            }
+            Gelu => {
+                for v in vs.iter_mut() {
+                    *v = $activate(*v, Gelu);
+                }
+            }
+            Hardswish => {
+                for v in vs.iter_mut() {
+                    *v = $activate(*v, Hardswish);
+                }
+            }
+            Silu => {
+                for v in vs.iter_mut() {
+                    *v = $activate(*v, Silu);
+                }
+            }
+        }
+    }};
+}
+pub(crate) use activate_each;
+
 /// Each activation in float64, for the tests of the kernels that apply them.
 #[cfg(test)]
 pub(crate) fn reference(activation: Activation, x: f64) -> f64 {

@@ -70,6 +70,9 @@ pub unsafe trait F32s: Copy {
     unsafe fn even_odd(lo: Self, hi: Self) -> (Self, Self);
     /// The lanes, in the first `LANES` floats.
     unsafe fn to_array(self) -> [f32; 16];
+    /// Lanes `shift..` of `self` followed by the first `shift` lanes of `next` (`shift` below
+    /// `LANES`; a constant where inlined): the vector `shift` floats on from `self`'s.
+    unsafe fn shifted(self, next: Self, shift: usize) -> Self;
 
     #[inline(always)]
     unsafe fn zero() -> Self {
@@ -146,3 +149,36 @@ macro_rules! for_each_isa {
     };
 }
 pub(crate) use for_each_isa;
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use crate::isa::Isa;
+
+    for_each_isa! {
+        /// Each shift of `x`'s first vector into its second.
+        fn shifts(x: &[f32; 32]) -> Vec<[f32; 16]> => shifts_generic
+    }
+
+    #[inline(always)]
+    unsafe fn shifts_generic<V: F32s>(x: &[f32; 32]) -> Vec<[f32; 16]> {
+        // SAFETY: the caller's (x holds two vectors of either width).
+        unsafe {
+            let (a, b) = (V::load(x.as_ptr()), V::load(x.as_ptr().add(V::LANES)));
+            (0..V::LANES).map(|shift| a.shifted(b, shift).to_array()).collect()
+        }
+    }
+
+    #[test]
+    fn a_shifted_vector_holds_the_floats_shift_on() {
+        let x: [f32; 32] = std::array::from_fn(|i| i as f32);
+        for isa in Isa::every_available().filter(|&isa| isa != Isa::Portable) {
+            // SAFETY: the CPU runs `isa`, a vector set.
+            let got = unsafe { shifts(isa, &x) };
+            let lanes = got.len();
+            for (shift, v) in got.iter().enumerate() {
+                assert_eq!(v[..lanes], x[shift..shift + lanes], "{isa:?}, shift {shift}");
+            }
+        }
+    }
+}

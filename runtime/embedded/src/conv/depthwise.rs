@@ -70,7 +70,7 @@ pub fn run(
 }
 
 /// [`lanes::Kernel`] for `g` on the widest vector set this CPU runs whose slack fits
-/// `scratch` (the 16-lane one needs 8 floats more than the 8-lane one), if any. Rows of
+/// `scratch` (the 16-lane one reads more slack than the 8-lane one), if any. Rows of
 /// at most 8 outputs take 8 lanes: one vector either way, 16 lanes only read more (a 7 x
 /// 7 plane measured 15% slower on them).
 #[cfg(target_arch = "x86_64")]

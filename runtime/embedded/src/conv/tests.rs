@@ -434,6 +434,7 @@ fn depthwise_fast_paths_match_the_naive_convolution() {
                     (true, Activation::None),
                     (false, Activation::Relu),
                     (true, Activation::Hardswish),
+                    (false, Activation::Silu),
                 ] {
                     check(Conv2d { residual, activation, ..g }, threads);
                     check(Conv2d { residual, activation, has_bias: false, ..g }, threads);

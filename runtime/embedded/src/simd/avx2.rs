@@ -188,6 +188,26 @@ unsafe impl F32s for __m256 {
         }
     }
     #[inline(always)]
+    unsafe fn shifted(self, next: Self, shift: usize) -> Self {
+        // SAFETY: the trait's contract (see the impl).
+        unsafe {
+            // Per 128-bit half, `alignr` of (self's high half, next's low half) over self,
+            // or over that middle vector for shifts from 4 on.
+            let middle = _mm256_castps_si256(_mm256_permute2f128_ps::<0x21>(self, next));
+            let (a, b) = (_mm256_castps_si256(self), _mm256_castps_si256(next));
+            _mm256_castsi256_ps(match shift {
+                0 => a,
+                1 => _mm256_alignr_epi8::<4>(middle, a),
+                2 => _mm256_alignr_epi8::<8>(middle, a),
+                3 => _mm256_alignr_epi8::<12>(middle, a),
+                4 => middle,
+                5 => _mm256_alignr_epi8::<4>(b, middle),
+                6 => _mm256_alignr_epi8::<8>(b, middle),
+                _ => _mm256_alignr_epi8::<12>(b, middle),
+            })
+        }
+    }
+    #[inline(always)]
     unsafe fn to_array(self) -> [f32; 16] {
         let mut lanes = [0f32; 16];
         // SAFETY: the trait's contract (see the impl).

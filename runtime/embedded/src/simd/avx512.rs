@@ -168,6 +168,31 @@ unsafe impl F32s for __m512 {
         }
     }
     #[inline(always)]
+    unsafe fn shifted(self, next: Self, shift: usize) -> Self {
+        // SAFETY: the trait's contract (see the impl).
+        unsafe {
+            let (a, b) = (_mm512_castps_si512(next), _mm512_castps_si512(self));
+            _mm512_castsi512_ps(match shift {
+                0 => b,
+                1 => _mm512_alignr_epi32::<1>(a, b),
+                2 => _mm512_alignr_epi32::<2>(a, b),
+                3 => _mm512_alignr_epi32::<3>(a, b),
+                4 => _mm512_alignr_epi32::<4>(a, b),
+                5 => _mm512_alignr_epi32::<5>(a, b),
+                6 => _mm512_alignr_epi32::<6>(a, b),
+                7 => _mm512_alignr_epi32::<7>(a, b),
+                8 => _mm512_alignr_epi32::<8>(a, b),
+                9 => _mm512_alignr_epi32::<9>(a, b),
+                10 => _mm512_alignr_epi32::<10>(a, b),
+                11 => _mm512_alignr_epi32::<11>(a, b),
+                12 => _mm512_alignr_epi32::<12>(a, b),
+                13 => _mm512_alignr_epi32::<13>(a, b),
+                14 => _mm512_alignr_epi32::<14>(a, b),
+                _ => _mm512_alignr_epi32::<15>(a, b),
+            })
+        }
+    }
+    #[inline(always)]
     unsafe fn to_array(self) -> [f32; 16] {
         let mut lanes = [0f32; 16];
         // SAFETY: the trait's contract (see the impl).
