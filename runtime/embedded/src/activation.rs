@@ -104,28 +104,28 @@ pub(crate) unsafe fn lanes<V: F32s>(v: V, activation: Activation) -> V {
 /// calls of `$activate`; the caller's `unsafe` block covers them.
 macro_rules! activate_each {
     ($vs:expr, $activation:expr, $activate:path) => {{
-        use aotc_abi::gemm::Activation::*;
+        use aotc_abi::gemm::Activation as A;
         let vs = $vs;
         match $activation {
-            None => {}
-            Relu => {
+            A::None => {}
+            A::Relu => {
                 for v in vs.iter_mut() {
-                    *v = $activate(*v, Relu);
+                    *v = $activate(*v, A::Relu);
                 }
             }
-            Gelu => {
+            A::Gelu => {
                 for v in vs.iter_mut() {
-                    *v = $activate(*v, Gelu);
+                    *v = $activate(*v, A::Gelu);
                 }
             }
-            Hardswish => {
+            A::Hardswish => {
                 for v in vs.iter_mut() {
-                    *v = $activate(*v, Hardswish);
+                    *v = $activate(*v, A::Hardswish);
                 }
             }
-            Silu => {
+            A::Silu => {
                 for v in vs.iter_mut() {
-                    *v = $activate(*v, Silu);
+                    *v = $activate(*v, A::Silu);
                 }
             }
         }
