@@ -295,10 +295,10 @@ fn fire_convolutions() {
     }
 }
 
-/// ResNet-50's pointwise convolutions (in -> out channels at a plane size, stride 1),
-/// weight packed as a left operand, as `stem_convolutions`.
+/// ResNet-50's pointwise convolutions and EfficientNet-B0's expansions with their SiLU (in
+/// -> out channels at a plane size, stride 1), weight packed as a left operand, as
+/// `stem_convolutions`.
 fn pointwise_convolutions() {
-    // ResNet-50's, and EfficientNet-B0's expansions with their SiLU.
     let (relu, silu) = (Activation::Relu, Activation::Silu);
     for (channels, out_channels, hw, activation) in [
         (64, 256, 56, relu),

@@ -96,42 +96,43 @@ pub(crate) unsafe fn lanes<V: F32s>(v: V, activation: Activation) -> V {
     }
 }
 
-/// Replaces each vector `v` of the slice `$vs` by `$activate(v, $activation)` (a vector
-/// activation, as [`lanes`]), matching the activation once: each arm's calls see it as a
-/// constant, and the vectors' activations are independent chains in one block, which the
-/// CPU overlaps (a vector at a time, each SiLU waited on its own latency). A macro, not a
-/// closure (a closure is not compiled with its caller's target features). Expands to
-/// calls of `$activate`; the caller's `unsafe` block covers them.
-macro_rules! activate_each {
-    ($vs:expr, $activation:expr, $activate:path) => {{
-        use aotc_abi::gemm::Activation as A;
-        let vs = $vs;
-        match $activation {
-            A::None => {}
-            A::Relu => {
+/// [`lanes`] of each vector of `vs`, the activation matched once: each arm's calls see it
+/// as a constant, and the vectors' activations are independent chains in one block, which
+/// the CPU overlaps (a vector at a time, each SiLU waited on its own latency). Loops, no
+/// closures: a closure is not compiled with its caller's target features.
+///
+/// # Safety
+/// As [`lanes`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn lanes_each<V: F32s>(vs: &mut [V], activation: Activation) {
+    // SAFETY (each arm): the caller's.
+    unsafe {
+        match activation {
+            Activation::None => {}
+            Activation::Relu => {
                 for v in vs.iter_mut() {
-                    *v = $activate(*v, A::Relu);
+                    *v = lanes(*v, Activation::Relu);
                 }
             }
-            A::Gelu => {
+            Activation::Gelu => {
                 for v in vs.iter_mut() {
-                    *v = $activate(*v, A::Gelu);
+                    *v = lanes(*v, Activation::Gelu);
                 }
             }
-            A::Hardswish => {
+            Activation::Hardswish => {
                 for v in vs.iter_mut() {
-                    *v = $activate(*v, A::Hardswish);
+                    *v = lanes(*v, Activation::Hardswish);
                 }
             }
-            A::Silu => {
+            Activation::Silu => {
                 for v in vs.iter_mut() {
-                    *v = $activate(*v, A::Silu);
+                    *v = lanes(*v, Activation::Silu);
                 }
             }
         }
-    }};
+    }
 }
-pub(crate) use activate_each;
 
 /// Each activation in float64, for the tests of the kernels that apply them.
 #[cfg(test)]

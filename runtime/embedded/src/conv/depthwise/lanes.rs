@@ -39,7 +39,8 @@ pub struct Kernel {
 impl Kernel {
     /// The fast path for `g` on `isa` when the CPU runs it, `g` is one of its
     /// geometries and its padded planes, with the slack the loops read past each (whose
-    /// lanes are never stored: a vector, two at stride 1), fit in `scratch` floats.
+    /// lanes are never stored: a vector, two where [`shifts_windows`]), fit in `scratch`
+    /// floats.
     pub fn new(g: &Conv2d, scratch: usize, isa: Isa) -> Option<Kernel> {
         let (size, stride) = (g.kernel[0], g.stride[0]);
         let shape =
@@ -57,7 +58,7 @@ impl Kernel {
         let half = row.div_ceil(2);
         // The loops read from each output row's first input row up to `reach` (the last
         // row's last tap, a whole vector past the last output; or each row's vectors and
-        // one more, `Plane::tile_stride1`).
+        // one more, `Plane::tile_shifted`).
         let [out_h, out_w] = g.out_size;
         let last_tap = if shifts_windows(size, stride, lanes) {
             lanes
@@ -178,7 +179,7 @@ unsafe fn plane_generic<V: F32s>(
 }
 
 /// Whether a plane of `size` x `size` taps at `stride` on `lanes` lanes shifts its
-/// windows in registers ([`Plane::tile_stride1`]). Measured on Zen 4: 3 x 3 at stride 1
+/// windows in registers ([`Plane::tile_shifted`]). Measured on Zen 4: 3 x 3 at stride 1
 /// on 16 lanes 15% faster; 5 x 5 and 7 x 7 kernels, and 8 lanes (whose shifts take two
 /// shuffles), slower.
 fn shifts_windows(size: usize, stride: usize, lanes: usize) -> bool {
@@ -457,7 +458,7 @@ impl<V: F32s> Plane<V> {
     ) {
         if shifts_windows(K, S, V::LANES) {
             // SAFETY: the caller's contract.
-            return unsafe { self.tile_stride1::<K, R, C>(src, dst, res, partial) };
+            return unsafe { self.tile_shifted::<K, R, C>(src, dst, res, partial) };
         }
         let lanes = V::LANES;
         // The weights are loaded tap by tap, as they are used: hoisted out of the loops
@@ -500,7 +501,7 @@ impl<V: F32s> Plane<V> {
     /// As [`Plane::tile`], and a vector past each row's last is read (inside the slot:
     /// `Kernel::new`).
     #[inline(always)]
-    unsafe fn tile_stride1<const K: usize, const R: usize, const C: usize>(
+    unsafe fn tile_shifted<const K: usize, const R: usize, const C: usize>(
         &self,
         src: *const f32,
         dst: *mut f32,
@@ -563,7 +564,7 @@ impl<V: F32s> Plane<V> {
                 }
                 // A row's vectors together (measured: a whole tile's at once slowed the
                 // tiles of one vector per row down).
-                crate::activation::activate_each!(&mut row, self.activation, crate::activation::lanes);
+                crate::activation::lanes_each(&mut row, self.activation);
                 for (v, sum) in row.into_iter().enumerate() {
                     if v < partial {
                         sum.store(dst.add(lanes * v));
