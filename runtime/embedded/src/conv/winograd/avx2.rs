@@ -66,13 +66,14 @@ unsafe fn columns(p: *const f32) -> [__m256; 4] {
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; each row holds `4 * at.len` rounded up to 32, and 8, floats;
-/// `v` holds 8 floats from each point's tiles, rounded up to 8 (its slack).
+/// `v` points to `v_len` floats, of which no other thread touches those at `at`'s tiles,
+/// rounded up to 8, meanwhile.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: Strided) {
+pub(super) unsafe fn transform_input(rows: [&[f32]; PATCH], v: *mut f32, v_len: usize, at: Strided) {
     let tiles = at.len;
     assert!(
         rows.iter().all(|r| r.len() >= TILE * tiles.next_multiple_of(8) + 8)
-            && at.first + (POINTS - 1) * at.point + tiles.next_multiple_of(8) <= v.len()
+            && at.first + (POINTS - 1) * at.point + tiles.next_multiple_of(8) <= v_len
     );
     let mut t = 0;
     while t < tiles {
@@ -93,7 +94,7 @@ pub(super) unsafe fn transform_input(rows: [&[f32]; PATCH], v: &mut [f32], at: S
             let values = sandwich(&BT, &d);
             for xi in 0..POINTS {
                 let value = values[xi / PATCH][xi % PATCH];
-                _mm256_storeu_ps(v.as_mut_ptr().add(at.first + xi * at.point + t), value);
+                _mm256_storeu_ps(v.add(at.first + xi * at.point + t), value);
             }
         }
         t += 8;
