@@ -109,11 +109,13 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
         let Some(len) = g.packed_group_len() else { return refuse_extern_call("__aotc_conv2d_f32") };
         return direct::run(&g, &k, x, &weight[..len], bias, residual, out, pool::threads(), Handle::current());
     }
-    // (Taken here, on the calling thread: the images may run on workers.)
-    let spare = Handle::current();
     // Image i's input and output, and (from `from_list`: a pointwise convolution of one
     // group) its input transform.
     let image = |i: usize, x: &[f32], out: &mut [f32]| {
+        // The running thread's seat's buffers (images may run on workers): those it used
+        // last call, still in its core's caches (another core's would first be moved line
+        // by line).
+        let spare = Handle::current();
         let transform = input_scale.map(|s| Channels {
             scale: if g.input == InputTransform::Scale { &s[i * g.channels..][..g.channels] } else { s },
             shift: input_shift,
@@ -131,7 +133,7 @@ pub unsafe extern "C" fn __aotc_conv2d_f32(
             let lhs = match (g.weight, g.packed_group_len(), transform) {
                 (WeightForm::ColumnPanels, Some(len), _) => {
                     let weight = &weight[group * len..][..len];
-                    transposed::product(&g, weight, planes, transform, out, sums, pool::threads(), spare);
+                    transposed::product(&g, weight, planes, transform, out, sums, pool::threads());
                     continue;
                 }
                 (WeightForm::Panels, Some(len), Some(transform)) => {

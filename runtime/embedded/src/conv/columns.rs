@@ -108,6 +108,8 @@ pub fn product(g: &Conv2d, weight: Weight, planes: &[f32], out: &mut [f32], sums
         // (Borrowed whole: a closure capturing only its pointer fields would not be Sync.)
         let whole = &whole;
         // (Whole panels: a block of row pairs may end inside one.)
+        // The thread's seat's buffers (see `conv::__aotc_conv2d_f32`'s images).
+        let spare = Handle::current();
         let mut windows = spare.take(KC.min(k) * width.next_multiple_of(NR));
         // Pooled: each block's full rows, C of its GEMMs, before they are pooled into `out`.
         let mut rows = g.pool.then(|| spare.take(m * width));

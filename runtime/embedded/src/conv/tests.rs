@@ -227,6 +227,11 @@ fn every_algorithm_matches_the_naive_convolution() {
             geometry(2, 24, [14, 14], 20, [3, 3], [2, 2], [1, 1], [1, 1], 2, false),
             geometry(1, 48, [7, 7], 40, [1, 1], [1, 1], [0, 0], [1, 1], 1, true),
             geometry(1, 48, [13, 13], 33, [1, 1], [2, 2], [0, 0], [1, 1], 1, false),
+            // Work enough for 2 threads and no more output channels than positions: the
+            // transposed product's threads each write the windows of their positions, cut
+            // from shifted planes (DenseNet's 128 -> 32 at 7x7) or from window rows.
+            geometry(1, 128, [7, 7], 32, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
+            geometry(1, 64, [27, 27], 16, [3, 3], [2, 2], [1, 1], [1, 1], 1, false),
         ];
         let algorithms: Vec<Algorithm> = cases.iter().map(|g| g.algorithm()).collect();
         for a in [Algorithm::Columns, Algorithm::Pointwise, Algorithm::Depthwise] {

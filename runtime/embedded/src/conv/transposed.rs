@@ -17,12 +17,20 @@ use crate::gemm::{gemm_packed, Bias, Operands, Packed, Problem};
 use crate::pool::{self, SharedOut};
 use crate::spare::Handle;
 use aotc_abi::conv::{Algorithm, Conv2d};
-use aotc_abi::gemm::{Activation, NR};
+use aotc_abi::gemm::{Activation, MR, NR};
 
 /// One group's `out[O/G, positions] = weight @ windows + sums` through the geometry's
 /// activation, on up to `threads` threads; `weight` is the group's `[depth, O/G]` packed as
 /// a right operand; `transform`, for a pointwise kernel, its input transform.
 /// (Never pooled: the compiler does not choose this form then.)
+///
+/// With at least as many positions as output channels, the threads take ranges of
+/// positions (whole register tiles of the product's rows), each with all it writes: its
+/// windows, its rows of C and its columns of the output planes. (Windows written on one
+/// core and read on another cost a cache line's transfer apiece: written whole, then cut
+/// between the GEMM's threads, DenseNet's 128 -> 32 at 7x7 took 82 us on 2 threads, 68 on
+/// 1.) With more channels, the GEMM cuts its columns, so that each thread streams only its
+/// part of the weight (ResNet's 512 -> 2048 at 7x7: 4 MiB).
 #[allow(clippy::too_many_arguments)]
 pub fn product(
     g: &Conv2d,
@@ -32,110 +40,188 @@ pub fn product(
     out: &mut [f32],
     sums: Sums,
     threads: usize,
-    spare: Handle,
 ) {
     let (m, k, n) = (g.positions(), g.depth(), g.group_out_channels());
-    let mut windows = (g.algorithm() != Algorithm::Pointwise || transform.is_some()).then(|| spare.take(k * m));
-    match (windows.as_mut(), transform) {
-        // (Few positions: the transformed planes are a small copy.)
-        (Some(windows), Some(transform)) => {
-            for (c, (row, plane)) in windows.chunks_exact_mut(m).zip(planes.chunks_exact(m)).enumerate() {
-                transform.apply(c, plane, row);
-            }
-        }
-        (Some(windows), None) => write_windows(g, planes, windows, threads),
-        (None, _) => {}
+    if n == 0 {
+        return;
     }
-    let a = windows.as_ref().map_or(planes.as_ptr(), |w| w.as_ptr());
-    // C row-major in a buffer, transposed into `out` at the end: written transposed in
-    // place, every depth block's output pass would go element by element.
-    let mut rows = spare.take(m * n);
-    let p = Problem {
-        m,
-        k,
-        n,
-        alpha: 1.0,
-        a,
-        rsa: 1,
-        csa: m as isize,
-        b: std::ptr::null(),
-        rsb: 0,
-        csb: 0,
-        beta: 0.0,
-        c: rows.as_mut_ptr(),
-        rsc: n as isize,
-        csc: 1,
+    let tiles = m.div_ceil(MR);
+    let parts = if m >= n { super::threads_for(m * k * n, threads).min(tiles).max(1) } else { 1 };
+    let base = SharedOut::new(out);
+    let run_part = |i: usize, threads: usize| {
+        let positions = (tiles * i / parts * MR).min(m)..(tiles * (i + 1) / parts * MR).min(m);
+        // The thread's seat's buffers (see `conv::__aotc_conv2d_f32`'s images).
+        let spare = Handle::current();
+        let part = Part { g, weight, planes, transform, sums, positions, threads, spare };
+        // SAFETY: `out` holds the group's `[n, m]` planes, whose columns `positions` are
+        // this part's alone (the parts' ranges are disjoint).
+        unsafe { part.run(base.get()) }
     };
-    let operands = Operands {
-        b: Packed::new(weight.as_ptr(), n, NR),
-        bias: sums.bias.map_or(Bias::None, |b| Bias::Cols(b.as_ptr())),
-        ..Operands::default()
-    };
-    // SAFETY: A is the k x m windows (or planes) read transposed, m x k with rows 1 apart
-    // and columns m apart; B the group's weight packed as a k x n right operand
-    // (`packed_group_len` floats, checked against the geometry by `lens`); C the m
-    // x n `rows`, a unique borrow; the bias n floats.
-    unsafe { gemm_packed(p, operands, threads, &pool::parallel_for) }
-    write_planes(&rows, m, sums.residual, g.activation, out);
+    if parts == 1 {
+        return run_part(0, threads);
+    }
+    pool::parallel_for(parts, parts, &|i| run_part(i, 1));
+}
+
+/// A thread's share of [`product`]: output positions `positions`.
+struct Part<'a> {
+    g: &'a Conv2d,
+    weight: &'a [f32],
+    planes: &'a [f32],
+    transform: Option<Channels<'a>>,
+    sums: Sums<'a>,
+    positions: std::ops::Range<usize>,
+    /// Threads for its windows and GEMM (1 inside a region).
+    threads: usize,
+    spare: Handle,
+}
+
+impl Part<'_> {
+    /// # Safety
+    /// As [`product`]'s call: `out` holds the `[n, m]` planes, of which this part alone
+    /// writes columns `positions`.
+    unsafe fn run(&self, out: *mut f32) {
+        let g = self.g;
+        let (m, k, n) = (g.positions(), g.depth(), g.group_out_channels());
+        let (first, len) = (self.positions.start, self.positions.len());
+        let mut windows =
+            (g.algorithm() != Algorithm::Pointwise || self.transform.is_some()).then(|| self.spare.take(k * len));
+        match (windows.as_mut(), self.transform) {
+            // (Few positions: the transformed planes are a small copy.)
+            (Some(windows), Some(transform)) => {
+                for (c, row) in windows.chunks_exact_mut(len.max(1)).take(k).enumerate() {
+                    transform.apply(c, &self.planes[c * m..][self.positions.clone()], row);
+                }
+            }
+            (Some(windows), None) => {
+                write_windows(g, self.planes, self.positions.clone(), windows, self.threads, self.spare)
+            }
+            (None, _) => {}
+        }
+        // A: the k x len windows (or the planes' columns), read transposed.
+        let (a, csa) = match &windows {
+            Some(w) => (w.as_ptr(), len),
+            None => (self.planes[first.min(self.planes.len())..].as_ptr(), m),
+        };
+        // C row-major in a buffer, transposed into `out` at the end: written transposed in
+        // place, every depth block's output pass would go element by element.
+        let mut rows = self.spare.take(len * n);
+        let p = Problem {
+            m: len,
+            k,
+            n,
+            alpha: 1.0,
+            a,
+            rsa: 1,
+            csa: csa as isize,
+            b: std::ptr::null(),
+            rsb: 0,
+            csb: 0,
+            beta: 0.0,
+            c: rows.as_mut_ptr(),
+            rsc: n as isize,
+            csc: 1,
+        };
+        let operands = Operands {
+            b: Packed::new(self.weight.as_ptr(), n, NR),
+            bias: self.sums.bias.map_or(Bias::None, |b| Bias::Cols(b.as_ptr())),
+            ..Operands::default()
+        };
+        // SAFETY: A is len x k with rows 1 apart and columns `csa` apart, inside the windows
+        // (or the planes, from column `first`); B the group's weight packed as a k x n right
+        // operand (`packed_group_len` floats, checked against the geometry by `lens`); C the
+        // len x n `rows`, a unique borrow; the bias n floats.
+        unsafe { gemm_packed(p, operands, self.threads, &pool::parallel_for) }
+        // SAFETY: the caller's.
+        unsafe { write_planes(&rows, n, self.positions.clone(), m, self.sums.residual, g.activation, out) }
+    }
 }
 
 /// Output channels per block of [`write_planes`]: a cache line of each row of C.
 const PLANES_PER_BLOCK: usize = 16;
 
-/// `out[o, i] = activation(rows[i, o] + residual[o, i])`: the `[positions, O]` product
-/// transposed into the `[O, positions]` planes, by blocks of [`PLANES_PER_BLOCK`] planes
-/// (in L1), each row's cache line of the block read once. A row of C is O floats long,
-/// often 4 or 8 KiB: the lines of a column all fall in the same few sets of L1, so read
-/// plane by plane (a column at a time) nearly every read missed L1 (ShuffleNet's 192 ->
-/// 1024 at 7x7: 234 -> 125 us in all).
-fn write_planes(rows: &[f32], positions: usize, residual: Option<&[f32]>, activation: Activation, out: &mut [f32]) {
-    if positions == 0 {
-        return;
-    }
-    let n = out.len() / positions;
-    for (block, planes) in out.chunks_mut(PLANES_PER_BLOCK * positions).enumerate() {
-        let (first, count) = (block * PLANES_PER_BLOCK, planes.len() / positions);
-        for (i, row) in rows.chunks_exact(n).enumerate() {
-            for (plane, &x) in planes.chunks_exact_mut(positions).zip(&row[first..first + count]) {
-                plane[i] = x;
+/// `out[o, i] = activation(rows[i - first, o] + residual[o, i])` for the positions `i`
+/// of `positions`: the `[positions, n]` product transposed into columns of the `[n, m]`
+/// planes, by blocks of [`PLANES_PER_BLOCK`] planes (in L1), each row's cache line of the
+/// block read once. A row of C is n floats long, often 4 or 8 KiB: the lines of a column
+/// all fall in the same few sets of L1, so read plane by plane (a column at a time) nearly
+/// every read missed L1 (ShuffleNet's 192 -> 1024 at 7x7: 234 -> 125 us in all).
+///
+/// # Safety
+/// `out` holds `n` planes of `m` floats, whose columns `positions` no other thread touches
+/// meanwhile.
+unsafe fn write_planes(
+    rows: &[f32],
+    n: usize,
+    positions: std::ops::Range<usize>,
+    m: usize,
+    residual: Option<&[f32]>,
+    activation: Activation,
+    out: *mut f32,
+) {
+    let (first, len) = (positions.start, positions.len());
+    assert!(positions.end <= m && rows.len() >= len * n);
+    // SAFETY: plane o's columns `positions`, inside `out` and this caller's alone.
+    let plane = |o: usize| unsafe { std::slice::from_raw_parts_mut(out.add(o * m + first), len) };
+    for block in (0..n).step_by(PLANES_PER_BLOCK) {
+        let block = block..(block + PLANES_PER_BLOCK).min(n);
+        for (i, row) in rows.chunks_exact(n).take(len).enumerate() {
+            for o in block.clone() {
+                plane(o)[i] = row[o];
             }
         }
         // (The block's planes are still in L1.)
-        if let Some(residual) = residual {
-            planes.iter_mut().zip(&residual[first * positions..]).for_each(|(y, &r)| *y += r);
+        for o in block {
+            let plane = plane(o);
+            if let Some(residual) = residual {
+                plane.iter_mut().zip(&residual[o * m + first..]).for_each(|(y, &r)| *y += r);
+            }
+            crate::activation::apply(activation, plane);
         }
-        crate::activation::apply(activation, planes);
     }
 }
 
-/// Writes the windows as a `[depth, positions]` matrix into `windows`: row `(c, i, j)` holds,
-/// for each output position, the input at kernel tap `(i, j)` of channel `c` (0 in the
-/// padding). Rows of depth are spread over `threads`.
-fn write_windows(g: &Conv2d, planes: &[f32], windows: &mut [f32], threads: usize) {
-    let positions = g.positions();
-    let depth = g.depth();
-    if positions == 0 || depth == 0 {
+/// Writes the windows of output positions `positions` as a `[depth, positions]` matrix
+/// into `windows`: row `(c, i, j)` holds, for each of those positions, the input at kernel
+/// tap `(i, j)` of channel `c` (0 in the padding). Rows of depth are spread over `threads`;
+/// a part of the positions is cut from whole rows written into a buffer of one row (in L1).
+fn write_windows(
+    g: &Conv2d,
+    planes: &[f32],
+    positions: std::ops::Range<usize>,
+    windows: &mut [f32],
+    threads: usize,
+    spare: Handle,
+) {
+    let (m, len, depth) = (g.positions(), positions.len(), g.depth());
+    if len == 0 || depth == 0 {
         return;
     }
     let taps = TapColumns::of(g);
     let same_size = g.stride == [1, 1] && g.out_size == [g.height, g.width];
     let ([kh, kw], plane_len) = (g.kernel, g.height * g.width);
-    let chunks = if depth * positions >= 1 << 16 { threads } else { 1 };
+    let chunks = if depth * len >= 1 << 16 { threads } else { 1 };
     let base = SharedOut::new(windows);
     pool::parallel_for(chunks, chunks, &|chunk| {
         let rows = depth * chunk / chunks..depth * (chunk + 1) / chunks;
-        // SAFETY: rows `rows` of `windows` (depth x positions floats), which the chunks
-        // partition.
-        let part =
-            unsafe { std::slice::from_raw_parts_mut(base.get().add(rows.start * positions), rows.len() * positions) };
-        for (p, row) in rows.zip(part.chunks_exact_mut(positions)) {
+        // SAFETY: rows `rows` of `windows` (depth x len floats), which the chunks partition.
+        let part = unsafe { std::slice::from_raw_parts_mut(base.get().add(rows.start * len), rows.len() * len) };
+        let mut whole_row = (len < m).then(|| spare.take(m));
+        for (p, dst) in rows.zip(part.chunks_exact_mut(len)) {
             // Row p is tap (i, j) of channel c.
             let (c, i, j) = (p / (kh * kw), p / kw % kh, p % kw);
             let plane = &planes[c * plane_len..][..plane_len];
+            let row = match whole_row.as_mut() {
+                Some(row) => &mut row[..m],
+                None => &mut *dst,
+            };
             if same_size {
                 shifted_plane(g, plane, [i, j], &taps[j], row);
             } else {
                 window_row(g, plane, i, &taps[j], row);
+            }
+            if let Some(row) = &whole_row {
+                dst.copy_from_slice(&row[positions.clone()]);
             }
         }
     });

@@ -72,11 +72,13 @@ pub fn run(
     let (v_len, m_len) = plan.buffer_lens(g);
     let next = AtomicUsize::new(0);
     let claim = || Some(next.fetch_add(1, Ordering::Relaxed)).filter(|&item| item < plan.items());
-    let buffers = || (spare.take(m_len), spare.take(TILE * plan.row_len()));
+    // Inside the regions, each thread's seat's buffers (see `conv::__aotc_conv2d_f32`'s
+    // images).
+    let buffers = || (Handle::current().take(m_len), Handle::current().take(TILE * plan.row_len()));
     if plan.parts == 1 {
         // Each block transformed by the thread that multiplies it.
         pool::parallel_for(plan.threads, plan.threads.min(plan.items()), &|_| {
-            let (mut v, (mut m, mut rows)) = (spare.take(v_len), buffers());
+            let (mut v, (mut m, mut rows)) = (Handle::current().take(v_len), buffers());
             while let Some(block) = claim() {
                 // SAFETY: `v` is this thread's; the block's tile rows of every output
                 // channel are this item's alone.
