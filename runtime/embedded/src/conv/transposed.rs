@@ -50,9 +50,7 @@ pub fn product(
     let base = SharedOut::new(out);
     let run_part = |i: usize, threads: usize| {
         let positions = (tiles * i / parts * MR).min(m)..(tiles * (i + 1) / parts * MR).min(m);
-        // The thread's seat's buffers (see `conv::__aotc_conv2d_f32`'s images).
-        let spare = Handle::current();
-        let part = Part { g, weight, planes, transform, sums, positions, threads, spare };
+        let part = Part { g, weight, planes, transform, sums, positions, threads };
         // SAFETY: `out` holds the group's `[n, m]` planes, whose columns `positions` are
         // this part's alone (the parts' ranges are disjoint).
         unsafe { part.run(base.get()) }
@@ -73,7 +71,6 @@ struct Part<'a> {
     positions: std::ops::Range<usize>,
     /// Threads for its windows and GEMM (1 inside a region).
     threads: usize,
-    spare: Handle,
 }
 
 impl Part<'_> {
@@ -84,8 +81,10 @@ impl Part<'_> {
         let g = self.g;
         let (m, k, n) = (g.positions(), g.depth(), g.group_out_channels());
         let (first, len) = (self.positions.start, self.positions.len());
+        // The running thread's seat's buffers (see `conv::__aotc_conv2d_f32`'s images).
+        let spare = Handle::current();
         let mut windows =
-            (g.algorithm() != Algorithm::Pointwise || self.transform.is_some()).then(|| self.spare.take(k * len));
+            (g.algorithm() != Algorithm::Pointwise || self.transform.is_some()).then(|| spare.take(k * len));
         match (windows.as_mut(), self.transform) {
             // (Few positions: the transformed planes are a small copy.)
             (Some(windows), Some(transform)) => {
@@ -94,7 +93,7 @@ impl Part<'_> {
                 }
             }
             (Some(windows), None) => {
-                write_windows(g, self.planes, self.positions.clone(), windows, self.threads, self.spare)
+                write_windows(g, self.planes, self.positions.clone(), windows, self.threads, spare)
             }
             (None, _) => {}
         }
@@ -105,7 +104,7 @@ impl Part<'_> {
         };
         // C row-major in a buffer, transposed into `out` at the end: written transposed in
         // place, every depth block's output pass would go element by element.
-        let mut rows = self.spare.take(len * n);
+        let mut rows = spare.take(len * n);
         let p = Problem {
             m: len,
             k,
