@@ -13,7 +13,8 @@
 //! reads contiguous rows of B in place.
 //!
 //! Measured (benches/gemm.rs, one thread): on a 2-core AVX2 EPYC, AVX2 about 0.8 of the
-//! FMA peak at 1024^3, 0.7 at 64 x 1024 x 4096 (0.78 with B packed at compile time); on a
+//! FMA peak at 1024^3, 0.7 at 64 x 1024 x 4096 (0.88-0.92 with B packed at compile time,
+//! Zen 3, since the output pass works on whole tiles; 0.6-0.66 at 96 x 16 x 1024); on a
 //! 2-core Xeon with AVX-512 (Sapphire Rapids class), AVX-512 0.84-0.87 of the AVX-512
 //! FMA peak at 1024^3; on bench_mlp's layers (64 x 1024 x 4096, 64 x 4096 x 1024,
 //! 64 x 1024 x 1024) with B packed at compile time 0.73-0.85, 0.63-0.65 with B packed
@@ -25,12 +26,14 @@
 //! for it ([`avx2`], [`avx512`]).
 
 use super::simd::{Avx2, Avx512, Simd};
-use super::{Addend, Bias, Element, Operands, Problem};
+use super::{Bias, Element, Operands, Problem};
 use crate::spare;
 use aotc_abi::gemm::{Activation, MR};
 use std::arch::x86_64::*;
 
+mod output;
 mod pack;
+use output::{Out, Pass};
 use pack::{pack_a, pack_b};
 
 /// The loop nest compiled for AVX2 + FMA, for [`super::Kernel`] (with `Operands::default()`)
@@ -455,41 +458,6 @@ unsafe fn step<T: Element, I: Simd<T>, const R: usize, const W: usize>(
     }
 }
 
-/// Where a register tile goes: C at its top-left element, how many of its columns exist,
-/// and `C = activation(alpha * tile + beta * C + bias)` with the [`Pass`] of its depth
-/// block.
-#[derive(Clone, Copy)]
-struct Out<T> {
-    c: *mut T,
-    rsc: isize,
-    csc: isize,
-    cols: usize,
-    alpha: T,
-    beta: T,
-    pass: Pass,
-}
-
-/// The output pass of one depth block's tile: the bias and the addend (float32, only ever
-/// given to the float32 kernel) from the tile's first row and column, and the activation.
-#[derive(Clone, Copy)]
-struct Pass {
-    bias: Bias,
-    addend: Option<Addend>,
-    activation: Activation,
-}
-
-impl Pass {
-    /// Where the bias of element (r, j) of the tile is, as a `T`.
-    #[inline(always)]
-    fn bias<T>(&self, r: usize, j: usize) -> Option<*const T> {
-        match self.bias {
-            Bias::None => None,
-            Bias::Rows(b) => Some(b.wrapping_add(r).cast()),
-            Bias::Cols(b) => Some(b.wrapping_add(j).cast()),
-        }
-    }
-}
-
 /// A tile of `rows` (1..=MR * TILE_PANELS) rows: each height gets its own code so that a
 /// short tile does no wasted multiply-adds, and short ones S sets of accumulators (summed
 /// at the end) for about 10 independent chains: an FMA takes 4 to 5 cycles and two issue
@@ -593,76 +561,6 @@ unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: 
                 }
             }
         }
-        let (alpha, beta) = (I::splat(out.alpha), I::splat(out.beta));
-        let activation = out.pass.activation;
-        if out.csc == 1 {
-            // Rows of C contiguous: vector by vector, a last partial one (C's last columns)
-            // through masked loads and stores.
-            for (r, acc) in acc.iter().enumerate() {
-                let c = out.c.offset(r as isize * out.rsc);
-                for (h, &v) in acc.iter().enumerate() {
-                    let n = out.cols.saturating_sub(h * l).min(l);
-                    if n == 0 {
-                        break;
-                    }
-                    let (c, whole) = (c.add(h * l), n == l);
-                    let load = |p: *const T| if whole { I::load(p) } else { I::load_first(p, n) };
-                    let v = I::vmul(v, alpha);
-                    let v = if out.beta == T::ZERO { v } else { I::fmadd(load(c), beta, v) };
-                    let v = match out.pass.bias {
-                        Bias::None => v,
-                        Bias::Rows(b) => I::vadd(v, I::splat(*b.add(r).cast::<T>())),
-                        Bias::Cols(b) => I::vadd(v, load(b.add(h * l).cast::<T>())),
-                    };
-                    let v = match out.pass.addend {
-                        None => v,
-                        Some(d) => I::vadd(v, load(d.at(r, h * l))),
-                    };
-                    let v = I::activate(v, activation);
-                    if whole {
-                        I::store(c, v)
-                    } else {
-                        I::store_first(c, v, n)
-                    }
-                }
-            }
-        } else {
-            // A strided tile (C transposed): summed element by element in a whole tile row
-            // of memory, then (with an activation) activated as vectors, then written out.
-            // (At most two vectors of 16 floats.)
-            let mut tmp = [T::ZERO; 32];
-            let plain =
-                matches!(out.pass.bias, Bias::None) && out.pass.addend.is_none() && activation == Activation::None;
-            for (r, acc) in acc.iter().enumerate() {
-                for (h, &v) in acc.iter().enumerate() {
-                    I::store(tmp.as_mut_ptr().add(h * l), v);
-                }
-                for (j, x) in tmp[..out.cols].iter_mut().enumerate() {
-                    let c = out.c.offset(r as isize * out.rsc + j as isize * out.csc);
-                    let v = if out.beta == T::ZERO { out.alpha * *x } else { out.alpha * *x + out.beta * *c };
-                    if plain {
-                        *c = v;
-                        continue;
-                    }
-                    let v = match out.pass.bias::<T>(r, j) {
-                        Some(b) => v + *b,
-                        None => v,
-                    };
-                    *x = match out.pass.addend {
-                        Some(d) => v + *d.at::<T>(r, j),
-                        None => v,
-                    };
-                }
-                if plain {
-                    continue;
-                }
-                for h in 0..W {
-                    I::store(tmp.as_mut_ptr().add(h * l), I::activate(I::load(tmp.as_ptr().add(h * l)), activation));
-                }
-                for (j, &v) in tmp[..out.cols].iter().enumerate() {
-                    *out.c.offset(r as isize * out.rsc + j as isize * out.csc) = v;
-                }
-            }
-        }
+        output::write::<T, I, R, W>(acc, out);
     }
 }

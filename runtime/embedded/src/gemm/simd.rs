@@ -50,8 +50,9 @@ pub trait Simd<T: Element> {
     unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn vmul(a: Self::V, b: Self::V) -> Self::V;
     unsafe fn vadd(a: Self::V, b: Self::V) -> Self::V;
-    /// The activation lane by lane (`crate::activation::scalar`'s values).
-    unsafe fn activate(v: Self::V, activation: Activation) -> Self::V;
+    /// The activation of every lane of every vector (`crate::activation::scalar`'s values),
+    /// matched once: the vectors are independent chains, which the CPU overlaps.
+    unsafe fn activate_each(vs: &mut [Self::V], activation: Activation);
 }
 
 // The methods are `inline(always)` so that they are compiled inside the loop nest, with
@@ -116,9 +117,9 @@ macro_rules! simd {
                 unsafe { $add(a, b) }
             }
             #[inline(always)]
-            unsafe fn activate(v: $v, activation: Activation) -> $v {
+            unsafe fn activate_each(vs: &mut [$v], activation: Activation) {
                 // SAFETY: as above.
-                unsafe { $activate(v, activation) }
+                unsafe { $activate(vs, activation) }
             }
         }
     };
@@ -140,7 +141,7 @@ simd!(
     _mm256_fmadd_ps,
     _mm256_mul_ps,
     _mm256_add_ps,
-    crate::activation::lanes
+    crate::activation::lanes_each
 );
 simd!(
     Avx2,
@@ -158,7 +159,7 @@ simd!(
     _mm256_fmadd_pd,
     _mm256_mul_pd,
     _mm256_add_pd,
-    activate_f64x4
+    activate_each_f64x4
 );
 // AVX-512 cores have 1-2 MiB of L2: blocks of A of 144 rows (12 tiles) x 256 depths;
 // blocks of B a whole number of tiles (32 columns) wide.
@@ -178,7 +179,7 @@ simd!(
     _mm512_fmadd_ps,
     _mm512_mul_ps,
     _mm512_add_ps,
-    crate::activation::lanes
+    crate::activation::lanes_each
 );
 simd!(
     Avx512,
@@ -196,7 +197,7 @@ simd!(
     _mm512_fmadd_pd,
     _mm512_mul_pd,
     _mm512_add_pd,
-    activate_f64x8
+    activate_each_f64x8
 );
 
 /// [`Simd::load_first`] of float32: the row kernels' (`crate::simd`), zeros past `n`.
@@ -241,38 +242,42 @@ unsafe fn store_first_f64x8(p: *mut f64, v: __m512d, n: usize) {
     unsafe { _mm512_mask_storeu_pd(p, ((1u32 << n) - 1) as __mmask8, v) }
 }
 
-/// [`Simd::activate`] for 4 doubles: ReLU in the vector (the compiler fuses activations
-/// only into float32 products), the others lane by lane.
+/// [`Simd::activate_each`] for vectors of 4 doubles: ReLU in the vector (the compiler fuses
+/// activations only into float32 products), the others lane by lane.
 #[inline(always)]
-unsafe fn activate_f64x4(v: __m256d, activation: Activation) -> __m256d {
+unsafe fn activate_each_f64x4(vs: &mut [__m256d], activation: Activation) {
     // SAFETY: AVX, checked by `Isa::Avx2.available()`; `lanes` holds 4 doubles.
     unsafe {
-        match activation {
-            Activation::None => v,
-            Activation::Relu => _mm256_max_pd(_mm256_setzero_pd(), v),
-            _ => {
-                let mut lanes = [0f64; 4];
-                _mm256_storeu_pd(lanes.as_mut_ptr(), v);
-                scalar_activation(&mut lanes, activation);
-                _mm256_loadu_pd(lanes.as_ptr())
+        for v in vs {
+            *v = match activation {
+                Activation::None => *v,
+                Activation::Relu => _mm256_max_pd(_mm256_setzero_pd(), *v),
+                _ => {
+                    let mut lanes = [0f64; 4];
+                    _mm256_storeu_pd(lanes.as_mut_ptr(), *v);
+                    scalar_activation(&mut lanes, activation);
+                    _mm256_loadu_pd(lanes.as_ptr())
+                }
             }
         }
     }
 }
 
-/// [`activate_f64x4`] for 8 doubles.
+/// [`activate_each_f64x4`] for vectors of 8 doubles.
 #[inline(always)]
-unsafe fn activate_f64x8(v: __m512d, activation: Activation) -> __m512d {
+unsafe fn activate_each_f64x8(vs: &mut [__m512d], activation: Activation) {
     // SAFETY: AVX-512F, checked by `Isa::Avx512.available()`; `lanes` holds 8 doubles.
     unsafe {
-        match activation {
-            Activation::None => v,
-            Activation::Relu => _mm512_max_pd(_mm512_setzero_pd(), v),
-            _ => {
-                let mut lanes = [0f64; 8];
-                _mm512_storeu_pd(lanes.as_mut_ptr(), v);
-                scalar_activation(&mut lanes, activation);
-                _mm512_loadu_pd(lanes.as_ptr())
+        for v in vs {
+            *v = match activation {
+                Activation::None => *v,
+                Activation::Relu => _mm512_max_pd(_mm512_setzero_pd(), *v),
+                _ => {
+                    let mut lanes = [0f64; 8];
+                    _mm512_storeu_pd(lanes.as_mut_ptr(), *v);
+                    scalar_activation(&mut lanes, activation);
+                    _mm512_loadu_pd(lanes.as_ptr())
+                }
             }
         }
     }
