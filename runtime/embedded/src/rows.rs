@@ -74,12 +74,6 @@ fn softmax_each_row(x: &[f32], out: &mut [f32], len: usize, log: bool, isa: Isa)
 /// 8 lanes at a time (the bound of its stack buffers).
 const SHORT_ROW: usize = 31;
 
-/// Below this shifted score (ln of the smallest normal float32) a softmax weight is
-/// written as 0 rather than the denormal e^x: an error under 1.2e-38, where a denormal
-/// would make every later product with it about 100 times slower on x86 (the weights of
-/// masked attention, -100 scores in Swin's shifted windows, feed a GEMM).
-pub(crate) const FLUSH_BELOW: f32 = -87.336_55;
-
 /// One row, a vector at a time on `isa` (scalar without one).
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn softmax_row(x: &[f32], out: &mut [f32], log: bool, isa: Isa) {
@@ -102,7 +96,7 @@ fn softmax_row(x: &[f32], out: &mut [f32], log: bool, isa: Isa) {
     } else {
         for (o, &v) in out.iter_mut().zip(x) {
             // NaN stays (it is not below).
-            *o = if v - max < FLUSH_BELOW { 0.0 } else { (v - max).exp() };
+            *o = if v - max < crate::gelu::FLUSH_BELOW { 0.0 } else { (v - max).exp() };
             sum += *o as f64;
         }
         let inverse = (1.0 / sum) as f32;

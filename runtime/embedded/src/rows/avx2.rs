@@ -102,9 +102,8 @@ unsafe fn softmax_8_rows(
         }
         for (y, &v) in y.iter_mut().zip(v) {
             let shifted = _mm256_sub_ps(v, vmax);
-            // As in `softmax_row`: 0 below FLUSH_BELOW (masked scores), NaN stays.
-            let representable = _mm256_cmp_ps::<_CMP_NLT_UQ>(shifted, _mm256_set1_ps(super::FLUSH_BELOW));
-            y.write(_mm256_and_ps(exp(shifted), representable));
+            // As in `softmax_row`: 0 below FLUSH_BELOW (exp's; masked scores), NaN stays.
+            y.write(exp(shifted));
         }
         // Every position was written just above.
         let y = &mut *(y as *mut [MaybeUninit<__m256>] as *mut [__m256]);

@@ -59,10 +59,9 @@ unsafe fn softmax_row_generic<V: F32s>(x: &[f32], out: &mut [f32], log: bool) {
         let mut sum = V::zero_sum();
         for i in (0..x.len()).step_by(step) {
             let shifted = at::<V>(x, i, f32::NEG_INFINITY).sub(vmax);
-            // 0 below FLUSH_BELOW, not a denormal (masked attention scores are -inf or
-            // -100). NaN stays.
-            let e =
-                V::select(shifted.not_lt(V::splat(super::FLUSH_BELOW)), crate::gelu::lanes::exp(shifted), V::zero());
+            // 0 below FLUSH_BELOW (exp's), not a denormal: masked attention scores are -inf
+            // or -100. NaN stays.
+            let e = crate::gelu::lanes::exp(shifted);
             if !log {
                 put(out, i, e);
             }
