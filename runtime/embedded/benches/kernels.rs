@@ -132,7 +132,7 @@ fn convolve(g: &Conv2d, out: &mut [f32], x: &[f32], weight: &[f32], bias: &[f32]
 }
 
 fn convolutions() {
-    // MobileNet's, and EfficientNet-B0's with their SiLU.
+    // MobileNet's, and EfficientNet-B0's with their SiLU (one also with ReLU: SiLU's cost).
     let (relu, silu) = (Activation::Relu, Activation::Silu);
     for (channels, hw, k, s, p, activation) in [
         (96, 56, 3, 1, 1, relu),
@@ -141,6 +141,7 @@ fn convolutions() {
         (672, 14, 5, 2, 2, relu),
         (1152, 7, 5, 1, 2, relu),
         (480, 14, 3, 1, 1, relu),
+        (144, 56, 3, 1, 1, relu),
         (144, 56, 3, 1, 1, silu),
         (672, 14, 5, 1, 2, silu),
     ] {

@@ -43,8 +43,6 @@ pub unsafe trait F32s: Copy {
     unsafe fn max(self, b: Self) -> Self;
     /// The smaller of the two, `b` when either is NaN.
     unsafe fn min(self, b: Self) -> Self;
-    /// Rounded to the nearest integer, ties to even.
-    unsafe fn round(self) -> Self;
     /// `self * 2^n` for lanes of `n` that are integers in [-254, 254] (as two factors
     /// `2^(n/2)`, so that neither overflows the exponent).
     unsafe fn scale_pow2(self, n: Self) -> Self;

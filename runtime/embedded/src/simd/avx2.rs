@@ -96,11 +96,6 @@ unsafe impl F32s for __m256 {
         unsafe { _mm256_min_ps(self, b) }
     }
     #[inline(always)]
-    unsafe fn round(self) -> Self {
-        // SAFETY: the trait's contract (see the impl).
-        unsafe { _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self) }
-    }
-    #[inline(always)]
     unsafe fn scale_pow2(self, n: Self) -> Self {
         // SAFETY: the trait's contract (see the impl).
         unsafe {

@@ -84,11 +84,6 @@ unsafe impl F32s for __m512 {
         unsafe { _mm512_min_ps(self, b) }
     }
     #[inline(always)]
-    unsafe fn round(self) -> Self {
-        // SAFETY: the trait's contract (see the impl).
-        unsafe { _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self) }
-    }
-    #[inline(always)]
     unsafe fn scale_pow2(self, n: Self) -> Self {
         // One instruction (`vscalefps`: self * 2^floor(n), rounded once, overflowing to
         // infinity and underflowing through the subnormals to 0 as two factors would).
