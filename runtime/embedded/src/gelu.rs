@@ -62,9 +62,9 @@ fn erf_scalar(x: f32) -> f32 {
     unsafe { erff(x) }
 }
 
-/// Below this (ln of the smallest normal float32, rounded up) the vector exp returns 0 rather than
-/// the subnormal e^x: an error under 1.2e-38, where a subnormal result costs a microcode
-/// assist per lane on x86 (SiLU over GEMM outputs above 87 measured 5 times slower) and
+/// Below this (ln of the smallest normal float32, rounded up) the vector exp returns 0
+/// rather than the subnormal e^x: an error under 1.2e-38, where a subnormal result costs a
+/// microcode assist per lane on x86 (SiLU over GEMM outputs above 87 measured 5 times slower) and
 /// makes every later product with it as slow (softmax weights of masked attention, -100
 /// scores in Swin's shifted windows, feed a GEMM). Every use loses nothing: SiLU's `1 + e`,
 /// erf's `1 - e R` and a softmax sum round the same either way.
@@ -124,16 +124,16 @@ pub(crate) mod lanes {
         }
     }
 
-    /// The polynomial of coefficients `c` (highest degree first, at most 8) at `x`, by
-    /// Estrin's scheme: pairs `c_2j + c_2j+1 x`, then pairs of those with x^2, and so on,
-    /// log2(len) multiply-adds deep rather than Horner's len - 1. The chain's length
-    /// bounds how many vectors the CPU overlaps (measured: exp 15-20% faster on Zen 3).
+    /// The polynomial of coefficients `c` (highest degree first) at `x`, by Estrin's
+    /// scheme: pairs `c_2j + c_2j+1 x`, then pairs of those with x^2, and so on, log2(N)
+    /// multiply-adds deep rather than Horner's N - 1. The chain's length bounds how many
+    /// vectors the CPU overlaps (measured: exp 15-20% faster on Zen 3).
     #[inline(always)]
-    unsafe fn poly<V: F32s>(x: V, c: &[f32]) -> V {
+    unsafe fn poly<V: F32s, const N: usize>(x: V, c: &[f32; N]) -> V {
         // SAFETY: the caller's.
         unsafe {
-            let mut n = c.len();
-            let mut terms = [V::zero(); 8];
+            let mut n = N;
+            let mut terms = [V::zero(); N];
             for (t, &k) in terms.iter_mut().zip(c.iter().rev()) {
                 *t = V::splat(k);
             }
@@ -180,7 +180,7 @@ pub(crate) mod lanes {
         }
     }
 
-    /// e^x, x clamped to [[`FLUSH_BELOW`], 89] and 0 below it (NaN kept): `2^n (1 +
+    /// e^x: 0 below [`super::FLUSH_BELOW`], x clamped to 89 above (NaN kept); `2^n (1 +
     /// expm1(r))`, 2^n as two factors (2^128 overflows one).
     ///
     /// # Safety
