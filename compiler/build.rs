@@ -40,8 +40,8 @@ fn main() {
 /// `<target>/aotc-embedded` for an OUT_DIR `<target>[/<triple>]/<profile>/build/<unit>/out`:
 /// one release build of the support library shared by every profile and command (`cargo
 /// build --release`, `cargo clippy`, `cargo test` each run this script with their own
-/// OUT_DIR; building it into each took most of a fresh clone's CI). The nested cargo's lock
-/// on that folder serialises concurrent runs. None when OUT_DIR is laid out otherwise.
+/// OUT_DIR, and a fresh clone's CI built it into each). The nested cargo's lock on that
+/// folder serialises concurrent runs. None when OUT_DIR is laid out otherwise.
 fn shared_target_dir(out: &Path) -> Option<PathBuf> {
     let build = out.ancestors().nth(2)?;
     if build.file_name()? != "build" {
