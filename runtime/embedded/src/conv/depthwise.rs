@@ -1,6 +1,6 @@
 //! Depthwise convolution (one input channel per group), plane by plane on the call's
 //! threads, the output pass fused: each output plane is its bias plus the input plane
-//! shifted and scaled by each kernel tap, then the residual and the ReLU.
+//! shifted and scaled by each kernel tap, then the residual and the activation.
 //!
 //! - The common geometries (3x3, 5x5 and 7x7, stride 1 and 2) on x86-64 with AVX2 and FMA or
 //!   AVX-512 ([`lanes`]): each thread copies its input planes into a zero-padded plane, a
