@@ -9,7 +9,8 @@ use crate::error::{Error, Result};
 use std::path::Path;
 use std::process::Command;
 
-/// The support library, built by build.rs and embedded in the compiler binary.
+/// The support library, built by build.rs and embedded in the compiler binary: one
+/// relocatable object.
 static EMBEDDED_LIB: &[u8] = include_bytes!(env!("AOTC_EMBEDDED_LIB"));
 
 fn version_script() -> String {
@@ -24,7 +25,7 @@ pub fn link(object: &[u8], weights: Option<&Path>, output: &Path) -> Result<()> 
         std::fs::write(&p, bytes).map(|_| p).map_err(|e| Error::Link(format!("writing {name}: {e}")))
     };
     let obj = write("model.o", object)?;
-    let lib = write("libaotc_embedded.a", EMBEDDED_LIB)?;
+    let lib = write("libaotc_embedded.o", EMBEDDED_LIB)?;
     let map = write("exports.map", version_script().as_bytes())?;
     let cc = std::env::var("AOTC_CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
