@@ -153,7 +153,7 @@ impl Kernel {
         // L1 or L2): inlined into each of the ~280 tile shapes they took much of the
         // library's compile time, and ran no faster (EfficientNet-B0's 16 depthwise SiLU
         // layers, interleaved profiles on Zen 3: 4.3-4.8 ms per call either way).
-        if !matches!(self.activation, Activation::None | Activation::Relu) {
+        if self.activation != Activation::Relu {
             crate::activation::apply(self.activation, out);
         }
     }
@@ -572,7 +572,7 @@ impl<V: F32s> Plane<V> {
                 }
                 if self.activation == Activation::Relu {
                     for sum in &mut row {
-                        *sum = V::zero().max(*sum);
+                        *sum = crate::activation::lanes(*sum, Activation::Relu);
                     }
                 }
                 for (v, sum) in row.into_iter().enumerate() {
