@@ -96,17 +96,18 @@ pub(crate) unsafe fn lanes<V: F32s>(v: V, activation: Activation) -> V {
     }
 }
 
-/// [`lanes`] of each vector of `vs`, the activation matched once: each arm's calls see it
-/// as a constant, and the vectors' activations are independent chains in one block, which
-/// the CPU overlaps (a vector at a time, each SiLU waited on its own latency). Loops, no
-/// closures: a closure is not compiled with its caller's target features.
+/// [`lanes`] of each vector of `vs` (a GEMM's register tile): ReLU in place, inlined; the
+/// others in one call of [`apply`]'s code for V's set over the tile's lanes. Inlined into
+/// each of the GEMM's tile shapes, the exp and erf polynomials made up most of the
+/// support library's code and its build time; the call costs the tile's stores and
+/// loads, beside an exp or erf per vector.
 ///
 /// # Safety
 /// As [`lanes`].
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) unsafe fn lanes_each<V: F32s>(vs: &mut [V], activation: Activation) {
-    // SAFETY (each arm): the caller's.
+    // SAFETY: the caller's (the CPU runs V's set); `vs` is `vs.len() * LANES` floats.
     unsafe {
         match activation {
             Activation::None => {}
@@ -115,23 +116,23 @@ pub(crate) unsafe fn lanes_each<V: F32s>(vs: &mut [V], activation: Activation) {
                     *v = lanes(*v, Activation::Relu);
                 }
             }
-            Activation::Gelu => {
-                for v in vs.iter_mut() {
-                    *v = lanes(*v, Activation::Gelu);
-                }
-            }
-            Activation::Hardswish => {
-                for v in vs.iter_mut() {
-                    *v = lanes(*v, Activation::Hardswish);
-                }
-            }
-            Activation::Silu => {
-                for v in vs.iter_mut() {
-                    *v = lanes(*v, Activation::Silu);
-                }
+            _ => {
+                let floats = std::slice::from_raw_parts_mut(vs.as_mut_ptr().cast::<f32>(), vs.len() * V::LANES);
+                apply_out_of_line(V::ISA, activation, floats);
             }
         }
     }
+}
+
+/// [`apply_lanes`], never inlined (its callers are inlined into every tile shape).
+///
+/// # Safety
+/// As [`apply_lanes`].
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+unsafe fn apply_out_of_line(isa: Isa, activation: Activation, out: &mut [f32]) {
+    // SAFETY: the caller's.
+    unsafe { apply_lanes(isa, activation, out) }
 }
 
 /// Each activation in float64, for the tests of the kernels that apply them.

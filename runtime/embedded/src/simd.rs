@@ -18,6 +18,8 @@ mod avx512;
 /// Implemented only for the vector types of a vector set of [`Isa`](crate::isa::Isa).
 pub unsafe trait F32s: Copy {
     const LANES: usize;
+    /// The vector set these lanes belong to.
+    const ISA: crate::isa::Isa;
     /// Which lanes a comparison held for.
     type Mask: Copy;
     /// A float64 accumulator of sums of lanes (`LANES` float64s, or half as many summed
@@ -116,30 +118,33 @@ pub unsafe trait F32s: Copy {
 /// `$vis unsafe fn $name(isa: Isa, args..) -> ret`: `$generic::<V>(args..)` compiled for
 /// each vector set of [`Isa`](crate::isa::Isa) (`V` its [`F32s`], the set's features
 /// enabled) and called for `isa`'s. Its safety contract is `$generic`'s, and that `isa`
-/// is a vector set (not `Portable`) that the CPU runs.
+/// is a vector set (not `Portable`) that the CPU runs. Const parameters
+/// (`fn name<const K: usize>(..)`) pass on to `$generic::<V, K>`: each instance is a
+/// function of its own per set, which LLVM optimises apart from the others (one function
+/// holding every instance's inlined code is the slowest part of a build).
 macro_rules! for_each_isa {
-    ($(#[$attr:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $generic:ident) => {
+    ($(#[$attr:meta])* $vis:vis fn $name:ident $(<$(const $c:ident: $cty:ty),*>)? ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $generic:ident) => {
         $(#[$attr])*
         ///
         /// # Safety
         /// `isa` is a vector set that the CPU runs; and the generic function's contract.
         #[cfg(target_arch = "x86_64")]
-        $vis unsafe fn $name(isa: $crate::isa::Isa, $($arg: $ty),*) $(-> $ret)? {
+        $vis unsafe fn $name $(<$(const $c: $cty),*>)? (isa: $crate::isa::Isa, $($arg: $ty),*) $(-> $ret)? {
             #[target_feature(enable = "avx2,fma")]
-            unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
+            unsafe fn avx2 $(<$(const $c: $cty),*>)? ($($arg: $ty),*) $(-> $ret)? {
                 // SAFETY: the caller's.
-                unsafe { $generic::<std::arch::x86_64::__m256>($($arg),*) }
+                unsafe { $generic::<std::arch::x86_64::__m256 $($(, $c)*)?>($($arg),*) }
             }
             #[target_feature(enable = "avx512f,avx2,fma")]
-            unsafe fn avx512($($arg: $ty),*) $(-> $ret)? {
+            unsafe fn avx512 $(<$(const $c: $cty),*>)? ($($arg: $ty),*) $(-> $ret)? {
                 // SAFETY: the caller's.
-                unsafe { $generic::<std::arch::x86_64::__m512>($($arg),*) }
+                unsafe { $generic::<std::arch::x86_64::__m512 $($(, $c)*)?>($($arg),*) }
             }
             // SAFETY: the caller's: the CPU runs `isa`.
             unsafe {
                 match isa {
-                    $crate::isa::Isa::Avx2 => avx2($($arg),*),
-                    $crate::isa::Isa::Avx512 => avx512($($arg),*),
+                    $crate::isa::Isa::Avx2 => avx2 $(::<$($c),*>)? ($($arg),*),
+                    $crate::isa::Isa::Avx512 => avx512 $(::<$($c),*>)? ($($arg),*),
                     $crate::isa::Isa::Portable => unreachable!(concat!(stringify!($name), " has no portable code")),
                 }
             }

@@ -33,7 +33,8 @@ use std::arch::x86_64::*;
 
 mod output;
 mod pack;
-use output::{Out, Pass};
+pub(in crate::gemm) use output::Out;
+use output::Pass;
 use pack::{pack_a, pack_b};
 
 /// The loop nest compiled for AVX2 + FMA, for [`super::Kernel`] (with `Operands::default()`)
@@ -359,7 +360,7 @@ fn pass<T>(p: &Problem<T>, packed: Operands, pc: usize, kc: usize, row: usize, c
 /// own rows: the panels side by side, NR apart); and, unless null, where the tile fetches
 /// memory into L2 as it runs (two cache lines per few depths: the next block of B).
 #[derive(Clone, Copy)]
-struct B<T> {
+pub(super) struct B<T> {
     at: *const T,
     rs: isize,
     panel: usize,
@@ -474,33 +475,33 @@ unsafe fn tile_rows<T: Element, I: Simd<T>>(rows: usize, kc: usize, a: *const T,
             // a one-panel set, nor two vectors of B of AVX-512's f64 or AVX2's sets with
             // more than 6 rows.)
             return match rows {
-                12 => tile::<T, I, 12, 1, 1>(kc, a, b, out),
-                11 => tile::<T, I, 11, 1, 1>(kc, a, b, out),
-                10 => tile::<T, I, 10, 1, 1>(kc, a, b, out),
-                9 => tile::<T, I, 9, 1, 1>(kc, a, b, out),
-                8 => tile::<T, I, 8, 1, 1>(kc, a, b, out),
-                7 => tile::<T, I, 7, 2, 1>(kc, a, b, out),
-                6 => tile::<T, I, 6, 2, 1>(kc, a, b, out),
-                5 => tile::<T, I, 5, 2, 1>(kc, a, b, out),
-                4 => tile::<T, I, 4, 3, 1>(kc, a, b, out),
-                3 => tile::<T, I, 3, 4, 1>(kc, a, b, out),
-                2 => tile::<T, I, 2, 6, 1>(kc, a, b, out),
-                _ => tile::<T, I, 1, 8, 1>(kc, a, b, out),
+                12 => I::tile::<12, 1, 1>(kc, a, b, out),
+                11 => I::tile::<11, 1, 1>(kc, a, b, out),
+                10 => I::tile::<10, 1, 1>(kc, a, b, out),
+                9 => I::tile::<9, 1, 1>(kc, a, b, out),
+                8 => I::tile::<8, 1, 1>(kc, a, b, out),
+                7 => I::tile::<7, 2, 1>(kc, a, b, out),
+                6 => I::tile::<6, 2, 1>(kc, a, b, out),
+                5 => I::tile::<5, 2, 1>(kc, a, b, out),
+                4 => I::tile::<4, 3, 1>(kc, a, b, out),
+                3 => I::tile::<3, 4, 1>(kc, a, b, out),
+                2 => I::tile::<2, 6, 1>(kc, a, b, out),
+                _ => I::tile::<1, 8, 1>(kc, a, b, out),
             };
         }
         match rows {
-            12 => tile::<T, I, 12, 1, 2>(kc, a, b, out),
-            11 => tile::<T, I, 11, 1, 2>(kc, a, b, out),
-            10 => tile::<T, I, 10, 1, 2>(kc, a, b, out),
-            9 => tile::<T, I, 9, 1, 2>(kc, a, b, out),
-            8 => tile::<T, I, 8, 1, 2>(kc, a, b, out),
-            7 => tile::<T, I, 7, 1, 2>(kc, a, b, out),
-            6 => tile::<T, I, 6, 1, 2>(kc, a, b, out),
-            5 => tile::<T, I, 5, 1, 2>(kc, a, b, out),
-            4 => tile::<T, I, 4, 1, 2>(kc, a, b, out),
-            3 => tile::<T, I, 3, 2, 2>(kc, a, b, out),
-            2 => tile::<T, I, 2, 3, 2>(kc, a, b, out),
-            _ => tile::<T, I, 1, 4, 2>(kc, a, b, out),
+            12 => I::tile::<12, 1, 2>(kc, a, b, out),
+            11 => I::tile::<11, 1, 2>(kc, a, b, out),
+            10 => I::tile::<10, 1, 2>(kc, a, b, out),
+            9 => I::tile::<9, 1, 2>(kc, a, b, out),
+            8 => I::tile::<8, 1, 2>(kc, a, b, out),
+            7 => I::tile::<7, 1, 2>(kc, a, b, out),
+            6 => I::tile::<6, 1, 2>(kc, a, b, out),
+            5 => I::tile::<5, 1, 2>(kc, a, b, out),
+            4 => I::tile::<4, 1, 2>(kc, a, b, out),
+            3 => I::tile::<3, 2, 2>(kc, a, b, out),
+            2 => I::tile::<2, 3, 2>(kc, a, b, out),
+            _ => I::tile::<1, 4, 2>(kc, a, b, out),
         }
     }
 }
@@ -509,7 +510,7 @@ unsafe fn tile_rows<T: Element, I: Simd<T>>(rows: usize, kc: usize, a: *const T,
 /// each row of B's panels `b`, written to `out` (at most W * LANES columns); depth p
 /// accumulates in set p % S.
 #[inline(always)]
-unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: usize>(
+pub(super) unsafe fn tile<T: Element, I: Simd<T>, const R: usize, const S: usize, const W: usize>(
     kc: usize,
     a: *const T,
     b: B<T>,

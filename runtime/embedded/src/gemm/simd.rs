@@ -3,6 +3,7 @@
 //! and AVX-512F (512-bit vectors, 32 registers). The loop nest is written once; each set
 //! says its vector operations, its register tile and its cache blocks.
 
+use super::blocked::{self, Out, B};
 use super::Element;
 use crate::simd::F32s;
 use aotc_abi::gemm::Activation;
@@ -53,12 +54,22 @@ pub trait Simd<T: Element> {
     /// The activation of every lane of every vector (`crate::activation::scalar`'s values),
     /// matched once: the vectors are independent chains, which the CPU overlaps.
     unsafe fn activate_each(vs: &mut [Self::V], activation: Activation);
+    /// [`blocked::tile`] of R rows, S sets of accumulators and W vectors, compiled for this
+    /// set as a function of its own, never inlined: inlined into one loop nest, the 24 tile
+    /// shapes made functions of 90 000 lines of LLVM IR, which LLVM optimised on one core
+    /// for most of the support library's build. A call per tile costs a few cycles against
+    /// its depth of multiply-adds.
+    ///
+    /// # Safety
+    /// As [`blocked::tile`]; the CPU runs this set.
+    unsafe fn tile<const R: usize, const S: usize, const W: usize>(kc: usize, a: *const T, b: B<T>, out: Out<T>);
 }
 
 // The methods are `inline(always)` so that they are compiled inside the loop nest, with
-// its target features (`blocked::avx2`, `blocked::avx512`), which `Isa::available` checked.
+// its target features (`blocked::avx2`, `blocked::avx512`), which `Isa::available` checked;
+// `tile`, out of line, enables the set's features itself (`$features`).
 macro_rules! simd {
-    ($isa:ty, $t:ty, $v:ty, $lanes:expr, ($panels:expr, $vectors:expr, $b_panels:expr), ($mc:expr, $kc:expr, $nc:expr, $ns:expr),
+    ($isa:ty, $features:literal, $t:ty, $v:ty, $lanes:expr, ($panels:expr, $vectors:expr, $b_panels:expr), ($mc:expr, $kc:expr, $nc:expr, $ns:expr),
      $zero:ident, $splat:ident, $load:ident, $store:ident, $load_first:path, $store_first:path, $fmadd:ident, $mul:ident,
      $add:ident, $activate:path) => {
         impl Simd<$t> for $isa {
@@ -121,12 +132,24 @@ macro_rules! simd {
                 // SAFETY: as above.
                 unsafe { $activate(vs, activation) }
             }
+            #[inline(never)]
+            #[target_feature(enable = $features)]
+            unsafe fn tile<const R: usize, const S: usize, const W: usize>(
+                kc: usize,
+                a: *const $t,
+                b: B<$t>,
+                out: Out<$t>,
+            ) {
+                // SAFETY: the caller's.
+                unsafe { blocked::tile::<$t, Self, R, S, W>(kc, a, b, out) }
+            }
         }
     };
 }
 
 simd!(
     Avx2,
+    "avx2,fma",
     f32,
     __m256,
     8,
@@ -145,6 +168,7 @@ simd!(
 );
 simd!(
     Avx2,
+    "avx2,fma",
     f64,
     __m256d,
     4,
@@ -165,6 +189,7 @@ simd!(
 // blocks of B a whole number of tiles (32 columns) wide.
 simd!(
     Avx512,
+    "avx512f,avx2,fma",
     f32,
     __m512,
     16,
@@ -183,6 +208,7 @@ simd!(
 );
 simd!(
     Avx512,
+    "avx512f,avx2,fma",
     f64,
     __m512d,
     8,
@@ -283,6 +309,8 @@ unsafe fn activate_each_f64x8(vs: &mut [__m512d], activation: Activation) {
     }
 }
 
+/// Out of line: inlined, each activation's scalar code was compiled into every tile shape.
+#[inline(never)]
 fn scalar_activation(lanes: &mut [f64], activation: Activation) {
     for x in lanes {
         *x = crate::activation::scalar(activation, *x as f32) as f64;

@@ -7,6 +7,7 @@ use std::arch::x86_64::*;
 // target features enable (the trait's contract); pointers as each method documents.
 unsafe impl F32s for __m256 {
     const LANES: usize = 8;
+    const ISA: crate::isa::Isa = crate::isa::Isa::Avx2;
     type Mask = __m256;
     type Sum = __m256d;
 

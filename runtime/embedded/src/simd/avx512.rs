@@ -15,6 +15,7 @@ fn first(n: usize) -> __mmask16 {
 // features enable (the trait's contract); pointers as each method documents.
 unsafe impl F32s for __m512 {
     const LANES: usize = 16;
+    const ISA: crate::isa::Isa = crate::isa::Isa::Avx512;
     type Mask = __mmask16;
     type Sum = __m512d;
 

@@ -147,8 +147,18 @@ impl Kernel {
         let positions = self.out_size[0] * self.out_size[1];
         assert!(slot.len() >= self.len && w.len() == self.size * self.size && out.len() == positions);
         assert!(residual.is_none_or(|r| r.len() == positions));
+        let isa = self.isa;
         // SAFETY: the CPU runs `self.isa` (`new`'s contract); the lengths are checked above.
-        unsafe { plane(self.isa, self, slot, w, bias, residual, out) };
+        unsafe {
+            match (self.size, self.stride) {
+                (3, 1) => plane::<3, 1>(isa, self, slot, w, bias, residual, out),
+                (3, 2) => plane::<3, 2>(isa, self, slot, w, bias, residual, out),
+                (5, 1) => plane::<5, 1>(isa, self, slot, w, bias, residual, out),
+                (5, 2) => plane::<5, 2>(isa, self, slot, w, bias, residual, out),
+                (7, 1) => plane::<7, 1>(isa, self, slot, w, bias, residual, out),
+                _ => plane::<7, 2>(isa, self, slot, w, bias, residual, out),
+            }
+        };
         // The other activations in a pass of their own over the plane, just written (in
         // L1 or L2): inlined into each of the ~280 tile shapes they took much of the
         // library's compile time, and ran no faster (EfficientNet-B0's 16 depthwise SiLU
@@ -160,30 +170,10 @@ impl Kernel {
 }
 
 for_each_isa! {
-    /// [`Kernel::plane`], its lengths checked.
-    fn plane(k: &Kernel, slot: &[f32], w: &[f32], bias: f32, residual: Option<&[f32]>, out: &mut [f32]) => plane_generic
-}
-
-#[inline(always)]
-unsafe fn plane_generic<V: F32s>(
-    k: &Kernel,
-    slot: &[f32],
-    w: &[f32],
-    bias: f32,
-    residual: Option<&[f32]>,
-    out: &mut [f32],
-) {
-    // SAFETY: the caller's.
-    unsafe {
-        match (k.size, k.stride) {
-            (3, 1) => plane_of::<V, 3, 1>(k, slot, w, bias, residual, out),
-            (3, 2) => plane_of::<V, 3, 2>(k, slot, w, bias, residual, out),
-            (5, 1) => plane_of::<V, 5, 1>(k, slot, w, bias, residual, out),
-            (5, 2) => plane_of::<V, 5, 2>(k, slot, w, bias, residual, out),
-            (7, 1) => plane_of::<V, 7, 1>(k, slot, w, bias, residual, out),
-            _ => plane_of::<V, 7, 2>(k, slot, w, bias, residual, out),
-        }
-    }
+    /// [`Kernel::plane`] for K x K taps at stride S, its lengths checked.
+    fn plane<const K: usize, const S: usize>(
+        k: &Kernel, slot: &[f32], w: &[f32], bias: f32, residual: Option<&[f32]>, out: &mut [f32]
+    ) => plane_of
 }
 
 /// Whether a plane of `size` x `size` taps at `stride` on `lanes` lanes shifts its

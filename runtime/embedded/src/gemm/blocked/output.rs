@@ -10,7 +10,7 @@ use aotc_abi::gemm::Activation;
 /// and `C = activation(alpha * tile + beta * C + bias)` with the [`Pass`] of its depth
 /// block.
 #[derive(Clone, Copy)]
-pub(super) struct Out<T> {
+pub(in crate::gemm) struct Out<T> {
     pub(super) c: *mut T,
     pub(super) rsc: isize,
     pub(super) csc: isize,
