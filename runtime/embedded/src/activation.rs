@@ -90,7 +90,7 @@ pub(crate) unsafe fn lanes<V: F32s>(v: V, activation: Activation) -> V {
             }
             Activation::Silu => {
                 let one = V::splat(1.0);
-                v.mul(one.div(one.add(crate::gelu::lanes::exp(V::zero().sub(v)))))
+                v.mul(one.div(one.add(crate::gelu::lanes::exp_for_logistic(V::zero().sub(v)))))
             }
         }
     }

@@ -48,6 +48,10 @@ pub unsafe trait F32s: Copy {
     /// `self * 2^n` for lanes of `n` that are integers in [-254, 254] (as two factors
     /// `2^(n/2)`, so that neither overflows the exponent).
     unsafe fn scale_pow2(self, n: Self) -> Self;
+    /// 2^n for `self` = y + 1.5 * 2^23 rounded, whose low mantissa bits hold the integer
+    /// n = round(y) in [-126, 128]: those bits shifted into the exponent field (128:
+    /// infinity).
+    unsafe fn pow2_of_rounded(self) -> Self;
     /// `|self|`.
     unsafe fn abs(self) -> Self;
     /// `self` with the sign bit of `sign` set where it is set there.

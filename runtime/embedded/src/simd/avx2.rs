@@ -109,6 +109,18 @@ unsafe impl F32s for __m256 {
         }
     }
     #[inline(always)]
+    unsafe fn pow2_of_rounded(self) -> Self {
+        // The bits are 0x4B40_0000 + n: shifted left by 23 only n's low 9 bits stay, in
+        // the exponent field, to which the bias is added.
+        // SAFETY: the trait's contract (see the impl).
+        unsafe {
+            _mm256_castsi256_ps(_mm256_add_epi32(
+                _mm256_slli_epi32::<23>(_mm256_castps_si256(self)),
+                _mm256_set1_epi32(127 << 23),
+            ))
+        }
+    }
+    #[inline(always)]
     unsafe fn abs(self) -> Self {
         // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_andnot_ps(_mm256_set1_ps(-0.0), self) }

@@ -92,6 +92,18 @@ unsafe impl F32s for __m512 {
         unsafe { _mm512_scalef_ps(self, n) }
     }
     #[inline(always)]
+    unsafe fn pow2_of_rounded(self) -> Self {
+        // The bits are 0x4B40_0000 + n: shifted left by 23 only n's low 9 bits stay, in
+        // the exponent field, to which the bias is added.
+        // SAFETY: the trait's contract (see the impl).
+        unsafe {
+            _mm512_castsi512_ps(_mm512_add_epi32(
+                _mm512_slli_epi32::<23>(_mm512_castps_si512(self)),
+                _mm512_set1_epi32(127 << 23),
+            ))
+        }
+    }
+    #[inline(always)]
     unsafe fn abs(self) -> Self {
         // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_abs_ps(self) }
