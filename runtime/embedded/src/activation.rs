@@ -63,15 +63,15 @@ unsafe fn apply_generic<V: F32s>(activation: Activation, out: &mut [f32]) {
             // then x / (1 + e). One vector's whole chain (exp, then the division) is long
             // enough that the CPU overlapped too few of them; each pass's chain is about
             // half of it.
-            let (l, one) = (V::LANES, V::splat(1.0));
+            let l = V::LANES;
             while i + SILU_BLOCK * l <= out.len() {
                 let mut e = [V::zero(); SILU_BLOCK];
                 for (b, e) in e.iter_mut().enumerate() {
-                    *e = crate::gelu::lanes::exp_for_logistic(V::zero().sub(V::load(p.add(i + b * l))));
+                    *e = silu_exp(V::load(p.add(i + b * l)));
                 }
                 for (b, &e) in e.iter().enumerate() {
                     let at = p.add(i + b * l);
-                    V::load(at).mul(one.div(one.add(e))).store(at);
+                    silu_of(V::load(at), e).store(at);
                 }
                 i += SILU_BLOCK * l;
             }
@@ -110,11 +110,33 @@ pub(crate) unsafe fn lanes<V: F32s>(v: V, activation: Activation) -> V {
                 let t = V::splat(6.0).min(V::zero().max(t));
                 v.mul(t).mul(V::splat(1.0 / 6.0))
             }
-            Activation::Silu => {
-                let one = V::splat(1.0);
-                v.mul(one.div(one.add(crate::gelu::lanes::exp_for_logistic(V::zero().sub(v)))))
-            }
+            Activation::Silu => silu_of(v, silu_exp(v)),
         }
+    }
+}
+
+/// SiLU's e^-x: the first half of [`silu_of`]'s input.
+///
+/// # Safety
+/// The CPU runs V's set (the caller is compiled for it).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn silu_exp<V: F32s>(x: V) -> V {
+    // SAFETY: the caller's.
+    unsafe { crate::gelu::lanes::exp_for_logistic(V::zero().sub(x)) }
+}
+
+/// SiLU of `x` from `e` = [`silu_exp`]`(x)`: x * (1 / (1 + e)), the decomposition's order.
+///
+/// # Safety
+/// The CPU runs V's set (the caller is compiled for it).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn silu_of<V: F32s>(x: V, e: V) -> V {
+    // SAFETY: the caller's.
+    unsafe {
+        let one = V::splat(1.0);
+        x.mul(one.div(one.add(e)))
     }
 }
 

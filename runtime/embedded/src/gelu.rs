@@ -185,9 +185,7 @@ pub(crate) mod lanes {
     pub(crate) unsafe fn exp<V: F32s>(x: V) -> V {
         // SAFETY: the caller's.
         unsafe {
-            // max/min return their second operand when either is NaN: x.
-            let clamped = V::splat(89.0).min(V::splat(super::FLUSH_BELOW).max(x));
-            let (_, n, em1) = reduced(clamped);
+            let (_, n, em1) = reduced(x);
             let e = em1.add(V::splat(1.0)).scale_pow2(n);
             V::select(x.not_lt(V::splat(super::FLUSH_BELOW)), e, V::zero())
         }
@@ -207,21 +205,22 @@ pub(crate) mod lanes {
     pub(crate) unsafe fn exp_for_logistic<V: F32s>(x: V) -> V {
         // SAFETY: the caller's.
         unsafe {
-            let clamped = V::splat(89.0).min(V::splat(super::FLUSH_BELOW).max(x));
-            let (rounded, _, em1) = reduced(clamped);
+            let (rounded, _, em1) = reduced(x);
             em1.add(V::splat(1.0)).mul(rounded.pow2_of_rounded())
         }
     }
 
-    /// e^x = 2^n (1 + expm1(r)) for x in [FLUSH_BELOW, 89]: (x log2 e + 1.5 * 2^23, whose
-    /// low mantissa bits hold n; n; expm1(r)).
+    /// e^x = 2^n (1 + expm1(r)) for x clamped to [FLUSH_BELOW, 89] (NaN kept): (x log2 e +
+    /// 1.5 * 2^23, whose low mantissa bits hold n; n; expm1(r)).
     ///
     /// # Safety
     /// The CPU runs V's set (the caller is compiled for it).
     #[inline(always)]
-    unsafe fn reduced<V: F32s>(clamped: V) -> (V, V, V) {
+    unsafe fn reduced<V: F32s>(x: V) -> (V, V, V) {
         // SAFETY: the caller's.
         unsafe {
+            // max/min return their second operand when either is NaN: x.
+            let clamped = V::splat(89.0).min(V::splat(super::FLUSH_BELOW).max(x));
             // n = round(x log2 e): adding 1.5 * 2^23 leaves the integer part, rounded to
             // nearest even, in the mantissa (one FMA off the dependency chain where round
             // took its own latency; the chain's length bounds how many vectors the CPU

@@ -51,8 +51,8 @@ pub trait Simd<T: Element> {
     unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn vmul(a: Self::V, b: Self::V) -> Self::V;
     unsafe fn vadd(a: Self::V, b: Self::V) -> Self::V;
-    /// The activation of every lane of every vector (`crate::activation::scalar`'s values),
-    /// matched once: the vectors are independent chains, which the CPU overlaps.
+    /// The activation of every lane of every vector (`crate::activation::scalar`'s values):
+    /// ReLU in registers, the others through `crate::activation::apply`'s code, out of line.
     unsafe fn activate_each(vs: &mut [Self::V], activation: Activation);
     /// [`blocked::tile`] of R rows, S sets of accumulators and W vectors, compiled for this
     /// set as a function of its own, never inlined: inlined into one loop nest, the 24 tile
