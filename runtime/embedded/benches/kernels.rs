@@ -228,7 +228,7 @@ fn gemm_convolutions() {
 /// Stem convolutions (3 input channels, stride 2, at 224: MobileNetV3's, EfficientNet's,
 /// SqueezeNet's and ResNet's), weight packed as a left operand; GFLOP/s beside the time.
 fn stem_convolutions() {
-    for (out_channels, k) in [(16, 3), (32, 3), (64, 3), (64, 7)] {
+    for (out_channels, k) in [(16, 3), (24, 3), (32, 3), (64, 3), (64, 7)] {
         let g = Conv2d {
             channels: 3,
             out_channels,
@@ -310,17 +310,16 @@ fn pointwise_convolutions() {
         (256, 1024, 14, relu),
         (2048, 512, 7, relu),
         (512, 2048, 7, relu),
+        (192, 1024, 7, relu),
         (16, 96, 112, silu),
         (40, 240, 28, silu),
     ] {
-        let g = Conv2d {
-            out_channels,
-            has_bias: true,
-            activation,
-            weight: WeightForm::Panels,
-            ..geometry(channels, hw, 1, 1, 0, false)
-        };
-        let name = format!("conv 1x1 {channels} -> {out_channels} x {hw}x{hw} + bias + {activation:?}");
+        // As the compiler packs it: for few positions, as a right operand (the positions
+        // as the GEMM's rows).
+        let weight =
+            if aotc_abi::conv::positions_as_rows(hw * hw) { WeightForm::ColumnPanels } else { WeightForm::Panels };
+        let g = Conv2d { out_channels, has_bias: true, activation, weight, ..geometry(channels, hw, 1, 1, 0, false) };
+        let name = format!("conv 1x1 {channels} -> {out_channels} x {hw}x{hw} + bias + {activation:?}, {weight:?}");
         packed_convolution(&g, &name.to_lowercase());
     }
 }

@@ -232,9 +232,10 @@ impl Operands {
 /// Computes `p` with the operands `packed` gives, on up to `threads` threads.
 ///
 /// # Safety
-/// A packed A holds `packed_len(p.k, m, MR)` floats packed for `m >= p.m` rows with that
-/// `padded` and `start == 0`, a packed B likewise with `n >= p.n` columns and NR; a row
-/// fill writes exactly the elements asked for; the other operands and C as in [`gemm`].
+/// A packed A holds `packed_len(p.k, m, MR)` floats packed for `m >= start + p.m` rows
+/// with that `padded` (its `start` a multiple of MR), a packed B likewise with `n >= start +
+/// p.n` columns and NR; a row fill writes exactly the elements asked for; the other
+/// operands and C as in [`gemm`].
 pub unsafe fn gemm_packed(p: Problem<f32>, packed: Operands, threads: usize, parallel_for: ParallelFor<'_>) {
     // SAFETY: the caller's contract; the best instruction set is available.
     unsafe { gemm_packed_on(Isa::best(), p, packed, threads, parallel_for) }

@@ -7,6 +7,8 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::transpose8;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 
 /// Float32 lanes of one vector register, and the operations the kernels use on them.

@@ -232,6 +232,11 @@ fn every_algorithm_matches_the_naive_convolution() {
             // from shifted planes (DenseNet's 128 -> 32 at 7x7) or from window rows.
             geometry(1, 128, [7, 7], 32, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
             geometry(1, 64, [27, 27], 16, [3, 3], [2, 2], [1, 1], [1, 1], 1, false),
+            // More output channels than positions, work enough for 2 threads: the threads
+            // take ranges of channels (whole panels, the last one partial), each
+            // transposing its own product (ShuffleNet's 192 -> 1024 at 7x7, smaller).
+            geometry(1, 128, [7, 7], 200, [1, 1], [1, 1], [0, 0], [1, 1], 1, true),
+            geometry(1, 32, [7, 7], 100, [3, 3], [1, 1], [1, 1], [1, 1], 1, true),
         ];
         let algorithms: Vec<Algorithm> = cases.iter().map(|g| g.algorithm()).collect();
         for a in [Algorithm::Columns, Algorithm::Pointwise, Algorithm::Depthwise] {

@@ -24,13 +24,15 @@ use aotc_abi::gemm::{Activation, MR, NR};
 /// a right operand; `transform`, for a pointwise kernel, its input transform.
 /// (Never pooled: the compiler does not choose this form then.)
 ///
-/// With at least as many positions as output channels, the threads take ranges of
-/// positions (whole register tiles of the product's rows), each with all it writes: its
-/// windows, its rows of C and its columns of the output planes. (Windows written on one
-/// core and read on another cost a cache line's transfer apiece: written whole, then cut
-/// between the GEMM's threads, DenseNet's 128 -> 32 at 7x7 took 82 us on 2 threads, 68 on
-/// 1.) With more channels, the GEMM cuts its columns, so that each thread streams only its
-/// part of the weight (ResNet's 512 -> 2048 at 7x7: 4 MiB).
+/// Each thread's GEMM and the transposition of its C run on the same thread, so that C
+/// is transposed from the core's own cache. With at least as many positions as output
+/// channels, the threads take ranges of positions (whole register tiles of the product's
+/// rows), each with all it writes: its windows, its rows of C and its columns of the
+/// output planes. (Windows written on one core and read on another cost a cache line's
+/// transfer apiece: written whole, then cut between the GEMM's threads, DenseNet's 128 ->
+/// 32 at 7x7 took 82 us on 2 threads, 68 on 1.) With more channels, the windows are written
+/// once and the threads take ranges of output channels (whole panels of the weight), so
+/// that each streams only its part of the weight (ResNet's 512 -> 2048 at 7x7: 4 MiB).
 #[allow(clippy::too_many_arguments)]
 pub fn product(
     g: &Conv2d,
@@ -45,23 +47,34 @@ pub fn product(
     if n == 0 {
         return;
     }
-    let tiles = m.div_ceil(MR);
-    let parts = if m >= n { super::threads_for(m * k * n, threads).min(tiles).max(1) } else { 1 };
+    let threads = super::threads_for(m * k * n, threads);
     let base = SharedOut::new(out);
-    let run_part = |i: usize, threads: usize| {
-        let positions = (tiles * i / parts * MR).min(m)..(tiles * (i + 1) / parts * MR).min(m);
-        let part = Part { g, weight, planes, transform, sums, positions, threads };
-        // SAFETY: `out` holds the group's `[n, m]` planes, whose columns `positions` are
-        // this part's alone (the parts' ranges are disjoint).
-        unsafe { part.run(base.get()) }
-    };
-    if parts == 1 {
-        return run_part(0, threads);
+    let part = |positions| Part { g, weight, planes, transform, sums, positions };
+    if m >= n {
+        let tiles = m.div_ceil(MR);
+        let parts = threads.min(tiles).max(1);
+        pool::parallel_for(parts, parts, &|i| {
+            let part = part((tiles * i / parts * MR).min(m)..(tiles * (i + 1) / parts * MR).min(m));
+            let windows = part.windows(1);
+            // SAFETY: `out` holds the group's `[n, m]` planes, whose columns
+            // `part.positions` are this part's alone (the parts' ranges are disjoint).
+            unsafe { part.multiply(windows.as_deref(), 0..n, base.get()) }
+        });
+    } else {
+        let part = part(0..m);
+        let windows = part.windows(threads);
+        let panels = n.div_ceil(NR);
+        let parts = threads.min(panels).max(1);
+        pool::parallel_for(parts, parts, &|i| {
+            let channels = (panels * i / parts * NR).min(n)..(panels * (i + 1) / parts * NR).min(n);
+            // SAFETY: `out` holds the group's `[n, m]` planes, of which planes `channels`
+            // are this part's alone (the parts' ranges are disjoint).
+            unsafe { part.multiply(windows.as_deref(), channels, base.get()) }
+        });
     }
-    pool::parallel_for(parts, parts, &|i| run_part(i, 1));
 }
 
-/// A thread's share of [`product`]: output positions `positions`.
+/// The output positions `positions` of [`product`].
 struct Part<'a> {
     g: &'a Conv2d,
     weight: &'a [f32],
@@ -69,46 +82,56 @@ struct Part<'a> {
     transform: Option<Channels<'a>>,
     sums: Sums<'a>,
     positions: std::ops::Range<usize>,
-    /// Threads for its windows and GEMM (1 inside a region).
-    threads: usize,
 }
 
 impl Part<'_> {
-    /// # Safety
-    /// As [`product`]'s call: `out` holds the `[n, m]` planes, of which this part alone
-    /// writes columns `positions`.
-    unsafe fn run(&self, out: *mut f32) {
+    /// The part's windows as a `[depth, positions]` matrix, written on up to `threads`
+    /// threads; None for a pointwise kernel without an input transform, whose windows are
+    /// the planes themselves.
+    fn windows(&self, threads: usize) -> Option<crate::spare::Buffer> {
         let g = self.g;
-        let (m, k, n) = (g.positions(), g.depth(), g.group_out_channels());
-        let (first, len) = (self.positions.start, self.positions.len());
+        let (m, k, len) = (g.positions(), g.depth(), self.positions.len());
+        if g.algorithm() == Algorithm::Pointwise && self.transform.is_none() {
+            return None;
+        }
         // The running thread's seat's buffers (see `conv::__aotc_conv2d_f32`'s images).
         let spare = Handle::current();
-        let mut windows =
-            (g.algorithm() != Algorithm::Pointwise || self.transform.is_some()).then(|| spare.take(k * len));
-        match (windows.as_mut(), self.transform) {
+        let mut windows = spare.take(k * len);
+        match self.transform {
             // (Few positions: the transformed planes are a small copy.)
-            (Some(windows), Some(transform)) => {
+            Some(transform) => {
                 for (c, row) in windows.chunks_exact_mut(len.max(1)).take(k).enumerate() {
                     transform.apply(c, &self.planes[c * m..][self.positions.clone()], row);
                 }
             }
-            (Some(windows), None) => {
-                write_windows(g, self.planes, self.positions.clone(), windows, self.threads, spare)
-            }
-            (None, _) => {}
+            None => write_windows(g, self.planes, self.positions.clone(), &mut windows, threads, spare),
         }
+        Some(windows)
+    }
+
+    /// Output planes `channels` at the part's positions, on the running thread: the
+    /// product of its `windows` (see [`Part::windows`]) by those columns of the weight,
+    /// then transposed into the planes.
+    ///
+    /// # Safety
+    /// `out` holds the `[n, m]` planes, whose columns `positions` of planes `channels` no
+    /// other thread touches meanwhile; `channels` starts at a panel of the weight.
+    unsafe fn multiply(&self, windows: Option<&[f32]>, channels: std::ops::Range<usize>, out: *mut f32) {
+        let g = self.g;
+        let (m, k, n) = (g.positions(), g.depth(), g.group_out_channels());
+        let (first, len, width) = (self.positions.start, self.positions.len(), channels.len());
         // A: the k x len windows (or the planes' columns), read transposed.
-        let (a, csa) = match &windows {
+        let (a, csa) = match windows {
             Some(w) => (w.as_ptr(), len),
             None => (self.planes[first.min(self.planes.len())..].as_ptr(), m),
         };
         // C row-major in a buffer, transposed into `out` at the end: written transposed in
         // place, every depth block's output pass would go element by element.
-        let mut rows = spare.take(len * n);
+        let mut rows = Handle::current().take(len * width);
         let p = Problem {
             m: len,
             k,
-            n,
+            n: width,
             alpha: 1.0,
             a,
             rsa: 1,
@@ -118,56 +141,59 @@ impl Part<'_> {
             csb: 0,
             beta: 0.0,
             c: rows.as_mut_ptr(),
-            rsc: n as isize,
+            rsc: width as isize,
             csc: 1,
         };
         let operands = Operands {
-            b: Packed::new(self.weight.as_ptr(), n, NR),
-            bias: self.sums.bias.map_or(Bias::None, |b| Bias::Cols(b.as_ptr())),
+            b: Packed::new(self.weight.as_ptr(), n, NR).map(|b| Packed { start: channels.start, ..b }),
+            bias: self.sums.bias.map_or(Bias::None, |b| Bias::Cols(b[channels.start..].as_ptr())),
             ..Operands::default()
         };
         // SAFETY: A is len x k with rows 1 apart and columns `csa` apart, inside the windows
         // (or the planes, from column `first`); B the group's weight packed as a k x n right
-        // operand (`packed_group_len` floats, checked against the geometry by `lens`); C the
-        // len x n `rows`, a unique borrow; the bias n floats.
-        unsafe { gemm_packed(p, operands, self.threads, &pool::parallel_for) }
+        // operand (`packed_group_len` floats, checked against the geometry by `lens`), from
+        // column `channels.start` (a panel's first) on for `width` columns; C the len x
+        // width `rows`, a unique borrow; the bias `width` floats from there.
+        unsafe { gemm_packed(p, operands, 1, &pool::parallel_for) }
         // SAFETY: the caller's.
-        unsafe { write_planes(&rows, n, self.positions.clone(), m, self.sums.residual, g.activation, out) }
+        unsafe { write_planes(&rows, channels, self.positions.clone(), m, self.sums.residual, g.activation, out) }
     }
 }
 
 /// Output channels per block of [`write_planes`]: a cache line of each row of C.
 const PLANES_PER_BLOCK: usize = 16;
 
-/// `out[o, i] = activation(rows[i - first, o] + residual[o, i])` for the positions `i`
-/// of `positions`: the `[positions, n]` product transposed into columns of the `[n, m]`
-/// planes, by blocks of [`PLANES_PER_BLOCK`] planes (in L1), each row's cache line of the
-/// block read once. A row of C is n floats long, often 4 or 8 KiB: the lines of a column
-/// all fall in the same few sets of L1, so read plane by plane (a column at a time) nearly
-/// every read missed L1 (ShuffleNet's 192 -> 1024 at 7x7: 234 -> 125 us in all).
+/// `out[o, i] = activation(rows[i - first, o - channels.start] + residual[o, i])` for the
+/// positions `i` of `positions` and the planes `o` of `channels`: the `[positions,
+/// channels]` product transposed into columns of the `[n, m]` planes, by blocks of
+/// [`PLANES_PER_BLOCK`] planes (in L1), each row's cache line of the block read once. A
+/// row of C is often 4 or 8 KiB: the lines of a column all fall in the same few sets of
+/// L1, so read plane by plane (a column at a time) nearly every read missed L1
+/// (ShuffleNet's 192 -> 1024 at 7x7: 234 -> 125 us in all).
 ///
 /// # Safety
-/// `out` holds `n` planes of `m` floats, whose columns `positions` no other thread touches
-/// meanwhile.
+/// `out` holds planes of `m` floats, at least `channels.end` of them, whose columns
+/// `positions` of planes `channels` no other thread touches meanwhile.
 unsafe fn write_planes(
     rows: &[f32],
-    n: usize,
+    channels: std::ops::Range<usize>,
     positions: std::ops::Range<usize>,
     m: usize,
     residual: Option<&[f32]>,
     activation: Activation,
     out: *mut f32,
 ) {
-    let (first, len) = (positions.start, positions.len());
-    assert!(positions.end <= m && rows.len() >= len * n);
+    let (first, len, width) = (positions.start, positions.len(), channels.len());
+    assert!(positions.end <= m && rows.len() >= len * width);
     // SAFETY: plane o's columns `positions`, inside `out` and this caller's alone.
     let plane = |o: usize| unsafe { std::slice::from_raw_parts_mut(out.add(o * m + first), len) };
-    for block in (0..n).step_by(PLANES_PER_BLOCK) {
-        let block = block..(block + PLANES_PER_BLOCK).min(n);
-        for (i, row) in rows.chunks_exact(n).take(len).enumerate() {
-            for o in block.clone() {
-                plane(o)[i] = row[o];
-            }
+    for block in channels.clone().step_by(PLANES_PER_BLOCK) {
+        let block = block..(block + PLANES_PER_BLOCK).min(channels.end);
+        // SAFETY: the block's columns of the `len` rows of `rows` (asserted), and its
+        // planes' columns `positions` (the caller's).
+        unsafe {
+            let columns = rows.as_ptr().add(block.start - channels.start);
+            transpose(columns, width, block.len(), len, out.add(block.start * m + first), m);
         }
         // (The block's planes are still in L1.)
         for o in block {
@@ -176,6 +202,52 @@ unsafe fn write_planes(
                 plane.iter_mut().zip(&residual[o * m + first..]).for_each(|(y, &r)| *y += r);
             }
             crate::activation::apply(activation, plane);
+        }
+    }
+}
+
+/// `planes[o * m + i] = rows[i * width + o]` for `count` planes and `len` positions: 8 x 8
+/// blocks transposed in registers where the CPU has AVX2 (on AVX-512 CPUs too), the edges
+/// one float at a time.
+///
+/// # Safety
+/// `rows` holds `len` rows `width` apart of `count` floats, `planes` `count` planes `m`
+/// apart of `len` floats.
+unsafe fn transpose(rows: *const f32, width: usize, count: usize, len: usize, planes: *mut f32, m: usize) {
+    let (mut vector_planes, mut vector_len) = (0, 0);
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::Isa::best() >= crate::isa::Isa::Avx2 {
+        (vector_planes, vector_len) = (count / 8 * 8, len / 8 * 8);
+        // SAFETY: AVX2 is available; the blocks lie inside both (the caller's).
+        unsafe { transpose_blocks_avx2(rows, width, vector_planes, vector_len, planes, m) };
+    }
+    for o in 0..count {
+        let done = if o < vector_planes { vector_len } else { 0 };
+        for i in done..len {
+            // SAFETY: the caller's.
+            unsafe { *planes.add(o * m + i) = *rows.add(i * width + o) };
+        }
+    }
+}
+
+/// [`transpose`] of `count` planes by `len` positions, both multiples of 8.
+///
+/// # Safety
+/// As [`transpose`]; the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn transpose_blocks_avx2(rows: *const f32, width: usize, count: usize, len: usize, planes: *mut f32, m: usize) {
+    use std::arch::x86_64::{_mm256_loadu_ps, _mm256_storeu_ps};
+    for o in (0..count).step_by(8) {
+        for i in (0..len).step_by(8) {
+            // SAFETY: rows i..i + 8 of columns o..o + 8, planes o..o + 8 at positions
+            // i..i + 8, inside both (the caller's).
+            unsafe {
+                let block = std::array::from_fn(|r| _mm256_loadu_ps(rows.add((i + r) * width + o)));
+                for (j, v) in crate::simd::transpose8(block).into_iter().enumerate() {
+                    _mm256_storeu_ps(planes.add((o + j) * m + i), v);
+                }
+            }
         }
     }
 }

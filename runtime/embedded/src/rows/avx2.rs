@@ -3,6 +3,7 @@
 
 use crate::gelu::lanes::exp;
 use crate::isa::Isa;
+use crate::simd::transpose8;
 use std::arch::x86_64::*;
 use std::mem::MaybeUninit;
 
@@ -156,43 +157,5 @@ unsafe fn softmax_8_rows(
                 _mm256_storeu_ps(out.as_mut_ptr().add(8 * k), _mm256_i32gather_ps::<4>(y.as_ptr().cast(), index));
             }
         }
-    }
-}
-
-/// Rows to columns: lane `j` of vector `i` becomes lane `i` of vector `j`.
-#[inline(always)]
-unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
-    // SAFETY: AVX.
-    unsafe {
-        let t: [__m256; 8] = [
-            _mm256_unpacklo_ps(r[0], r[1]),
-            _mm256_unpackhi_ps(r[0], r[1]),
-            _mm256_unpacklo_ps(r[2], r[3]),
-            _mm256_unpackhi_ps(r[2], r[3]),
-            _mm256_unpacklo_ps(r[4], r[5]),
-            _mm256_unpackhi_ps(r[4], r[5]),
-            _mm256_unpacklo_ps(r[6], r[7]),
-            _mm256_unpackhi_ps(r[6], r[7]),
-        ];
-        let s: [__m256; 8] = [
-            _mm256_shuffle_ps::<0x44>(t[0], t[2]),
-            _mm256_shuffle_ps::<0xee>(t[0], t[2]),
-            _mm256_shuffle_ps::<0x44>(t[1], t[3]),
-            _mm256_shuffle_ps::<0xee>(t[1], t[3]),
-            _mm256_shuffle_ps::<0x44>(t[4], t[6]),
-            _mm256_shuffle_ps::<0xee>(t[4], t[6]),
-            _mm256_shuffle_ps::<0x44>(t[5], t[7]),
-            _mm256_shuffle_ps::<0xee>(t[5], t[7]),
-        ];
-        [
-            _mm256_permute2f128_ps::<0x20>(s[0], s[4]),
-            _mm256_permute2f128_ps::<0x20>(s[1], s[5]),
-            _mm256_permute2f128_ps::<0x20>(s[2], s[6]),
-            _mm256_permute2f128_ps::<0x20>(s[3], s[7]),
-            _mm256_permute2f128_ps::<0x31>(s[0], s[4]),
-            _mm256_permute2f128_ps::<0x31>(s[1], s[5]),
-            _mm256_permute2f128_ps::<0x31>(s[2], s[6]),
-            _mm256_permute2f128_ps::<0x31>(s[3], s[7]),
-        ]
     }
 }

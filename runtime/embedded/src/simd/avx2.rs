@@ -223,3 +223,41 @@ unsafe impl F32s for __m256 {
         lanes
     }
 }
+
+/// Rows to columns: lane `j` of vector `i` becomes lane `i` of vector `j`.
+#[inline(always)]
+pub(crate) unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    // SAFETY: AVX (the caller is compiled for it).
+    unsafe {
+        let t: [__m256; 8] = [
+            _mm256_unpacklo_ps(r[0], r[1]),
+            _mm256_unpackhi_ps(r[0], r[1]),
+            _mm256_unpacklo_ps(r[2], r[3]),
+            _mm256_unpackhi_ps(r[2], r[3]),
+            _mm256_unpacklo_ps(r[4], r[5]),
+            _mm256_unpackhi_ps(r[4], r[5]),
+            _mm256_unpacklo_ps(r[6], r[7]),
+            _mm256_unpackhi_ps(r[6], r[7]),
+        ];
+        let s: [__m256; 8] = [
+            _mm256_shuffle_ps::<0x44>(t[0], t[2]),
+            _mm256_shuffle_ps::<0xee>(t[0], t[2]),
+            _mm256_shuffle_ps::<0x44>(t[1], t[3]),
+            _mm256_shuffle_ps::<0xee>(t[1], t[3]),
+            _mm256_shuffle_ps::<0x44>(t[4], t[6]),
+            _mm256_shuffle_ps::<0xee>(t[4], t[6]),
+            _mm256_shuffle_ps::<0x44>(t[5], t[7]),
+            _mm256_shuffle_ps::<0xee>(t[5], t[7]),
+        ];
+        [
+            _mm256_permute2f128_ps::<0x20>(s[0], s[4]),
+            _mm256_permute2f128_ps::<0x20>(s[1], s[5]),
+            _mm256_permute2f128_ps::<0x20>(s[2], s[6]),
+            _mm256_permute2f128_ps::<0x20>(s[3], s[7]),
+            _mm256_permute2f128_ps::<0x31>(s[0], s[4]),
+            _mm256_permute2f128_ps::<0x31>(s[1], s[5]),
+            _mm256_permute2f128_ps::<0x31>(s[2], s[6]),
+            _mm256_permute2f128_ps::<0x31>(s[3], s[7]),
+        ]
+    }
+}
