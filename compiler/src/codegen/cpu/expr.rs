@@ -27,14 +27,16 @@ fn vector_prim(op: Prim) -> bool {
 }
 
 /// Can `body` run on f32x4 lanes along variable `var`? Every value must be computed in
-/// f32 (or be a comparison mask), every load contiguous or constant along `var`, and
-/// every index expression constant along it.
-pub fn vectorizable(body: &E, var: usize) -> bool {
+/// f32 (or be a comparison mask), every index expression constant along `var`, and every
+/// load contiguous or constant along it, or, with `gather`, any (the others gather their
+/// four lanes: a pointwise kernel's, whose lanes are independent; a reduction's would sum
+/// in another order).
+pub fn vectorizable(body: &E, var: usize, gather: bool) -> bool {
     let mut ok = true;
     visit(body, &mut |e| {
         ok &= match &e.kind {
             ExprKind::Load { index, .. } => {
-                in_f32(e.dtype) && matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1))
+                in_f32(e.dtype) && (gather || matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1)))
             }
             ExprKind::Const(_) => in_f32(e.dtype) || e.dtype == DType::Bool,
             ExprKind::Index(_) | ExprKind::LoadAt { .. } | ExprKind::CheckIndex { .. } => false,
@@ -62,11 +64,14 @@ fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*cons
         ExprKind::Load { buf, index } => {
             let at = affine(cx, index, vars);
             match lanes {
-                Lanes::X4(var) if index.coef(var) == SymExpr::Int(1) => cx.load_elems(*buf, at, lanes)?,
-                Lanes::X4(_) => {
-                    let s = cx.load_elems(*buf, at, Lanes::Scalar)?;
-                    cx.b.ins().splat(types::F32X4, s)
-                }
+                Lanes::X4(var) => match index.coef(var) {
+                    SymExpr::Int(1) => cx.load_elems(*buf, at, lanes)?,
+                    SymExpr::Int(0) => {
+                        let s = cx.load_elems(*buf, at, Lanes::Scalar)?;
+                        cx.b.ins().splat(types::F32X4, s)
+                    }
+                    step => gather(cx, *buf, at, &step)?,
+                },
                 Lanes::Scalar => cx.load_elems(*buf, at, lanes)?,
             }
         }
@@ -119,6 +124,33 @@ fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*cons
     };
     memo.insert(Rc::as_ptr(e), v);
     Ok(v)
+}
+
+/// The four elements of `buf` `step` apart from element `at`, as the lanes of an f32x4.
+fn gather(cx: &mut Cx, buf: crate::ir::BufId, at: Value, step: &SymExpr) -> R<Value> {
+    let step = cx.sym(step);
+    let first = cx.load_elems(buf, at, Lanes::Scalar)?;
+    let (mut v, mut at) = (cx.b.ins().scalar_to_vector(types::F32X4, first), at);
+    for lane in 1..4 {
+        at = cx.b.ins().iadd(at, step);
+        let x = cx.load_elems(buf, at, Lanes::Scalar)?;
+        v = cx.b.ins().insertlane(v, x, lane);
+    }
+    Ok(v)
+}
+
+/// Whether `body` reads some buffer transposed with respect to loop variables `row` and
+/// `col` (the output's last two): a load that steps by one element along `row` and by
+/// more along `col`. Row by row, such a read falls on a new cache line at every element.
+pub fn reads_transposed(body: &E, row: usize, col: usize) -> bool {
+    let mut found = false;
+    visit(body, &mut |e| {
+        if let ExprKind::Load { index, .. } = &e.kind {
+            found |=
+                index.coef(row) == SymExpr::Int(1) && !matches!(index.coef(col), SymExpr::Int(0) | SymExpr::Int(1));
+        }
+    });
+    found
 }
 
 /// `buf[offset]` when `0 <= offset < numel`, else zero of type `ty`: the load runs only
@@ -434,7 +466,7 @@ fn binary(cx: &mut Cx, op: Prim, a: Value, b: Value, d: DType, lanes: Lanes) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::vectorizable;
+    use super::{reads_transposed, vectorizable};
     use crate::ir::expr::{binary, cast, constant, load, select, unary, Affine};
     use crate::ir::{BufId, Prim, Scalar};
     use aotc_abi::sym::SymExpr;
@@ -452,22 +484,47 @@ mod tests {
         let x = at(0, 1);
         let bias = load(BufId::new(1), DType::F32, Affine::var(0));
         let gelu_like = binary(Prim::Mul, x.clone(), unary(Prim::Erf, binary(Prim::Add, x.clone(), bias)));
-        assert!(vectorizable(&gelu_like, 1));
+        assert!(vectorizable(&gelu_like, 1, false));
         let relu_mask = select(
             binary(Prim::Gt, x.clone(), constant(Scalar::F(0.0), DType::F32)),
             x.clone(),
             constant(Scalar::F(0.0), DType::F32),
         );
-        assert!(vectorizable(&relu_mask, 1));
+        assert!(vectorizable(&relu_mask, 1, false));
         // A strided (transposed) load, an f64 cast, or vectorizing along the outer variable: scalar.
-        assert!(!vectorizable(&at(0, 8), 1));
-        assert!(!vectorizable(&cast(x.clone(), DType::F64), 1));
-        assert!(!vectorizable(&x, 0));
+        assert!(!vectorizable(&at(0, 8), 1, false));
+        assert!(!vectorizable(&cast(x.clone(), DType::F64), 1, false));
+        assert!(!vectorizable(&x, 0, false));
         // float16 and bfloat16 are computed in f32: their loads, arithmetic and casts
         // to and from float32 vectorize; a cast to an integer does not.
         let h = load(BufId::new(2), DType::F16, Affine::var(1));
         let scaled = binary(Prim::Mul, h.clone(), constant(Scalar::F(0.5), DType::F16));
-        assert!(vectorizable(&cast(binary(Prim::Add, cast(scaled, DType::F32), x.clone()), DType::BF16), 1));
-        assert!(!vectorizable(&cast(h, DType::I32), 1));
+        assert!(vectorizable(&cast(binary(Prim::Add, cast(scaled, DType::F32), x.clone()), DType::BF16), 1, false));
+        assert!(!vectorizable(&cast(h, DType::I32), 1, false));
+        // A pointwise body gathers a strided load's lanes.
+        assert!(vectorizable(&at(0, 8), 1, true));
+        let transposed = load(BufId::new(0), DType::F32, Affine::var(0).plus(&Affine::var(1).scale(&SymExpr::Int(8))));
+        assert!(reads_transposed(&binary(Prim::Add, transposed, x.clone()), 0, 1));
+        assert!(!reads_transposed(&x, 0, 1));
+    }
+
+    #[test]
+    fn transposed_reads_match_the_transpose_in_tiles_and_their_edges() {
+        // 37 x 21: neither a multiple of the 16 x 16 tiles nor of the 4 lanes.
+        let (rows, cols) = (37usize, 21usize);
+        let x: Vec<f32> = (0..rows * cols).map(|i| i as f32 * 0.5 - 100.0).collect();
+        let bytes = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let out = super::super::test_kernel::run_transposed(DType::F32, DType::F32, bytes, rows as i64, |x| {
+            binary(Prim::Mul, x, constant(Scalar::F(2.0), DType::F32))
+        });
+        let got: Vec<f32> = out.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        let want: Vec<f32> = (0..rows * cols).map(|o| 2.0 * x[o / cols + rows * (o % cols)]).collect();
+        assert_eq!(got, want);
+        // float16 values gathered, widened and rounded back.
+        let h: Vec<u8> = (0..rows * cols).flat_map(|i| ::half::f16::from_f32(i as f32).to_le_bytes()).collect();
+        let out = super::super::test_kernel::run_transposed(DType::F16, DType::F16, h, rows as i64, |x| x);
+        let got: Vec<f32> = out.chunks_exact(2).map(|b| ::half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect();
+        let want: Vec<f32> = (0..rows * cols).map(|o| (o / cols + rows * (o % cols)) as f32).collect();
+        assert_eq!(got, want);
     }
 }

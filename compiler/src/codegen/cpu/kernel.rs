@@ -1,7 +1,8 @@
 //! Loop nests for pointwise and reduction kernels; extern calls for the others.
 //!
 //! The innermost loop runs on f32x4 vectors when the body allows it
-//! ([`expr::vectorizable`]), with a scalar loop for the remainder.
+//! ([`expr::vectorizable`]), with a scalar loop for the remainder; a pointwise body that
+//! reads a buffer transposed runs its last two loops in tiles ([`expr::reads_transposed`]).
 
 use super::expr::{self, Lanes};
 use super::{extern_call, half, matmul};
@@ -106,6 +107,24 @@ impl<'a, 'b> Cx<'a, 'b> {
         self.b.switch_to_block(exit);
         self.b.seal_block(exit);
         Ok(self.b.block_params(exit)[0])
+    }
+
+    /// `body(block start, block end)` over the blocks of `size` of `[start, end)`, the last
+    /// one shorter.
+    fn blocks(
+        &mut self,
+        (start, end): (Value, Value),
+        size: i64,
+        body: &mut dyn FnMut(&mut Self, Value, Value) -> R<()>,
+    ) -> R<()> {
+        // Every block that starts before `end`.
+        let last = self.b.ins().iadd_imm_s(end, size - 1);
+        self.for_loop(start, last, size, &mut |cx, first| {
+            let full = cx.b.ins().iadd_imm_s(first, size);
+            let block_end = cx.b.ins().smin(full, end);
+            body(cx, first, block_end)
+        })?;
+        Ok(())
     }
 
     /// The bounds of the loop over output dimension `d` of size `n`: the split range for
@@ -249,10 +268,10 @@ fn pointwise(cx: &mut Cx, out: BufId, ranges: &[SymExpr], body: &E) -> R<()> {
     if rank == 0 {
         return store(cx, &[], Lanes::Scalar);
     }
-    let vector = half::in_f32(dtype) && expr::vectorizable(body, rank - 1);
-    cx.nest(&ranges[..rank - 1], &mut vec![], &mut |cx, outer| {
+    let vector = half::in_f32(dtype) && expr::vectorizable(body, rank - 1, true);
+    // Columns `[start, end)` of the row `outer` (every variable but the last).
+    let row = |cx: &mut Cx, outer: &[Value], start: Value, end: Value| -> R<()> {
         let mut vars = outer.to_vec();
-        let (start, end) = cx.loop_bounds(rank - 1, &ranges[rank - 1]);
         let rest = if vector {
             cx.for_loop(start, end, 4, &mut |cx, iv| {
                 vars.push(iv);
@@ -270,9 +289,31 @@ fn pointwise(cx: &mut Cx, out: BufId, ranges: &[SymExpr], body: &E) -> R<()> {
             r
         })?;
         Ok(())
-    })?;
-    Ok(())
+    };
+    if rank >= 2 && expr::reads_transposed(body, rank - 2, rank - 1) {
+        // The last two loops in tiles of TILE x TILE: the lines a tile reads down its
+        // columns serve all its rows (row by row, on planes of thousands of rows, each
+        // line is gone before the next row comes back to it).
+        return cx.nest(&ranges[..rank - 2], &mut vec![], &mut |cx, outer| {
+            let (rows, cols) =
+                (cx.loop_bounds(rank - 2, &ranges[rank - 2]), cx.loop_bounds(rank - 1, &ranges[rank - 1]));
+            cx.blocks(rows, TILE, &mut |cx, first_row, end_row| {
+                cx.blocks(cols, TILE, &mut |cx, start, end| {
+                    cx.for_loop(first_row, end_row, 1, &mut |cx, r| row(cx, &[outer, &[r]].concat(), start, end))?;
+                    Ok(())
+                })
+            })
+        });
+    }
+    cx.nest(&ranges[..rank - 1], &mut vec![], &mut |cx, outer| {
+        let (start, end) = cx.loop_bounds(rank - 1, &ranges[rank - 1]);
+        row(cx, outer, start, end)
+    })
 }
+
+/// Rows and columns of a transposing pointwise kernel's tiles: 16 float32s fill a cache
+/// line.
+const TILE: i64 = 16;
 
 /// The identity of a reduction, as a constant of type `ty`.
 fn init_value(cx: &mut Cx, op: ReduceOp, dtype: DType, ty: Type) -> Value {
@@ -331,7 +372,7 @@ fn reduction(cx: &mut Cx, out: BufId, ranges: &[SymExpr], reduce: &[SymExpr], op
     let ty = clif_type(dtype)?;
     let n_out = ranges.len();
     let last = n_out + reduce.len() - 1;
-    let vector = !is_arg && half::in_f32(dtype) && !reduce.is_empty() && expr::vectorizable(body, last);
+    let vector = !is_arg && half::in_f32(dtype) && !reduce.is_empty() && expr::vectorizable(body, last, false);
     cx.nest(ranges, &mut vec![], &mut |cx, outer| {
         let acc = cx.b.declare_var(ty);
         let init = init_value(cx, op, dtype, ty);

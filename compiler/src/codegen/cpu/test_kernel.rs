@@ -21,12 +21,26 @@ pub struct PointwiseKernel {
 /// `n % 4` elements on scalars); without, `y` is [n, 1] so that the inner loop is too
 /// short for them.
 pub fn compile_pointwise(from: DType, to: DType, n: i64, vector: bool, body: impl FnOnce(E) -> E) -> PointwiseKernel {
+    let out_sizes = if vector { vec![n] } else { vec![n, 1] };
+    compile(from, to, n, &out_sizes, Affine::var(0), body)
+}
+
+/// Compiles `y = body(x[index])` for a 1-D `x` of `n` elements and a `y` of `out_sizes`
+/// (`index` over its loop variables).
+fn compile(
+    from: DType,
+    to: DType,
+    n: i64,
+    out_sizes: &[i64],
+    index: Affine,
+    body: impl FnOnce(E) -> E,
+) -> PointwiseKernel {
     let sizes = vec![SymExpr::Int(n)];
-    let out_sizes = if vector { sizes.clone() } else { vec![SymExpr::Int(n), SymExpr::Int(1)] };
+    let out_sizes: Vec<SymExpr> = out_sizes.iter().map(|&s| SymExpr::Int(s)).collect();
     let mut program = Program::default();
     let x = program.add_buffer("x", from, sizes.clone(), BufKind::Input(0));
     let y = program.add_buffer("y", to, out_sizes.clone(), BufKind::Scratch);
-    let body = body(load(x, from, Affine::var(0)));
+    let body = body(load(x, from, index));
     assert_eq!(body.dtype, to, "the body computes {}, not {to}", body.dtype);
     program.kernels.push(Kernel::Pointwise { out: y, ranges: out_sizes, body });
     let lowered = Lowered {
@@ -56,4 +70,12 @@ impl PointwiseKernel {
 pub fn run_pointwise(from: DType, to: DType, input: Vec<u8>, vector: bool, body: impl FnOnce(E) -> E) -> Vec<u8> {
     let n = (input.len() / from.size()) as i64;
     compile_pointwise(from, to, n, vector, body).run(input)
+}
+
+/// Compiles `y[i, j] = body(x[i + rows * j])` for `y` of `[rows, cols]` (a transpose of `x`,
+/// a row-major `[cols, rows]`) and runs it on `input`.
+pub fn run_transposed(from: DType, to: DType, input: Vec<u8>, rows: i64, body: impl FnOnce(E) -> E) -> Vec<u8> {
+    let n = (input.len() / from.size()) as i64;
+    let index = Affine::var(0).plus(&Affine::var(1).scale(&SymExpr::Int(rows)));
+    compile(from, to, n, &[rows, n / rows], index, body).run(input)
 }
