@@ -144,8 +144,8 @@ impl Packed {
         Some(Packed { data, padded: aotc_abi::gemm::padded(len, width)?, start: 0 })
     }
 
-    /// The operand from `offset` rows/columns further on.
-    fn skip(self, offset: usize) -> Self {
+    /// The operand from `offset` rows/columns further on (a multiple of the width).
+    pub(crate) fn skip(self, offset: usize) -> Self {
         Packed { start: self.start + offset, ..self }
     }
 

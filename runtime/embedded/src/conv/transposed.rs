@@ -51,10 +51,9 @@ pub fn product(
     let base = SharedOut::new(out);
     let part = |positions| Part { g, weight, planes, transform, sums, positions };
     if m >= n {
-        let tiles = m.div_ceil(MR);
-        let parts = threads.min(tiles).max(1);
+        let parts = threads.min(m.div_ceil(MR)).max(1);
         pool::parallel_for(parts, parts, &|i| {
-            let part = part((tiles * i / parts * MR).min(m)..(tiles * (i + 1) / parts * MR).min(m));
+            let part = part(share(i, parts, m, MR));
             let windows = part.windows(1);
             // SAFETY: `out` holds the group's `[n, m]` planes, whose columns
             // `part.positions` are this part's alone (the parts' ranges are disjoint).
@@ -63,15 +62,21 @@ pub fn product(
     } else {
         let part = part(0..m);
         let windows = part.windows(threads);
-        let panels = n.div_ceil(NR);
-        let parts = threads.min(panels).max(1);
+        let parts = threads.min(n.div_ceil(NR)).max(1);
         pool::parallel_for(parts, parts, &|i| {
-            let channels = (panels * i / parts * NR).min(n)..(panels * (i + 1) / parts * NR).min(n);
+            let channels = share(i, parts, n, NR);
             // SAFETY: `out` holds the group's `[n, m]` planes, of which planes `channels`
             // are this part's alone (the parts' ranges are disjoint).
             unsafe { part.multiply(windows.as_deref(), channels, base.get()) }
         });
     }
+}
+
+/// Part `i` of `parts` of `0..len`, cut at multiples of `unit` (whole register tiles or
+/// panels of the packed weight).
+fn share(i: usize, parts: usize, len: usize, unit: usize) -> std::ops::Range<usize> {
+    let units = len.div_ceil(unit);
+    (units * i / parts * unit).min(len)..(units * (i + 1) / parts * unit).min(len)
 }
 
 /// The output positions `positions` of [`product`].
@@ -145,7 +150,7 @@ impl Part<'_> {
             csc: 1,
         };
         let operands = Operands {
-            b: Packed::new(self.weight.as_ptr(), n, NR).map(|b| Packed { start: channels.start, ..b }),
+            b: Packed::new(self.weight.as_ptr(), n, NR).map(|b| b.skip(channels.start)),
             bias: self.sums.bias.map_or(Bias::None, |b| Bias::Cols(b[channels.start..].as_ptr())),
             ..Operands::default()
         };
