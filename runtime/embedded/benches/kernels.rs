@@ -313,6 +313,9 @@ fn pointwise_convolutions() {
         (192, 1024, 7, relu),
         (16, 96, 112, silu),
         (40, 240, 28, silu),
+        // SqueezeNet 1.1's first fire module: expand 1x1, squeeze.
+        (16, 64, 55, relu),
+        (128, 16, 55, relu),
     ] {
         // As the compiler packs it: for few positions, as a right operand (the positions
         // as the GEMM's rows).

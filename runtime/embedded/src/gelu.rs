@@ -1,10 +1,12 @@
 //! GELU (erf form) of contiguous float32 values, `0.5 x (1 + erf(x / sqrt 2))`, a vector
 //! at a time (16 lanes with AVX-512, 8 with AVX2 + FMA, `crate::simd`): for the outputs of GEMMs and convolutions (already in memory,
 //! so nothing is lost by leaving the generated code's pointwise kernels, which are 4 lanes
-//! wide and without FMA). erf and exp are the algorithms and coefficients of the
-//! compiler's `codegen/cpu/vmath.rs` (erf within 1.4 ulp), evaluated with fused
+//! wide and without FMA). The GELU is `x Phi(x)` with the normal distribution's tail
+//! fitted here (one exponential, one division, no erf: see [`lanes::gelu`]), within 7.6e-8
+//! (1 + |gelu|) of float64; the exp of the softmax rows and SiLU is the algorithm and
+//! coefficients of the compiler's `codegen/cpu/vmath.rs`. Both are evaluated with fused
 //! multiply-adds; values past the last whole vector go through the same vector code.
-// The coefficients are vmath.rs's, digit for digit: clippy would round them to what float parsing gives anyway.
+// exp's coefficients are vmath.rs's, digit for digit: clippy would round them to what float parsing gives anyway.
 #![allow(clippy::excessive_precision)]
 
 use crate::guards::refuse_extern_call;
@@ -66,36 +68,31 @@ fn erf_scalar(x: f32) -> f32 {
 /// rather than the subnormal e^x: an error under 1.2e-38, where a subnormal result costs a
 /// microcode assist per lane on x86 (SiLU over GEMM outputs above 87 measured 5 times slower) and
 /// makes every later product with it as slow (softmax weights of masked attention, -100
-/// scores in Swin's shifted windows, feed a GEMM). Every use loses nothing: SiLU's `1 + e`,
-/// erf's `1 - e R` and a softmax sum round the same either way.
+/// scores in Swin's shifted windows, feed a GEMM). Every use loses nothing: SiLU's `1 + e`
+/// and a softmax sum round the same either way.
 pub(crate) const FLUSH_BELOW: f32 = -87.336_54;
 
-/// GELU, erf and exp on vectors of either width ([`F32s`](crate::simd::F32s)): the same
+/// GELU and exp on vectors of either width ([`F32s`](crate::simd::F32s)): the same
 /// operations lane for lane, so AVX2 and AVX-512 give the same values.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod lanes {
     use crate::simd::{for_each_isa, F32s};
 
-    /// vmath.rs's coefficients (highest degree first).
-    const ERF_P: [f32; 7] = [
-        7.8758750626854883e-5,
-        -8.0168642871658695e-4,
-        5.189087423433974e-3,
-        -2.6854212010626412e-2,
-        1.1283594715160218e-1,
-        -3.7612626666720331e-1,
-        1.2837916584835095e-1,
-    ];
-    const ERFC_R: [f32; 8] = [
-        -1.9605029369706144e-2,
-        1.2847945060292617e-1,
-        -3.6856255862597054e-1,
-        5.8989717301079351e-1,
-        -5.1389912240258173e-1,
-        5.3599493622805151e-2,
-        5.5729263504968306e-1,
-        3.8153229441997627e-4,
-    ];
+    /// [`gelu`]'s `u = 1 / (1 + P_SCALE |x|)` and P(u) (highest degree first), for the
+    /// normal distribution's upper tail `Q = 0.5 erfc(|x| / sqrt 2) = 2^w u P(u)`, `w =
+    /// -x^2 log2(e) / 2`. P is the minimax (Remez exchange on a grid, in float64) of the
+    /// error this makes in gelu on its negative side (the larger one), `|x| dQ / (1 + |x|
+    /// Q)`, over |x| in [0, 14] (the tail below 1e-44 past it), P_SCALE the best of a
+    /// search over [0.38, 0.42]: at most 5.6e-9, 6.0e-9 with the coefficients rounded to
+    /// float32 one at a time (the others refitted each time). Five coefficients (at most
+    /// 3.7e-8) made the float32 GELU's error about 1.05e-7 (1 + |gelu|), above the 8.3e-8 of
+    /// `0.5 x (1 + erf)` (with libm's erff or the vector erf this replaced); six, 7.6e-8.
+    const P_SCALE: f32 = 0.3998;
+    const TAIL_P: [f32; 6] = [0.057361446, -0.25849563, 0.3457521, 0.008832009, 0.1901307, 0.15641978];
+    /// 2^f for f in [-1/2, 1/2] (highest degree first): the relative minimax (Remez, in
+    /// float64) of degree 5, rounded to float32 as [`TAIL_P`]: relative error 1.3e-7,
+    /// which gelu's error weighs by at most 0.15 (`|x| Q / (1 + |x| Q)`).
+    const EXP2_P: [f32; 6] = [0.0013643823, 0.009684761, 0.05549736, 0.24021919, 0.6931474, 1.0000001];
     const EXPM1_P: [f32; 6] =
         [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
     const LN2_HI: f32 = 0.693359375;
@@ -124,6 +121,22 @@ pub(crate) mod lanes {
         }
     }
 
+    /// The polynomial of coefficients `c` (highest degree first) at `x` by Horner's rule:
+    /// one multiply-add per coefficient, no x^2 as in [`poly`]. The cheaper where other
+    /// work overlaps its longer chain: [`gelu`]'s two polynomials, independent of each
+    /// other and of its division, took 5% longer through `poly` (Zen 3).
+    #[inline(always)]
+    unsafe fn horner<V: F32s>(x: V, c: &[f32]) -> V {
+        // SAFETY: the caller's.
+        unsafe {
+            let mut acc = V::splat(c[0]);
+            for &v in &c[1..] {
+                acc = acc.mul_add(x, V::splat(v));
+            }
+            acc
+        }
+    }
+
     /// The polynomial of coefficients `c` (highest degree first) at `x`, by second-order
     /// Horner: pairs `c_i x + c_i+1` (independent of each other) folded in powers of x^2,
     /// about N/2 multiply-adds deep rather than Horner's N - 1. The chain's length bounds
@@ -148,7 +161,15 @@ pub(crate) mod lanes {
         }
     }
 
-    /// `0.5 x (1 + erf(x / sqrt 2))`, as the IR computes it: `(x * 0.5) * (1 + erf(x * c))`.
+    /// `0.5 x (1 + erf(x / sqrt 2)) = x Phi(x)`, Phi the normal distribution: Phi(x) = Q
+    /// for x < 0 and 1 - Q from 0 on, Q = Phi(-|x|) the upper tail, [`TAIL_P`]'s `2^w u
+    /// P(u)`. One division, one exponential and two short polynomials: erf, which
+    /// computed both of its branches (`x P(x^2)` below 1, `1 - e^(-x^2) R(1/|x|)` above)
+    /// for every lane, took twice as long. Q itself, not `1 + erf` rounded near 0, makes
+    /// gelu where x < 0, so the small values there keep their digits. Within 7.6e-8 (1 +
+    /// |gelu|) of float64 (`gelu_error_over_every_float_of_the_range` checks). At x = +inf, u =
+    /// 0 makes Q 0 and gelu +inf; at -inf, gelu is -inf * 0 = NaN, as `0.5 x (1 + erf)`
+    /// gives it in PyTorch; NaN stays NaN.
     ///
     /// # Safety
     /// The CPU runs V's set (the caller is compiled for it).
@@ -156,23 +177,20 @@ pub(crate) mod lanes {
     pub(crate) unsafe fn gelu<V: F32s>(x: V) -> V {
         // SAFETY: the caller's.
         unsafe {
-            let e = erf(x.mul(V::splat(std::f32::consts::FRAC_1_SQRT_2)));
-            x.mul(V::splat(0.5)).mul(V::splat(1.0).add(e))
-        }
-    }
-
-    /// erf: `x + x P(x^2)` for |x| < 1, else `sign(x) (1 - e^(-x^2) R(1/|x|))`.
-    #[inline(always)]
-    unsafe fn erf<V: F32s>(x: V) -> V {
-        // SAFETY: the caller's.
-        unsafe {
-            let a = x.abs();
-            let x2 = x.mul(x);
-            let small = x.mul_add(poly(x2, &ERF_P), x);
-            let r = poly(V::splat(1.0).div(a), &ERFC_R);
-            let e = exp(V::zero().sub(x2));
-            let large = e.neg_mul_add(r, V::splat(1.0)).or_sign(x);
-            V::select(a.lt(V::splat(1.0)), small, large)
+            let one = V::splat(1.0);
+            let u = one.div(x.abs().mul_add(V::splat(P_SCALE), one));
+            // w = -x^2 log2(e) / 2 (NaN kept), at least -64: n = round(w) in the range of
+            // `pow2_of_rounded` and Q normal (a subnormal costs a microcode assist) at every
+            // |x| up to 1e17. Past 9.4, where w reaches -64, gelu is x or, for x < 0, below
+            // 3e-20 either way.
+            let w = V::splat(-64.0).max(x.mul(V::splat(-0.5 * std::f32::consts::LOG2_E)).mul(x));
+            // n = round(w) in the low mantissa bits of w + 1.5 * 2^23 (as in `reduced`);
+            // f = w - n is exact.
+            let magic = V::splat(12_582_912.0);
+            let rounded = w.add(magic);
+            let f = w.sub(rounded.sub(magic));
+            let tail = horner(f, &EXP2_P).mul(rounded.pow2_of_rounded()).mul(u.mul(horner(u, &TAIL_P)));
+            x.mul(V::select(x.lt(V::zero()), tail, one.sub(tail)))
         }
     }
 
@@ -322,6 +340,63 @@ mod tests {
                     assert!((e as f64 - want).abs() <= 2.5e-7 * want, "{isa:?} exp({v}) = {e}, expected {want}");
                 }
             }
+        }
+    }
+
+    /// The largest `|got - want| / (1 + |want|)` of [`check`]'s, on each set, over every
+    /// float32 of |x| in [2^-30, 16) (below, gelu is x / 2 to the last bit; above, x or
+    /// within 3e-20 of 0) and 10 million random ones. Slow, about 20 s in release: `cargo test -p
+    /// aotc-embedded --lib --release gelu -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn gelu_error_over_every_float_of_the_range() {
+        let isas: Vec<Isa> = Isa::every_available().collect();
+        // Per set: the largest error, and where.
+        let mut worst = vec![(0f64, 0f32); isas.len()];
+        let mut sweep = |x: &[f32]| {
+            for (&isa, worst) in isas.iter().zip(&mut worst) {
+                let mut out = vec![0f32; x.len()];
+                gelu_with(isa, x, &mut out);
+                for (&v, &got) in x.iter().zip(&out) {
+                    // SAFETY: erf is a pure libm function.
+                    let want = v as f64 * 0.5 * (1.0 + unsafe { erf(v as f64 * std::f64::consts::FRAC_1_SQRT_2) });
+                    let e = (got as f64 - want).abs() / (1.0 + want.abs());
+                    if e > worst.0 || e.is_nan() {
+                        *worst = (e, v);
+                    }
+                }
+            }
+        };
+        let (low, high) = ((2f32).powi(-30).to_bits(), 16f32.to_bits());
+        for start in (low..high).step_by(1 << 20) {
+            let x: Vec<f32> =
+                (start..high.min(start + (1 << 20))).flat_map(|b| [f32::from_bits(b), -f32::from_bits(b)]).collect();
+            sweep(&x);
+        }
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let x: Vec<f32> = (0..10_000_000)
+            .map(|i| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                // Half uniform in [-40, 40], half any finite float.
+                let bits = (state >> 32) as u32;
+                if i % 2 == 0 {
+                    (bits as f64 / 2f64.powi(32) * 80.0 - 40.0) as f32
+                } else {
+                    let v = f32::from_bits(bits);
+                    if v.is_finite() {
+                        v
+                    } else {
+                        1.0
+                    }
+                }
+            })
+            .collect();
+        sweep(&x);
+        for (isa, (e, v)) in isas.into_iter().zip(worst) {
+            println!("{isa:?}: max |got - want| / (1 + |want|) = {e:.3e} at x = {v:e}");
+            assert!(e <= 2e-7, "{isa:?}");
         }
     }
 

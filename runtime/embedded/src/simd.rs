@@ -56,8 +56,6 @@ pub unsafe trait F32s: Copy {
     unsafe fn pow2_of_rounded(self) -> Self;
     /// `|self|`.
     unsafe fn abs(self) -> Self;
-    /// `self` with the sign bit of `sign` set where it is set there.
-    unsafe fn or_sign(self, sign: Self) -> Self;
     /// `self < b`, false where either is NaN.
     unsafe fn lt(self, b: Self) -> Self::Mask;
     /// Not `self < b`: true where either is NaN.

@@ -132,11 +132,6 @@ unsafe impl F32s for __m256 {
         unsafe { _mm256_andnot_ps(_mm256_set1_ps(-0.0), self) }
     }
     #[inline(always)]
-    unsafe fn or_sign(self, sign: Self) -> Self {
-        // SAFETY: the trait's contract (see the impl).
-        unsafe { _mm256_or_ps(self, _mm256_and_ps(sign, _mm256_set1_ps(-0.0))) }
-    }
-    #[inline(always)]
     unsafe fn lt(self, b: Self) -> Self::Mask {
         // SAFETY: the trait's contract (see the impl).
         unsafe { _mm256_cmp_ps::<_CMP_LT_OQ>(self, b) }

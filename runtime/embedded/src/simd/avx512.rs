@@ -109,14 +109,6 @@ unsafe impl F32s for __m512 {
         unsafe { _mm512_abs_ps(self) }
     }
     #[inline(always)]
-    unsafe fn or_sign(self, sign: Self) -> Self {
-        // SAFETY: the trait's contract (see the impl).
-        unsafe {
-            let sign = _mm512_and_si512(_mm512_castps_si512(sign), _mm512_set1_epi32(i32::MIN));
-            _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(self), sign))
-        }
-    }
-    #[inline(always)]
     unsafe fn lt(self, b: Self) -> Self::Mask {
         // SAFETY: the trait's contract (see the impl).
         unsafe { _mm512_cmp_ps_mask::<_CMP_LT_OQ>(self, b) }
