@@ -88,33 +88,27 @@ unsafe fn plane_generic<V: F32s>(rows: &mut Rows, g: &Conv2d, input: &[f32], out
             // No kernel row inside the plane: every window is empty.
             row.fill(f32::NEG_INFINITY);
         }
-        // Where output 0's taps read (`Rows::new` sized the buffers for a vector of
-        // outputs from any of them).
-        let mut tap_at = [std::ptr::null::<f32>(); MAX_TAPS];
-        let tap_at = &mut tap_at[..taps.min(MAX_TAPS)];
-        // SAFETY (all): the CPU runs V's set (the caller's); the offsets are inside the buffers.
+        if g.stride[1] == 2 {
+            // SAFETY: the CPU runs V's set (the caller's).
+            unsafe { split::<V>(&rows.row, &mut rows.even, &mut rows.odd, pairs) };
+        }
+        // Where output 0's tap j reads (`Rows::new` sized the buffers for a vector of
+        // outputs from any tap).
+        let tap = |j: usize| match g.stride[1] {
+            1 => rows.row[j * g.dilation[1]..].as_ptr(),
+            _ => (if j.is_multiple_of(2) { &rows.even } else { &rows.odd })[j / 2..].as_ptr(),
+        };
+        // SAFETY (all): the CPU runs V's set (the caller's); each tap holds a vector of
+        // outputs from any output's start.
         unsafe {
-            if g.stride[1] == 1 {
-                for (j, at) in tap_at.iter_mut().enumerate() {
-                    *at = rows.row.as_ptr().add(j * g.dilation[1]);
-                }
-            } else {
-                split::<V>(&rows.row, &mut rows.even, &mut rows.odd, pairs);
-                for (j, at) in tap_at.iter_mut().enumerate() {
-                    *at = if j % 2 == 0 { rows.even.as_ptr() } else { rows.odd.as_ptr() }.add(j / 2);
-                }
-            }
-            match *tap_at {
-                [a, b] => windows::<V, 2>(dst, [a, b]),
-                [a, b, c] if taps == 3 => windows::<V, 3>(dst, [a, b, c]),
-                _ => windows_any::<V>(dst, g, rows),
+            match taps {
+                2 => windows::<V, 2>(dst, [tap(0), tap(1)]),
+                3 => windows::<V, 3>(dst, [tap(0), tap(1), tap(2)]),
+                _ => windows_any::<V>(dst, taps, tap),
             }
         }
     }
 }
-
-/// Kernel widths whose windows take [`windows`] (the others [`windows_any`]).
-const MAX_TAPS: usize = 3;
 
 /// Kernel rows whose maximum one pass over the row takes: the usual 3x3 pool's, which
 /// then stores each vector once instead of copying the first row and reading and storing
@@ -242,28 +236,23 @@ unsafe fn windows<V: F32s, const K: usize>(dst: &mut [f32], tap_at: [*const f32;
     }
 }
 
-/// [`windows`] for any kernel width, from `rows` (`g`'s, after the row pass and split).
+/// [`windows`] for a kernel width known only at run time: `taps` taps, tap j at `tap(j)`.
 ///
 /// # Safety
-/// The CPU runs V's set.
+/// As [`windows`].
 #[inline(always)]
-unsafe fn windows_any<V: F32s>(dst: &mut [f32], g: &Conv2d, rows: &Rows) {
+unsafe fn windows_any<V: F32s>(dst: &mut [f32], taps: usize, tap: impl Fn(usize) -> *const f32) {
     let (len, lanes) = (dst.len(), V::LANES);
     let mut o = 0;
     while o < len {
         // SAFETY: the caller's.
-        let mut v = unsafe { V::splat(f32::NEG_INFINITY) };
-        for j in 0..g.kernel[1] {
-            let (s, at) = match g.stride[1] {
-                1 => (&rows.row[..], j * g.dilation[1]),
-                _ => (if j % 2 == 0 { &rows.even[..] } else { &rows.odd[..] }, j / 2),
-            };
-            let s = &s[o + at..][..lanes];
-            // SAFETY: the caller's; s holds a vector.
-            v = unsafe { v.max_nan(V::load(s.as_ptr())) };
+        unsafe {
+            let mut v = V::splat(f32::NEG_INFINITY);
+            for j in 0..taps {
+                v = v.max_nan(V::load(tap(j).add(o)));
+            }
+            v.store_up_to(dst.as_mut_ptr().add(o), len - o);
         }
-        // SAFETY: the caller's; the lanes below the row's end.
-        unsafe { v.store_up_to(dst.as_mut_ptr().add(o), len - o) };
         o += lanes;
     }
 }
