@@ -181,7 +181,7 @@ fn start_sums(g: &Conv2d, bias: Option<&[f32]>, residual: Option<&[f32]>, out: &
 }
 
 /// The threads for `work` multiply-adds: the caller's `threads`, or the caller alone below
-/// two GEMM blocks of work, as waking a worker costs tens of microseconds.
+/// two GEMM blocks of work (see `gemm::MIN_WORK_PER_THREAD`).
 fn threads_for(work: usize, threads: usize) -> usize {
     if work < 2 * crate::gemm::MIN_WORK_PER_THREAD {
         1

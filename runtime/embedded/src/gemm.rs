@@ -31,9 +31,12 @@ pub type ParallelFor<'a> = &'a (dyn Fn(usize, usize, &(dyn Fn(usize) + Sync)) + 
 /// The problem's pointers cover the matrices its sizes and strides describe.
 pub type Kernel<T> = unsafe fn(Problem<T>);
 
-/// Below this many multiply-adds per thread, waking another thread costs more than it saves
-/// (a few microseconds of work; the `gemm` crate uses the same threshold).
-pub(crate) const MIN_WORK_PER_THREAD: usize = 48 * 48 * 256;
+/// Below this many multiply-adds per thread (about 3 us of one core's work), a region
+/// costs more than it saves. A region whose worker is watching for it costs about 1 us
+/// (the pool's workers watch between a call's regions); 4 times this (the `gemm` crate's
+/// threshold) left ShuffleNet's small convolutions on one thread: 1.07 -> 0.94 ms on 2
+/// threads (AMD EPYC Zen 4); half of it was no faster.
+pub(crate) const MIN_WORK_PER_THREAD: usize = 48 * 48 * 64;
 
 /// One GEMM: `C = alpha * A @ B + beta * C` where A is m x k, B is k x n and C is m x n,
 /// strides in elements (any, zero included, for A and B). `beta == 0` ignores C's previous

@@ -245,6 +245,11 @@ fn worker(shared: &Shared) {
     with_threads(1, || spare::with_handle(Handle::current(), || ()));
     shared.started.fetch_add(1, Ordering::Release);
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    // Whether the worker last watched for a job in vain (no region was posted): only then
+    // does finding none send it to sleep. (A worker that arrives after the caller took
+    // every chunk would otherwise sleep at once and, while it wakes, miss the next region
+    // too: one miss became every one.)
+    let mut watched_in_vain = false;
     loop {
         if state.stop {
             return;
@@ -253,6 +258,9 @@ fn worker(shared: &Shared) {
         state.jobs.retain(|j| {
             j.get().seats.load(Ordering::Relaxed) > 0 && j.get().next.load(Ordering::Relaxed) < j.get().chunks
         });
+        // Regions posted so far (posting takes the lock): one posted after this look is
+        // what a watch waits for.
+        let seen = shared.posted.load(Ordering::Relaxed);
         // The seat taken (helpers..=1; the caller is seat 0) picks the spare buffers.
         let job = state.jobs.iter().rev().find_map(|j| {
             let seat = j.get().seats.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |s| s.checked_sub(1));
@@ -267,10 +275,16 @@ fn worker(shared: &Shared) {
                 spare::with_handle(job.spare.seat(seat), || with_threads(1, || job.work()));
                 // ... to here: the caller's frame may go once this is seen.
                 job.holders.fetch_sub(1, Ordering::Release);
-                spin_for_next(shared);
+                watched_in_vain = !spin_for_next(shared, seen);
+                state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            }
+            None if !watched_in_vain => {
+                drop(state);
+                watched_in_vain = !spin_for_next(shared, seen);
                 state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
             }
             None => {
+                watched_in_vain = false;
                 shared.sleeping.fetch_add(1, Ordering::Relaxed);
                 state = shared.wake.wait(state).unwrap_or_else(|e| e.into_inner());
                 shared.sleeping.fetch_sub(1, Ordering::Relaxed);
@@ -279,17 +293,20 @@ fn worker(shared: &Shared) {
     }
 }
 
-/// Watches for a new job for up to [`SPIN`], while no other caller holds the cores (a
-/// spinning worker would then only take time from them).
-fn spin_for_next(shared: &Shared) {
-    let seen = shared.posted.load(Ordering::Acquire);
+/// Watches for a job posted after the `seen`th for up to [`SPIN`], while no other caller
+/// holds the cores (a spinning worker would then only take time from them); whether one
+/// was posted.
+fn spin_for_next(shared: &Shared, seen: usize) -> bool {
     let start = std::time::Instant::now();
-    while shared.posted.load(Ordering::Acquire) == seen && shared.callers.load(Ordering::Relaxed) < shared.cores {
+    loop {
+        if shared.posted.load(Ordering::Acquire) != seen {
+            return true;
+        }
+        if shared.callers.load(Ordering::Relaxed) >= shared.cores || start.elapsed() > SPIN {
+            return false;
+        }
         for _ in 0..64 {
             std::hint::spin_loop();
-        }
-        if start.elapsed() > SPIN {
-            return;
         }
     }
 }
