@@ -176,6 +176,35 @@ mod tests {
         }
     }
 
+    for_each_isa! {
+        /// `a[i].max_nan(b[i])` lane by lane.
+        fn max_nan(a: &[f32; 16], b: &[f32; 16]) -> [f32; 16] => max_nan_generic
+    }
+
+    #[inline(always)]
+    unsafe fn max_nan_generic<V: F32s>(a: &[f32; 16], b: &[f32; 16]) -> [f32; 16] {
+        // SAFETY: the caller's (a and b hold a vector of either width).
+        unsafe { V::load(a.as_ptr()).max_nan(V::load(b.as_ptr())).to_array() }
+    }
+
+    #[test]
+    fn max_nan_lets_a_nan_in_either_operand_win() {
+        let (nan, inf) = (f32::NAN, f32::INFINITY);
+        let a = [1.0, nan, nan, -inf, 3.0, -2.0, 0.0, -0.0, nan, 5.0, -inf, inf, 1e-40, -7.0, 2.0, nan];
+        let b = [nan, 1.0, nan, nan, -3.0, -1.0, -0.0, 0.0, -inf, 5.0, -inf, nan, 2e-40, -8.0, inf, -inf];
+        for isa in Isa::every_available().filter(|&isa| isa != Isa::Portable) {
+            // SAFETY: the CPU runs `isa`, a vector set.
+            let got = unsafe { max_nan(isa, &a, &b) };
+            for (i, ((&x, &y), &g)) in
+                a.iter().zip(&b).zip(&got).enumerate().take(if isa == Isa::Avx2 { 8 } else { 16 })
+            {
+                let want = if x.is_nan() || y.is_nan() { nan } else { x.max(y) };
+                // (Zeros of either sign are equal: which one a set returns is its own.)
+                assert!(g == want || (g.is_nan() && want.is_nan()), "{isa:?} lane {i}: max_nan({x}, {y}) = {g}");
+            }
+        }
+    }
+
     #[test]
     fn a_shifted_vector_holds_the_floats_shift_on() {
         let x: [f32; 32] = std::array::from_fn(|i| i as f32);
