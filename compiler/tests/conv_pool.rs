@@ -421,6 +421,7 @@ fn avg_args(p: &Pool, include_pad: bool, divisor: Option<i64>) -> Vec<(&'static 
 
 #[test]
 fn avg_pooling_matches_the_reference() {
+    // 9 taps: summed in the expression; the 3-D kernel's 12 below: a reduction.
     let p = Pool { kernel: vec![3, 3], stride: vec![2, 3], padding: vec![1, 1], dilation: vec![1, 1], ceil_mode: true };
     let x = random(&[1, 2, 8, 7], 12);
     for (include_pad, divisor) in [(true, None), (false, None), (false, Some(4))] {

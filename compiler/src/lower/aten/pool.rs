@@ -156,6 +156,12 @@ fn divide(v: E, divisor: E) -> E {
     }
 }
 
+/// Windows of at most this many taps (static sizes) are summed in the expression, a load
+/// per tap, instead of by a reduction kernel: the mean stays lazy and fuses into its
+/// reader. (DenseNet-121's 2x2 transition pools, as reductions over windows of 4: 1.1 ms
+/// of the model's 57 on 1 thread, AMD EPYC Zen 4; ONNX Runtime's 0.08.)
+const SUMMED_TAPS: i64 = 9;
+
 /// The mean of each window: the sum of `taps`' trailing `nd` axes over `divisor(output
 /// position)`, as `dtype`.
 fn average(
@@ -166,6 +172,32 @@ fn average(
     dtype: DType,
     name: &str,
 ) -> TensorValue {
+    let outer = taps.rank() - nd;
+    let kernel: Option<Vec<i64>> = taps.sizes[outer..].iter().map(|k| k.as_int()).collect();
+    if let Some(kernel) = kernel.filter(|k| k.iter().all(|&k| k > 0) && k.iter().product::<i64>() <= SUMMED_TAPS) {
+        // Tap by tap in the kernel's row-major order, the accumulator's type, as the
+        // reduction adds them.
+        let sum = (0..kernel.iter().product::<i64>())
+            .map(|flat| {
+                let mut index = vars(outer);
+                let mut tap: Vec<Affine> = kernel
+                    .iter()
+                    .rev()
+                    .scan(flat, |rest, &k| {
+                        let t = *rest % k;
+                        *rest /= k;
+                        Some(Affine::constant(SymExpr::Int(t)))
+                    })
+                    .collect();
+                tap.reverse();
+                index.extend(tap);
+                cast(taps.load(&index), accumulator(dtype))
+            })
+            .reduce(|sum, v| binary(Prim::Add, sum, v))
+            .expect("a window has a tap");
+        let body = divide(sum, divisor(&window_positions(outer - nd, nd)));
+        return TensorValue::lazy(dtype, taps.sizes[..outer].to_vec(), body);
+    }
     let axes: Vec<usize> = (taps.rank() - nd..taps.rank()).collect();
     let sum = reduce(lw, taps, &axes, false, ReduceOp::Sum, accumulator(dtype), name);
     let positions = window_positions(sum.rank() - nd, nd);
