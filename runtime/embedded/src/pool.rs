@@ -275,21 +275,19 @@ fn worker(shared: &Shared) {
                 spare::with_handle(job.spare.seat(seat), || with_threads(1, || job.work()));
                 // ... to here: the caller's frame may go once this is seen.
                 job.holders.fetch_sub(1, Ordering::Release);
-                watched_in_vain = !spin_for_next(shared, seen);
-                state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
             }
-            None if !watched_in_vain => {
-                drop(state);
-                watched_in_vain = !spin_for_next(shared, seen);
-                state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            }
-            None => {
+            None if watched_in_vain => {
                 watched_in_vain = false;
                 shared.sleeping.fetch_add(1, Ordering::Relaxed);
                 state = shared.wake.wait(state).unwrap_or_else(|e| e.into_inner());
                 shared.sleeping.fetch_sub(1, Ordering::Relaxed);
+                continue;
             }
+            None => drop(state),
         }
+        // After a job, or finding none: watch for the next before looking again.
+        watched_in_vain = !spin_for_next(shared, seen);
+        state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     }
 }
 
