@@ -3,6 +3,7 @@
 
 use super::half::{self, in_f32};
 use super::kernel::{clif_type, flags, Cx, R};
+use super::lane_ints::{self, LaneSteps};
 use crate::ir::expr::{visit, Affine, ExprKind, Scalar, E};
 use crate::ir::{Expr, Prim};
 use aotc_abi::sym::SymExpr;
@@ -27,40 +28,76 @@ fn vector_prim(op: Prim) -> bool {
 }
 
 /// Can `body` run on f32x4 lanes along variable `var`? Every value must be computed in
-/// f32 (or be a comparison mask), every index expression constant along `var`, and every
-/// load contiguous or constant along it, or, with `gather`, any (the others gather their
-/// four lanes: a pointwise kernel's, whose lanes are independent; a reduction's would sum
-/// in another order).
+/// f32 (or be a comparison mask), and every load contiguous or constant along `var`, or,
+/// with `gather`, any (the others gather their four lanes: a pointwise kernel's, whose
+/// lanes are independent; a reduction's would sum in another order). Integers are
+/// computed for the first lane ([`lane_ints`]): they may only be offsets stepping by 0 or
+/// 1 per lane, sides of comparisons [`LaneSteps::comparable`] accepts, or equal in every
+/// lane where cast to f32.
 pub fn vectorizable(body: &E, var: usize, gather: bool) -> bool {
-    let mut ok = true;
-    visit(body, &mut |e| {
-        ok &= match &e.kind {
-            ExprKind::Load { index, .. } => {
-                in_f32(e.dtype) && (gather || matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1)))
-            }
-            ExprKind::Const(_) => in_f32(e.dtype) || e.dtype == DType::Bool,
-            ExprKind::Index(_) | ExprKind::LoadAt { .. } | ExprKind::CheckIndex { .. } => false,
-            ExprKind::Unary(op, x) => vector_prim(*op) && in_f32(x.dtype) && (in_f32(e.dtype) || *op == Prim::Not),
-            ExprKind::Binary(op, a, _) => {
-                vector_prim(*op) && (in_f32(a.dtype) || (a.dtype == DType::Bool && matches!(op, Prim::And | Prim::Or)))
-            }
-            ExprKind::Where(c, a, _) => in_f32(a.dtype) && c.dtype == DType::Bool,
-            ExprKind::Cast(x) => x.dtype == e.dtype || (in_f32(x.dtype) && in_f32(e.dtype)),
-        };
-    });
+    let mut steps = LaneSteps::new(var);
+    let mut seen = HashMap::new();
+    vector_node(body, var, gather, &mut steps, &mut seen)
+}
+
+fn vector_node(e: &E, var: usize, gather: bool, steps: &mut LaneSteps, seen: &mut HashMap<*const Expr, bool>) -> bool {
+    if let Some(ok) = seen.get(&Rc::as_ptr(e)) {
+        return *ok;
+    }
+    let mut child = |x: &E| vector_node(x, var, gather, steps, seen);
+    let ok = match &e.kind {
+        _ if lane_ints::is_integer(e.dtype) => false,
+        ExprKind::Load { index, .. } => {
+            in_f32(e.dtype) && (gather || matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1)))
+        }
+        ExprKind::Const(_) => in_f32(e.dtype) || e.dtype == DType::Bool,
+        ExprKind::LoadAt { offset, .. } => in_f32(e.dtype) && matches!(steps.of(offset), Some(0 | 1)),
+        ExprKind::Index(_) | ExprKind::CheckIndex { .. } => false,
+        ExprKind::Unary(op, x) => {
+            vector_prim(*op) && in_f32(x.dtype) && (in_f32(e.dtype) || *op == Prim::Not) && child(x)
+        }
+        ExprKind::Binary(op, a, b) if op.returns_bool() && lane_ints::is_integer(a.dtype) => steps.comparable(a, b),
+        ExprKind::Binary(op, a, b) => {
+            vector_prim(*op)
+                && (in_f32(a.dtype) || (a.dtype == DType::Bool && matches!(op, Prim::And | Prim::Or)))
+                && child(a)
+                && child(b)
+        }
+        ExprKind::Where(c, a, b) => in_f32(a.dtype) && c.dtype == DType::Bool && child(c) && child(a) && child(b),
+        ExprKind::Cast(x) if lane_ints::is_integer(x.dtype) => in_f32(e.dtype) && steps.of(x) == Some(0),
+        ExprKind::Cast(x) => (x.dtype == e.dtype || (in_f32(x.dtype) && in_f32(e.dtype))) && child(x),
+    };
+    seen.insert(Rc::as_ptr(e), ok);
     ok
 }
 
+/// Values already emitted, per node and lanes (a node of a vectorized body may be emitted
+/// both on lanes and as a scalar, the first lane's: [`lane_ints`]), and the body's lane
+/// steps.
+pub struct Memo {
+    values: HashMap<(*const Expr, bool), Value>,
+    pub steps: LaneSteps,
+}
+
 pub fn emit(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes) -> R<Value> {
-    let mut memo = HashMap::new();
+    let var = match lanes {
+        Lanes::X4(var) => var,
+        Lanes::Scalar => 0,
+    };
+    let mut memo = Memo { values: HashMap::new(), steps: LaneSteps::new(var) };
     go(cx, e, vars, lanes, &mut memo)
 }
 
-fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*const Expr, Value>) -> R<Value> {
-    if let Some(v) = memo.get(&Rc::as_ptr(e)) {
+pub(super) fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut Memo) -> R<Value> {
+    let key = (Rc::as_ptr(e), lanes == Lanes::Scalar);
+    if let Some(v) = memo.values.get(&key) {
         return Ok(*v);
     }
     let v = match &e.kind {
+        _ if matches!(lanes, Lanes::X4(_)) && lane_ints::handles(e) => {
+            let Lanes::X4(var) = lanes else { unreachable!() };
+            lane_ints::emit(cx, e, vars, var, memo)?
+        }
         ExprKind::Load { buf, index } => {
             let at = affine(cx, index, vars);
             match lanes {
@@ -122,7 +159,7 @@ fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut HashMap<*cons
             }
         }
     };
-    memo.insert(Rc::as_ptr(e), v);
+    memo.values.insert(key, v);
     Ok(v)
 }
 
@@ -155,7 +192,7 @@ pub fn reads_transposed(body: &E, row: usize, col: usize) -> bool {
 
 /// `buf[offset]` when `0 <= offset < numel`, else zero of type `ty`: the load runs only
 /// on the in-bounds branch.
-fn load_at(cx: &mut Cx, buf: crate::ir::BufId, numel: &SymExpr, offset: Value, ty: Type) -> R<Value> {
+pub(super) fn load_at(cx: &mut Cx, buf: crate::ir::BufId, numel: &SymExpr, offset: Value, ty: Type) -> R<Value> {
     let n = cx.sym(numel);
     let inside = cx.b.ins().icmp(IntCC::UnsignedLessThan, offset, n);
     let (load_block, merge) = (cx.b.create_block(), cx.b.create_block());
@@ -403,7 +440,7 @@ fn unary(cx: &mut Cx, op: Prim, x: Value, d: DType, lanes: Lanes) -> R<Value> {
     })
 }
 
-fn binary(cx: &mut Cx, op: Prim, a: Value, b: Value, d: DType, lanes: Lanes) -> R<Value> {
+pub(super) fn binary(cx: &mut Cx, op: Prim, a: Value, b: Value, d: DType, lanes: Lanes) -> R<Value> {
     let float = d.is_float();
     let uns = is_unsigned(d);
     // On f32x4 lanes a compare gives an i32x4 mask.
@@ -467,7 +504,7 @@ fn binary(cx: &mut Cx, op: Prim, a: Value, b: Value, d: DType, lanes: Lanes) -> 
 #[cfg(test)]
 mod tests {
     use super::{reads_transposed, vectorizable};
-    use crate::ir::expr::{binary, cast, constant, load, select, unary, Affine};
+    use crate::ir::expr::{binary, cast, constant, index_value, int, load, load_at, select, unary, Affine};
     use crate::ir::{BufId, Prim, Scalar};
     use aotc_abi::sym::SymExpr;
     use aotc_abi::DType;
@@ -506,6 +543,64 @@ mod tests {
         let transposed = load(BufId::new(0), DType::F32, Affine::var(0).plus(&Affine::var(1).scale(&SymExpr::Int(8))));
         assert!(reads_transposed(&binary(Prim::Add, transposed, x.clone()), 0, 1));
         assert!(!reads_transposed(&x, 0, 1));
+    }
+
+    /// A body of computed offsets and index comparisons (a concatenation whose seam falls
+    /// inside a vector, a roll, reads out of range, a splat, a cast index) vectorizes
+    /// along the last variable and matches its meaning lane by lane, in the remainder too.
+    #[test]
+    fn computed_offsets_and_index_masks_run_on_lanes() {
+        let (rows, cols) = (5i64, 23i64);
+        let n = rows * cols;
+        let x: Vec<f32> = (0..n).map(|v| v as f32 + 0.5).collect();
+        let bytes = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let (i, j) = (
+            |k| index_value(Affine::var(0).scale(&SymExpr::Int(k))),
+            |k| index_value(Affine::var(1).scale(&SymExpr::Int(k))),
+        );
+        let add = |a, b| binary(Prim::Add, a, b);
+        let out = super::super::test_kernel::run_on_buffer(DType::F32, DType::F32, bytes, &[rows, cols], |buf| {
+            // Bounds 5 short of x, so that reading past them would find non-zero values.
+            let at = |offset| load_at(buf, DType::F32, SymExpr::Int(n - 5), offset);
+            // Columns 0..9 from x[i * 9 + j], the rest from x[45 + i * 14 + j - 9].
+            let concat = select(
+                binary(Prim::Lt, j(1), int(9)),
+                at(add(i(9), j(1))),
+                at(add(add(int(45), i(14)), binary(Prim::Sub, j(1), int(9)))),
+            );
+            // Row (i + 3) mod 5, shifted by 2 columns: the first two read below 0 (zero).
+            let roll = at(add(
+                binary(Prim::Mul, binary(Prim::Fmod, add(i(1), int(3)), int(rows)), int(cols)),
+                add(j(1), int(-2)),
+            ));
+            // x shifted by one: the first vector starts below the bounds, the last
+            // (offsets 107..=110) ends past them.
+            let next = at(add(i(cols), add(j(1), int(-1))));
+            // x[i] in every lane, or i as a float where i * 3 >= j.
+            let uniform = select(binary(Prim::Ge, i(3), j(1)), at(i(1)), cast(i(1), DType::F32));
+            let body =
+                add(add(add(concat, binary(Prim::Mul, roll, constant(Scalar::F(2.0), DType::F32))), uniform), next);
+            assert!(vectorizable(&body, 1, false));
+            body
+        });
+        let got: Vec<f32> = out.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        let at = |o: i64| if (0..n - 5).contains(&o) { x[o as usize] } else { 0.0 };
+        for (r, c) in (0..rows).flat_map(|r| (0..cols).map(move |c| (r, c))) {
+            let concat = if c < 9 { at(r * 9 + c) } else { at(45 + r * 14 + c - 9) };
+            let roll = at((r + 3) % rows * cols + c - 2);
+            let uniform = if r * 3 >= c { at(r) } else { r as f32 };
+            let next = at(r * cols + c - 1);
+            assert_eq!(got[(r * cols + c) as usize], concat + roll * 2.0 + uniform + next, "y[{r}, {c}]");
+        }
+        // An offset stepping by 2 per lane, or a comparison whose sides step 2 apart: scalar.
+        let x = BufId::new(0);
+        assert!(!vectorizable(&load_at(x, DType::F32, SymExpr::Int(n), j(2)), 1, false));
+        let far = select(
+            binary(Prim::Lt, j(2), i(1)),
+            load(x, DType::F32, Affine::var(1)),
+            constant(Scalar::F(0.0), DType::F32),
+        );
+        assert!(!vectorizable(&far, 1, false));
     }
 
     #[test]

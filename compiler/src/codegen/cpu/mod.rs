@@ -17,6 +17,7 @@ mod expr;
 mod extern_call;
 pub(crate) mod half;
 mod kernel;
+mod lane_ints;
 mod lanes;
 mod math;
 mod matmul;

@@ -1,7 +1,7 @@
 //! Test support: one pointwise kernel over a 1-D input, compiled into a library and run.
 
 use crate::ir::expr::{load, Affine, E};
-use crate::ir::{BufKind, Kernel, Program};
+use crate::ir::{BufId, BufKind, Kernel, Program};
 use crate::lower::{Lowered, LoweredInput};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
@@ -22,25 +22,18 @@ pub struct PointwiseKernel {
 /// short for them.
 pub fn compile_pointwise(from: DType, to: DType, n: i64, vector: bool, body: impl FnOnce(E) -> E) -> PointwiseKernel {
     let out_sizes = if vector { vec![n] } else { vec![n, 1] };
-    compile(from, to, n, &out_sizes, Affine::var(0), body)
+    compile(from, to, n, &out_sizes, |x| body(load(x, from, Affine::var(0))))
 }
 
-/// Compiles `y = body(x[index])` for a 1-D `x` of `n` elements and a `y` of `out_sizes`
-/// (`index` over its loop variables).
-fn compile(
-    from: DType,
-    to: DType,
-    n: i64,
-    out_sizes: &[i64],
-    index: Affine,
-    body: impl FnOnce(E) -> E,
-) -> PointwiseKernel {
+/// Compiles `y = body(x)` for a 1-D buffer `x` of `n` elements and a `y` of `out_sizes`
+/// (`body` over its loop variables).
+fn compile(from: DType, to: DType, n: i64, out_sizes: &[i64], body: impl FnOnce(BufId) -> E) -> PointwiseKernel {
     let sizes = vec![SymExpr::Int(n)];
     let out_sizes: Vec<SymExpr> = out_sizes.iter().map(|&s| SymExpr::Int(s)).collect();
     let mut program = Program::default();
     let x = program.add_buffer("x", from, sizes.clone(), BufKind::Input(0));
     let y = program.add_buffer("y", to, out_sizes.clone(), BufKind::Scratch);
-    let body = body(load(x, from, index));
+    let body = body(x);
     assert_eq!(body.dtype, to, "the body computes {}, not {to}", body.dtype);
     program.kernels.push(Kernel::Pointwise { out: y, ranges: out_sizes, body });
     let lowered = Lowered {
@@ -77,5 +70,18 @@ pub fn run_pointwise(from: DType, to: DType, input: Vec<u8>, vector: bool, body:
 pub fn run_transposed(from: DType, to: DType, input: Vec<u8>, rows: i64, body: impl FnOnce(E) -> E) -> Vec<u8> {
     let n = (input.len() / from.size()) as i64;
     let index = Affine::var(0).plus(&Affine::var(1).scale(&SymExpr::Int(rows)));
-    compile(from, to, n, &[rows, n / rows], index, body).run(input)
+    compile(from, to, n, &[rows, n / rows], |x| body(load(x, from, index))).run(input)
+}
+
+/// Compiles `y = body(x)` for `y` of `out_sizes`, `body` reading buffer `x` (any way: computed
+/// offsets, too), and runs it on `input`.
+pub fn run_on_buffer(
+    from: DType,
+    to: DType,
+    input: Vec<u8>,
+    out_sizes: &[i64],
+    body: impl FnOnce(BufId) -> E,
+) -> Vec<u8> {
+    let n = (input.len() / from.size()) as i64;
+    compile(from, to, n, out_sizes, body).run(input)
 }
