@@ -3,7 +3,7 @@
 //!
 //! Prints each kernel's median time per call over several runs, through the entry points
 //! the generated code calls (so on the widest vector set this CPU runs);
-//! `AOTC_KERNELS=rows|stems|fire|planes|gemm|pointwise` runs one group (planes: depthwise and max pool), and
+//! `AOTC_KERNELS=rows|stems|fire|planes|gemm|pointwise|dense` runs one group (planes: depthwise and max pool), and
 //! `AOTC_KERNEL_ROW=text` only the convolution and pool rows whose name holds `text` (one row under `perf record`). Outside a loaded
 //! library the calls run on the calling thread alone. On a busy machine compare the rows
 //! of runs made alike, not single runs.
@@ -110,7 +110,25 @@ fn geometry(channels: usize, hw: usize, k: usize, s: usize, p: usize, depthwise:
 /// One call of the library's convolution on buffers that hold what `g` describes (the
 /// scratch `g.scratch_len()` floats, no residual).
 fn convolve(g: &Conv2d, out: &mut [f32], x: &[f32], weight: &[f32], bias: &[f32], scratch: &mut [f32]) {
+    convolve_transformed(g, out, x, weight, bias, scratch, &[], &[])
+}
+
+/// [`convolve`] with the input transform's `scale` and `shift` (`[C]` each, as the geometry's
+/// `input` asks for).
+#[allow(clippy::too_many_arguments)]
+fn convolve_transformed(
+    g: &Conv2d,
+    out: &mut [f32],
+    x: &[f32],
+    weight: &[f32],
+    bias: &[f32],
+    scratch: &mut [f32],
+    scale: &[f32],
+    shift: &[f32],
+) {
     let (x_len, weight_len, out_len) = g.lens().unwrap();
+    let transformed = g.input == InputTransform::ScaleShiftRelu;
+    assert!(!transformed || (scale.len() == g.channels && shift.len() == g.channels));
     assert!(x.len() == x_len && weight.len() == weight_len && out.len() == out_len);
     assert!(scratch.len() == g.scratch_len().unwrap() && bias.len() == g.out_channels);
     let list = g.to_list();
@@ -123,8 +141,8 @@ fn convolve(g: &Conv2d, out: &mut [f32], x: &[f32], weight: &[f32], bias: &[f32]
             bias.as_ptr(),
             scratch.as_mut_ptr(),
             std::ptr::null(),
-            std::ptr::null(),
-            std::ptr::null(),
+            if transformed { scale.as_ptr() } else { std::ptr::null() },
+            if transformed { shift.as_ptr() } else { std::ptr::null() },
             list.as_ptr(),
             list.len() as i64,
         )
@@ -327,14 +345,44 @@ fn pointwise_convolutions() {
     }
 }
 
+/// DenseNet-121's bottleneck 1x1 convolutions: a batch norm and ReLU on the concatenated
+/// input (the block's features so far), 128 outputs, bias and ReLU after.
+fn dense_convolutions() {
+    for (channels, hw) in [(64, 56), (160, 56), (256, 56), (128, 28), (480, 28), (256, 14), (992, 14), (512, 7)] {
+        for (form, width) in [(WeightForm::Panels, aotc_abi::gemm::MR), (WeightForm::ColumnPanels, aotc_abi::gemm::NR)]
+        {
+            let name = format!("conv 1x1 bn-relu {channels} -> 128 x {hw}x{hw} + bias + relu, {form:?}").to_lowercase();
+            if !selected(&name) {
+                continue;
+            }
+            let g = Conv2d {
+                out_channels: 128,
+                has_bias: true,
+                activation: Activation::Relu,
+                input: InputTransform::ScaleShiftRelu,
+                weight: form,
+                ..geometry(channels, hw, 1, 1, 0, false)
+            };
+            let weight = aotc_abi::gemm::pack(channels, 128, width, |p, o| ((o * 7 + p) % 13) as f32 * 0.01).unwrap();
+            let (x_len, _, out_len) = g.lens().unwrap();
+            let (x, bias, mut out) = (values(x_len), values(128), vec![0f32; out_len]);
+            let (scale, shift) = (values(channels), values(channels + 1)[1..].to_vec());
+            let t = median(|| convolve_transformed(&g, &mut out, &x, &weight, &bias, &mut [], &scale, &shift));
+            let flops = 2.0 * (128 * channels * hw * hw) as f64;
+            println!("{name:<60} {:>10.1} us {:>7.1} GFLOP/s", t.as_secs_f64() * 1e6, flops / t.as_secs_f64() / 1e9);
+        }
+    }
+}
+
 fn main() {
-    let groups: [(&str, fn()); 6] = [
+    let groups: [(&str, fn()); 7] = [
         ("rows", rows),
         ("stems", stem_convolutions),
         ("fire", fire_convolutions),
         ("planes", convolutions),
         ("gemm", gemm_convolutions),
         ("pointwise", pointwise_convolutions),
+        ("dense", dense_convolutions),
     ];
     let only = std::env::var("AOTC_KERNELS").ok();
     for (name, group) in groups {

@@ -28,7 +28,8 @@ fn vector_prim(op: Prim) -> bool {
 }
 
 /// Can `body` run on f32x4 lanes along variable `var`? Every value must be computed in
-/// f32 (or be a comparison mask), and every load contiguous or constant along `var`, or,
+/// f32 (or be a mask: a comparison, a bool load contiguous or constant along `var`), and
+/// every load contiguous or constant along `var`, or,
 /// with `gather`, any (the others gather their four lanes: a pointwise kernel's, whose
 /// lanes are independent; a reduction's would sum in another order). Integers are
 /// computed for the first lane ([`lane_ints`]): they may only be offsets stepping by 0 or
@@ -48,7 +49,8 @@ fn vector_node(e: &E, var: usize, gather: bool, steps: &mut LaneSteps, seen: &mu
     let ok = match &e.kind {
         _ if lane_ints::is_integer(e.dtype) => false,
         ExprKind::Load { index, .. } => {
-            in_f32(e.dtype) && (gather || matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1)))
+            let contiguous = matches!(index.coef(var), SymExpr::Int(0) | SymExpr::Int(1));
+            (in_f32(e.dtype) && (gather || contiguous)) || (e.dtype == DType::Bool && contiguous)
         }
         ExprKind::Const(_) => in_f32(e.dtype) || e.dtype == DType::Bool,
         ExprKind::LoadAt { offset, .. } => in_f32(e.dtype) && matches!(steps.of(offset), Some(0 | 1)),
@@ -249,7 +251,7 @@ fn check_index(cx: &mut Cx, v: Value, bound: &SymExpr, wrap: bool, site: usize, 
 }
 
 /// `offset + sum(coef * var)` as an i64.
-fn affine(cx: &mut Cx, a: &Affine, vars: &[Value]) -> Value {
+pub(super) fn affine(cx: &mut Cx, a: &Affine, vars: &[Value]) -> Value {
     let mut acc = cx.sym(&a.offset);
     for (v, c) in &a.terms {
         let term = match c.as_int() {
@@ -601,6 +603,28 @@ mod tests {
             constant(Scalar::F(0.0), DType::F32),
         );
         assert!(!vectorizable(&far, 1, false));
+    }
+
+    /// Bool buffers read on lanes: four contiguous bytes as a mask, or one byte in every lane.
+    #[test]
+    fn bool_loads_run_on_lanes() {
+        let (rows, cols) = (3i64, 13i64);
+        let x: Vec<u8> = (0..rows * cols).map(|v| u8::from(v % 3 == 0 || v % 7 == 1)).collect();
+        let f = |v: f64| constant(Scalar::F(v), DType::F32);
+        let out = super::super::test_kernel::run_on_buffer(DType::Bool, DType::F32, x.clone(), &[rows, cols], |buf| {
+            let flag = |index| load(buf, DType::Bool, index);
+            let own = flag(Affine::var(0).scale(&SymExpr::Int(cols)).plus(&Affine::var(1)));
+            let row = flag(Affine::var(0));
+            let body = binary(Prim::Add, select(own, f(1.0), f(2.0)), select(row, f(10.0), f(0.0)));
+            assert!(vectorizable(&body, 1, false));
+            body
+        });
+        let got: Vec<f32> = out.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        for (r, c) in (0..rows as usize).flat_map(|r| (0..cols as usize).map(move |c| (r, c))) {
+            let own = if x[r * cols as usize + c] != 0 { 1.0 } else { 2.0 };
+            let row = if x[r] != 0 { 10.0 } else { 0.0 };
+            assert_eq!(got[r * cols as usize + c], own + row, "y[{r}, {c}]");
+        }
     }
 
     #[test]

@@ -4,18 +4,19 @@
 //! where its change from lane to lane is known: its lane step ([`LaneSteps`]). A computed
 //! offset stepping by 0 or 1 reads a splat or four contiguous elements ([`load_at`]), an
 //! integer comparison whose sides' steps differ by at most one is a mask against the lane
-//! numbers ([`compare`]), and a cast of a value equal in every lane is a splat. The
+//! numbers ([`compare`]), a bool buffer read contiguously is a mask of its bytes, and a
+//! cast of a value equal in every lane is a splat. The
 //! concatenations, rolls and window gathers that lowering writes with `where` and computed
 //! offsets then run on vectors instead of element by element.
 
 use super::expr::{self, Lanes, Memo};
 use super::half;
-use super::kernel::{clif_type, Cx, R};
+use super::kernel::{clif_type, flags, Cx, R};
 use crate::ir::expr::{ExprKind, E};
 use crate::ir::{Expr, Prim};
 use aotc_abi::DType;
 use cranelift_codegen::ir::condcodes::{CondCode, IntCC};
-use cranelift_codegen::ir::{types, BlockArg, ConstantData, InstBuilder, Value};
+use cranelift_codegen::ir::{types, BlockArg, ConstantData, Endianness, InstBuilder, MemFlagsData, Value};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -106,11 +107,12 @@ fn constant(e: &E) -> Option<i64> {
 }
 
 /// The nodes of a vectorized body that [`emit`] computes: integers, computed-offset loads,
-/// integer comparisons and casts from integers.
+/// bool loads, integer comparisons and casts from integers.
 pub fn handles(e: &E) -> bool {
     is_integer(e.dtype)
         || match &e.kind {
             ExprKind::LoadAt { .. } => true,
+            ExprKind::Load { .. } => e.dtype == DType::Bool,
             ExprKind::Binary(op, a, _) => op.returns_bool() && is_integer(a.dtype),
             ExprKind::Cast(x) => is_integer(x.dtype),
             _ => false,
@@ -133,6 +135,10 @@ pub fn emit(cx: &mut Cx, e: &E, vars: &[Value], var: usize, memo: &mut Memo) -> 
                 load_at(cx, *buf, numel, at, var)?
             }
         }
+        ExprKind::Load { buf, index } => {
+            let at = expr::affine(cx, index, vars);
+            bool_mask(cx, *buf, at, index.coef(var).as_int() == Some(1))
+        }
         ExprKind::Binary(op, a, b) => compare(cx, *op, a, b, vars, memo)?,
         ExprKind::Cast(_) => {
             let x = expr::go(cx, e, vars, Lanes::Scalar, memo)?;
@@ -140,6 +146,26 @@ pub fn emit(cx: &mut Cx, e: &E, vars: &[Value], var: usize, memo: &mut Memo) -> 
         }
         _ => return Err(format!("lane_ints::emit: a node it does not handle: {}", e)),
     })
+}
+
+/// The i32x4 mask of bools: the four of `buf` from element `at` on when `contiguous`, else
+/// element `at` in every lane.
+fn bool_mask(cx: &mut Cx, buf: crate::ir::BufId, at: Value, contiguous: bool) -> Value {
+    let addr = cx.elem_addr(buf, at);
+    let zero = cx.b.ins().iconst(types::I32, 0);
+    let zeros = cx.b.ins().splat(types::I32X4, zero);
+    let lanes = if contiguous {
+        // Four bytes widened to four 32-bit lanes.
+        let bytes = cx.b.ins().load(types::I32, flags(), addr, 0);
+        let v = cx.b.ins().scalar_to_vector(types::I32X4, bytes);
+        let v = cx.b.ins().bitcast(types::I8X16, MemFlagsData::new().with_endianness(Endianness::Little), v);
+        let v = cx.b.ins().uwiden_low(v);
+        cx.b.ins().uwiden_low(v)
+    } else {
+        let byte = cx.b.ins().uload8(types::I32, flags(), addr, 0);
+        cx.b.ins().splat(types::I32X4, byte)
+    };
+    cx.b.ins().icmp(IntCC::NotEqual, lanes, zeros)
 }
 
 /// The four elements of `buf` (of `numel`) from `at` on; an offset outside `0..numel`
