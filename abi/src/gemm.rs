@@ -67,6 +67,13 @@ pub fn panel_offset(k: usize, padded: usize, pc: usize, i: usize) -> usize {
     pc * padded + i * kc
 }
 
+/// Where the element at depth `p`, row/column `i` of an operand packed by [`pack`] lies, in
+/// floats; `padded` is its [`padded`] length for `width`.
+pub fn packed_index(k: usize, padded: usize, width: usize, p: usize, i: usize) -> usize {
+    let pc = p / KC * KC;
+    panel_offset(k, padded, pc, i / width * width) + (p - pc) * width + i % width
+}
+
 /// Packs an operand of depth `k` and `len` rows (A) or columns (B) whose element at depth
 /// p, row/column i is `x(p, i)`.
 pub fn pack(k: usize, len: usize, width: usize, x: impl Fn(usize, usize) -> f32) -> Option<Vec<f32>> {
@@ -112,9 +119,8 @@ mod tests {
             let padded_len = padded(len, width).unwrap();
             assert_eq!(packed.len(), k * 3 * width);
             for p in 0..k {
-                let pc = p / KC * KC;
                 for i in 0..padded_len {
-                    let at = panel_offset(k, padded_len, pc, i / width * width) + (p - pc) * width + i % width;
+                    let at = packed_index(k, padded_len, width, p, i);
                     let want = if i < len { (p * 1000 + i) as f32 } else { 0.0 };
                     assert_eq!(packed[at], want, "width {width}, element ({p}, {i})");
                 }

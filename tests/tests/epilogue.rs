@@ -7,7 +7,7 @@
 
 use aotc::ir::{ExternArg, Kernel};
 use aotc::lower::Lowered;
-use aotc_abi::conv::{Conv2d, InputTransform, ARG_GEOMETRY, SYMBOL};
+use aotc_abi::conv::{Conv2d, InputTransform, WeightForm, ARG_GEOMETRY, SYMBOL};
 use aotc_abi::gemm::Activation;
 use aotc_tests::{check_fixture, fixture};
 
@@ -100,5 +100,7 @@ fn batch_norm_and_relu_before_a_pointwise_convolution_fold_into_it() {
     let normed: Vec<_> = convs.iter().filter(|(g, _)| g.input == InputTransform::ScaleShiftRelu).collect();
     assert_eq!(normed.len(), 6, "{convs:?}");
     assert!(normed.iter().all(|(g, _)| g.kernel == [1, 1]));
+    // Planes of 16x16 and 8x8: the transposed GEMM, its weight repacked for it.
+    assert!(normed.iter().all(|(g, _)| g.weight == WeightForm::ColumnPanels), "{normed:?}");
     check_fixture("models/densenet_tiny");
 }
