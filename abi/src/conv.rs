@@ -213,7 +213,7 @@ pub fn positions_as_rows(positions: usize) -> bool {
 /// turns (`benches/kernels.rs`, group `dense`).
 pub fn transformed_positions_as_rows(positions: usize) -> bool {
     const MAX_POSITIONS: usize = 256;
-    positions_as_rows(positions) || (positions > 0 && positions <= MAX_POSITIONS)
+    (1..=MAX_POSITIONS).contains(&positions)
 }
 
 /// Sizes the scratch formula is written over: `usize` (checked: None on overflow) in the

@@ -11,16 +11,15 @@
 //! gate's product in this form.
 
 use super::epilogue::{merge_nodes, read_elsewhere};
+use super::prepack;
 use crate::ir::expr::{Affine, ExprKind, E};
 use crate::ir::{BufId, BufKind, ExternArg, Kernel, Prim, Program};
 use crate::lower::tensor::{contiguous_strides, same_size as same};
 use crate::lower::Lowered;
 use aotc_abi::conv::{
     transformed_positions_as_rows, InputTransform, WeightForm, ARG_BIAS, ARG_GEOMETRY, ARG_INPUT_SCALE,
-    ARG_INPUT_SHIFT, ARG_RESIDUAL, ARG_WEIGHT, ARG_X, GEOMETRY_LEN, HAS_BIAS, INPUT_TRANSFORM, POOL, RESIDUAL, SYMBOL,
-    WEIGHT_FORM,
+    ARG_INPUT_SHIFT, ARG_RESIDUAL, ARG_X, GEOMETRY_LEN, HAS_BIAS, INPUT_TRANSFORM, POOL, RESIDUAL, SYMBOL, WEIGHT_FORM,
 };
-use aotc_abi::gemm::{MR, NR};
 use aotc_abi::sym::SymExpr;
 use aotc_abi::DType;
 use std::collections::HashSet;
@@ -59,41 +58,15 @@ pub fn fold_input_maps(lowered: &mut Lowered) {
     }
 }
 
-/// Repacks the weight of kernel `i`, a pointwise convolution that now applies a batch norm
-/// and ReLU to its input, as the transposed GEMM's right operand where that runs it faster
-/// (`aotc_abi::conv::transformed_positions_as_rows`; `prepack` chose before the transform
-/// was known). The packed weight is the call's own (`prepack` packs one per call), so it
-/// is replaced in place.
+/// After a batch norm and ReLU moves into pointwise convolution `i`, the transposed GEMM
+/// runs it faster over planes of few positions (`aotc_abi::conv::transformed_positions_as_rows`);
+/// `prepack` chose the weight's form before the transform was known, so it is repacked.
 fn transpose_for_few_positions(prog: &mut Program, i: usize) {
     let Kernel::Extern(call) = &prog.kernels[i] else { return };
-    let (ExternArg::Sizes(geometry), ExternArg::Buf(weight)) = (&call.args[ARG_GEOMETRY], &call.args[ARG_WEIGHT])
-    else {
-        return;
-    };
-    let int = |at: usize| geometry[at].as_int().and_then(|v| usize::try_from(v).ok());
-    let (Some(channels), Some(outputs), Some(h), Some(w)) = (int(1), int(4), int(7), int(8)) else { return };
-    let weight = *weight;
-    let panels = int(WEIGHT_FORM) == usize::try_from(WeightForm::Panels.code()).ok();
-    let BufKind::Weight(w_index) = prog.buffers[weight].kind else { return };
-    if !panels || !transformed_positions_as_rows(h * w) || read_elsewhere(prog, weight, [i, i]) {
-        return;
-    }
-    let Ok(bytes) = prog.weights[w_index].bytes() else { return };
-    let Some(padded) = aotc_abi::gemm::padded(outputs, MR) else { return };
-    if Some(bytes.len()) != channels.checked_mul(padded).and_then(|n| n.checked_mul(4)) {
-        return;
-    }
-    let float =
-        |at: usize| f32::from_le_bytes([bytes[4 * at], bytes[4 * at + 1], bytes[4 * at + 2], bytes[4 * at + 3]]);
-    let at = |p: usize, o: usize| aotc_abi::gemm::packed_index(channels, padded, MR, p, o);
-    let Some(columns) = aotc_abi::gemm::pack(channels, outputs, NR, |p, o| float(at(p, o))) else { return };
-    let columns: Vec<u8> = columns.iter().flat_map(|x| x.to_le_bytes()).collect();
-    prog.buffers[weight].sizes = vec![SymExpr::Int((columns.len() / 4) as i64)];
-    prog.weights[w_index] = columns.into();
-    if let Kernel::Extern(call) = &mut prog.kernels[i] {
-        if let ExternArg::Sizes(geometry) = &mut call.args[ARG_GEOMETRY] {
-            geometry[WEIGHT_FORM] = SymExpr::Int(WeightForm::ColumnPanels.code());
-        }
+    let ExternArg::Sizes(geometry) = &call.args[ARG_GEOMETRY] else { return };
+    let positions = geometry[7].as_int().zip(geometry[8].as_int()).map(|(h, w)| h.saturating_mul(w));
+    if positions.and_then(|n| usize::try_from(n).ok()).is_some_and(transformed_positions_as_rows) {
+        prepack::repack_conv_weight_as_columns(prog, i);
     }
 }
 

@@ -45,8 +45,7 @@ pub fn prepack_weights(lowered: &mut Lowered) {
             }
             Kernel::Extern(call) if call.name == conv::SYMBOL => {
                 let Some((weight, data, form)) = pack_conv_weight(prog, call) else { continue };
-                let id =
-                    add_packed(prog, weight, data.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>().into());
+                let id = add_packed(prog, weight, payload(&data));
                 let Kernel::Extern(call) = &mut prog.kernels[i] else { unreachable!() };
                 call.args[CONV_WEIGHT_ARG] = ExternArg::Buf(id);
                 if let ExternArg::Sizes(geometry) = &mut call.args[CONV_GEOMETRY_ARG] {
@@ -120,9 +119,8 @@ fn pack_conv_weight(prog: &Program, call: &ExternCall) -> Option<(BufId, Vec<f32
     if Some(bytes.len()) != out_channels.checked_mul(depth)?.checked_mul(4) {
         return None;
     }
-    let float = |i: usize| f32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
+    let rows = floats(&bytes);
     if winograd::fits(kernel, stride, dilation, groups) && winograd::pays(channels, out_channels, [at(7), at(8)]) {
-        let rows: Vec<f32> = (0..bytes.len() / 4).map(float).collect();
         return Some((*weight, winograd::transform_weight(&rows, out_channels, channels)?, WeightForm::Winograd));
     }
     let pooled = geometry[POOL].as_int() != Some(0);
@@ -136,9 +134,58 @@ fn pack_conv_weight(prog: &Program, call: &ExternCall) -> Option<(BufId, Vec<f32
     let mut data = Vec::new();
     for group in 0..groups {
         let first = group * group_out * depth;
-        data.extend(aotc_abi::gemm::pack(depth, group_out, width, |p, o| float(first + o * depth + p))?);
+        data.extend(aotc_abi::gemm::pack(depth, group_out, width, |p, o| rows[first + o * depth + p])?);
     }
     Some((*weight, data, form))
+}
+
+/// Repacks the weight of convolution call `i` (one group, packed by [`pack_conv_weight`]
+/// as a left operand, [`WeightForm::Panels`]) as the transposed GEMM's right operand
+/// ([`WeightForm::ColumnPanels`]), for a pass that learns later that the transposed GEMM
+/// runs it faster (`gate`). The packed weight is the call's own (one per call), so it is
+/// replaced in place. Nothing changes unless the weight is such, and read by call `i` alone.
+pub(super) fn repack_conv_weight_as_columns(prog: &mut Program, i: usize) {
+    let Kernel::Extern(call) = &prog.kernels[i] else { return };
+    let (ExternArg::Sizes(geometry), ExternArg::Buf(weight)) =
+        (&call.args[CONV_GEOMETRY_ARG], &call.args[CONV_WEIGHT_ARG])
+    else {
+        return;
+    };
+    let int = |at: usize| geometry[at].as_int().and_then(|v| usize::try_from(v).ok());
+    let (Some(channels), Some(outputs), Some(groups)) = (int(1), int(4), int(15)) else { return };
+    let panels = geometry[WEIGHT_FORM].as_int() == Some(WeightForm::Panels.code());
+    let weight = *weight;
+    let BufKind::Weight(w) = prog.buffers[weight].kind else { return };
+    let reads = prog.kernels.iter().filter(|k| k.inputs().0.contains(&weight)).count();
+    let Some(padded) = aotc_abi::gemm::padded(outputs, MR) else { return };
+    let Ok(bytes) = prog.weights[w].bytes() else { return };
+    if !panels
+        || groups != 1
+        || reads != 1
+        || Some(bytes.len()) != channels.checked_mul(padded).and_then(|n| n.checked_mul(4))
+    {
+        return;
+    }
+    let rows = floats(&bytes);
+    let at = |p: usize, o: usize| aotc_abi::gemm::packed_index(channels, padded, MR, p, o);
+    let Some(columns) = aotc_abi::gemm::pack(channels, outputs, NR, |p, o| rows[at(p, o)]) else { return };
+    prog.buffers[weight].sizes = vec![SymExpr::Int(columns.len() as i64)];
+    prog.weights[w] = payload(&columns);
+    if let Kernel::Extern(call) = &mut prog.kernels[i] {
+        if let ExternArg::Sizes(geometry) = &mut call.args[CONV_GEOMETRY_ARG] {
+            geometry[WEIGHT_FORM] = SymExpr::Int(WeightForm::ColumnPanels.code());
+        }
+    }
+}
+
+/// The float32 values of a weight's little-endian bytes.
+fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+/// A weight payload holding `data`.
+fn payload(data: &[f32]) -> Payload {
+    data.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>().into()
 }
 
 /// The weight window a matmul reads as its right operand, when it can be packed: float32,

@@ -113,8 +113,8 @@ fn convolve(g: &Conv2d, out: &mut [f32], x: &[f32], weight: &[f32], bias: &[f32]
     convolve_transformed(g, out, x, weight, bias, scratch, &[], &[])
 }
 
-/// [`convolve`] with the input transform's `scale` and `shift` (`[C]` each, as the geometry's
-/// `input` asks for).
+/// [`convolve`] with the input transform's `scale` and `shift` (`[C]` each), passed when the
+/// geometry's `input` is a batch norm and ReLU.
 #[allow(clippy::too_many_arguments)]
 fn convolve_transformed(
     g: &Conv2d,
@@ -288,7 +288,8 @@ fn packed_convolution(g: &Conv2d, name: &str) {
     };
     let (x_len, _, out_len) = g.lens().unwrap();
     let (x, bias, mut out) = (values(x_len), values(out_channels), vec![0f32; out_len]);
-    let t = median(|| convolve(g, &mut out, &x, &weight, &bias, &mut []));
+    let (scale, shift) = (values(g.channels), values(g.channels + 1)[1..].to_vec());
+    let t = median(|| convolve_transformed(g, &mut out, &x, &weight, &bias, &mut [], &scale, &shift));
     let flops = 2.0 * (g.batch * out_channels * depth * g.positions()) as f64;
     println!("{name:<52} {:>10.1} us {:>7.1} GFLOP/s", t.as_secs_f64() * 1e6, flops / t.as_secs_f64() / 1e9);
 }
@@ -349,27 +350,17 @@ fn pointwise_convolutions() {
 /// input (the block's features so far), 128 outputs, bias and ReLU after.
 fn dense_convolutions() {
     for (channels, hw) in [(64, 56), (160, 56), (256, 56), (128, 28), (480, 28), (256, 14), (992, 14), (512, 7)] {
-        for (form, width) in [(WeightForm::Panels, aotc_abi::gemm::MR), (WeightForm::ColumnPanels, aotc_abi::gemm::NR)]
-        {
-            let name = format!("conv 1x1 bn-relu {channels} -> 128 x {hw}x{hw} + bias + relu, {form:?}").to_lowercase();
-            if !selected(&name) {
-                continue;
-            }
+        for weight in [WeightForm::Panels, WeightForm::ColumnPanels] {
             let g = Conv2d {
                 out_channels: 128,
                 has_bias: true,
                 activation: Activation::Relu,
                 input: InputTransform::ScaleShiftRelu,
-                weight: form,
+                weight,
                 ..geometry(channels, hw, 1, 1, 0, false)
             };
-            let weight = aotc_abi::gemm::pack(channels, 128, width, |p, o| ((o * 7 + p) % 13) as f32 * 0.01).unwrap();
-            let (x_len, _, out_len) = g.lens().unwrap();
-            let (x, bias, mut out) = (values(x_len), values(128), vec![0f32; out_len]);
-            let (scale, shift) = (values(channels), values(channels + 1)[1..].to_vec());
-            let t = median(|| convolve_transformed(&g, &mut out, &x, &weight, &bias, &mut [], &scale, &shift));
-            let flops = 2.0 * (128 * channels * hw * hw) as f64;
-            println!("{name:<60} {:>10.1} us {:>7.1} GFLOP/s", t.as_secs_f64() * 1e6, flops / t.as_secs_f64() / 1e9);
+            let name = format!("conv 1x1 bn-relu {channels} -> 128 x {hw}x{hw} + bias + relu, {weight:?}");
+            packed_convolution(&g, &name.to_lowercase());
         }
     }
 }

@@ -29,9 +29,9 @@ fn vector_prim(op: Prim) -> bool {
 
 /// Can `body` run on f32x4 lanes along variable `var`? Every value must be computed in
 /// f32 (or be a mask: a comparison, a bool load contiguous or constant along `var`), and
-/// every load contiguous or constant along `var`, or,
-/// with `gather`, any (the others gather their four lanes: a pointwise kernel's, whose
-/// lanes are independent; a reduction's would sum in another order). Integers are
+/// every load contiguous or constant along `var`, or, with `gather`, any (the others
+/// gather their four lanes: a pointwise kernel's, whose lanes are independent; a
+/// reduction's would sum in another order). Integers are
 /// computed for the first lane ([`lane_ints`]): they may only be offsets stepping by 0 or
 /// 1 per lane, sides of comparisons [`LaneSteps::comparable`] accepts, or equal in every
 /// lane where cast to f32.
@@ -95,11 +95,17 @@ pub(super) fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut Me
     if let Some(v) = memo.values.get(&key) {
         return Ok(*v);
     }
-    let v = match &e.kind {
-        _ if matches!(lanes, Lanes::X4(_)) && lane_ints::handles(e) => {
-            let Lanes::X4(var) = lanes else { unreachable!() };
-            lane_ints::emit(cx, e, vars, var, memo)?
-        }
+    let v = match lanes {
+        Lanes::X4(var) if lane_ints::handles(e) => lane_ints::emit(cx, e, vars, var, memo)?,
+        _ => node(cx, e, vars, lanes, memo)?,
+    };
+    memo.values.insert(key, v);
+    Ok(v)
+}
+
+/// Node `e` on `lanes`, its operands through [`go`].
+fn node(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut Memo) -> R<Value> {
+    Ok(match &e.kind {
         ExprKind::Load { buf, index } => {
             let at = affine(cx, index, vars);
             match lanes {
@@ -160,9 +166,7 @@ pub(super) fn go(cx: &mut Cx, e: &E, vars: &[Value], lanes: Lanes, memo: &mut Me
                 }
             }
         }
-    };
-    memo.values.insert(key, v);
-    Ok(v)
+    })
 }
 
 /// The four elements of `buf` `step` apart from element `at`, as the lanes of an f32x4.
